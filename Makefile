@@ -1,0 +1,44 @@
+# Loop Console — two commands: `make run` and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTHON ?= python3
+LOOP_TEST_DATA ?= $(CURDIR)/.loop-test-data
+
+.PHONY: run test install dev lint format clean bench
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	@touch $@
+
+$(VENV)/.dev-installed: $(VENV)/.installed
+	@$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+install: $(VENV)/.installed
+
+dev: $(VENV)/.dev-installed
+
+## Migrate, load the bundled recipes, create the first account, start web + worker.
+run: install
+	@$(PY) manage.py migrate --noinput -v 0
+	@$(PY) manage.py recipe sync
+	@$(PY) manage.py ensure_admin
+	@$(PY) manage.py serve
+
+## The whole suite (PostgreSQL + Redis when DATABASE_URL / REDIS_URL are set).
+test: dev
+	@mkdir -p $(LOOP_TEST_DATA)
+	LOOP_TESTING=1 LOOP_DATA_DIR=$(LOOP_TEST_DATA) LOOP_QUEUE=loop-console-test-$$$$ \
+		$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+lint: dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: dev
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+clean:
+	rm -rf $(LOOP_TEST_DATA) .pytest_cache

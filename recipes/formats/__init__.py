@@ -1,0 +1,1 @@
+"""Recipe formats understood by Loop Console (one module per ``kind``)."""

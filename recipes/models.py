@@ -1,0 +1,100 @@
+"""What a recipe is: an editable YAML source with an immutable history of versions."""
+
+import hashlib
+
+from django.conf import settings
+from django.db import models, transaction
+
+
+class Recipe(models.Model):
+    class Kind(models.TextChoices):
+        WORKFLOW = "workflow", "Workflow (loop nodes)"
+        PLANEAI = "planeai", "Step machine (planeai.loop.recipe.v1)"
+        DRIVEN = "driven", "Agent-driven loop"
+
+    class Origin(models.TextChoices):
+        BUILTIN = "builtin", "Bundled"
+        USER = "user", "User"
+        PROJECT = "project", "Project"
+        CONSOLE = "console", "Created in the console"
+
+    # Precedence when the same slug comes from several sources (seed 003): project > user > builtin.
+    ORIGIN_RANK = {Origin.BUILTIN: 0, Origin.USER: 1, Origin.PROJECT: 2, Origin.CONSOLE: 3}
+
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.WORKFLOW)
+    source = models.TextField(help_text="The recipe's YAML.")
+    enabled = models.BooleanField(default=True)
+    origin = models.CharField(max_length=20, choices=Origin.choices, default=Origin.CONSOLE)
+    source_path = models.CharField(
+        max_length=1000, blank=True, help_text="File it was synced from."
+    )
+    edited_locally = models.BooleanField(
+        default=False, help_text="Edited in the console; a sync leaves it alone unless forced."
+    )
+    valid = models.BooleanField(default=True)
+    problems = models.JSONField(
+        default=dict, blank=True, help_text="Last validation: errors, warnings."
+    )
+    current_version = models.ForeignKey(
+        "RecipeVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self):
+        return self.slug
+
+    @transaction.atomic
+    def record_version(self, source: str, author=None, note: str = "") -> "RecipeVersion":
+        """Make `source` current, adding an immutable version unless it is unchanged."""
+        digest = hashlib.sha256(source.encode()).hexdigest()
+        latest = self.versions.order_by("-number").first()
+        if latest and latest.sha256 == digest:
+            version = latest
+        else:
+            version = RecipeVersion.objects.create(
+                recipe=self,
+                number=(latest.number + 1) if latest else 1,
+                source=source,
+                sha256=digest,
+                author=author,
+                note=note,
+            )
+        self.source = source
+        self.current_version = version
+        self.save()
+        return version
+
+
+class RecipeVersion(models.Model):
+    recipe = models.ForeignKey(Recipe, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    source = models.TextField()
+    sha256 = models.CharField(max_length=64)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    note = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["recipe", "-number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["recipe", "number"], name="recipe_version_number_unique"
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.recipe.slug} v{self.number}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("Recipe versions are immutable; record a new version instead.")
+        super().save(*args, **kwargs)

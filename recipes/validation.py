@@ -1,0 +1,29 @@
+"""Validate a recipe's source and record the verdict on the Recipe row."""
+
+from __future__ import annotations
+
+from recipes.loader import LoadResult, load_recipe
+from recipes.sources import commands_dirs
+
+
+def validate_source(source: str, source_path: str = "") -> LoadResult:
+    return load_recipe(source, commands_dirs=commands_dirs(source_path))
+
+
+def problems_dict(result: LoadResult) -> dict:
+    return {
+        "errors": [p.as_dict() for p in result.errors],
+        "warnings": [p.as_dict() for p in result.warnings],
+    }
+
+
+def apply_result(recipe, result: LoadResult) -> None:
+    """Copy what the source says about itself onto the row (name, description, kind)."""
+    recipe.valid = result.ok
+    recipe.problems = problems_dict(result)
+    recipe.kind = result.kind
+    if result.spec is not None:
+        recipe.name = (getattr(result.spec, "name", "") or recipe.slug)[:200]
+        recipe.description = getattr(result.spec, "description", "") or ""
+    elif not recipe.name:
+        recipe.name = recipe.slug

@@ -1,0 +1,190 @@
+"""Variable substitution for prompts, bash scripts and ``until_bash`` checks.
+
+Recognised references (everything else, e.g. ``$HOME``, ``$1``, ``$(cmd)``,
+``${x}``, is passed through verbatim so shell scripts keep working):
+
+* ``$ARGUMENTS`` / ``$USER_MESSAGE``, ``$ARTIFACTS_DIR``, ``$BASE_BRANCH``,
+  ``$DOCS_DIR``, ``$WORKFLOW_ID``, ``$LOOP_USER_INPUT``, ``$LOOP_PREV_OUTPUT``
+* ``$INPUTS.name`` (only names present in ``VarContext.inputs``)
+* ``$nodeId.output`` and ``$nodeId.output.field`` (only ids in ``known_nodes``)
+* ``$LOOP_PREV.nodeId.output`` and ``$LOOP_PREV.nodeId.output.field``
+
+With ``shell=True`` every substituted value becomes exactly one shell word
+(``shlex.quote``), so recipes write ``x=$node.output`` without quotes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+
+__all__ = [
+    "NodeOutput",
+    "VarContext",
+    "VariableError",
+    "render_value",
+    "resolve_field",
+    "resolve_output",
+    "substitute",
+]
+
+
+@dataclass(frozen=True)
+class NodeOutput:
+    text: str
+    structured: dict | list | None = None
+    schema: dict | None = None
+
+
+@dataclass
+class VarContext:
+    user_message: str = ""
+    artifacts_dir: str = ""
+    base_branch: str = ""
+    docs_dir: str = "docs/"
+    workflow_id: str = ""
+    inputs: dict = field(default_factory=dict)
+    node_outputs: dict[str, NodeOutput] = field(default_factory=dict)
+    known_nodes: frozenset[str] = frozenset()
+    loop_user_input: str = ""
+    loop_prev_output: str = ""
+    loop_prev: dict[str, NodeOutput] | None = None
+
+
+class VariableError(Exception):
+    """A recognised reference that cannot be resolved (bad field access)."""
+
+
+_NODE_ID = r"[A-Za-z0-9_-]+"
+_FIELD = r"[A-Za-z_][A-Za-z0-9_]*"
+# A reference must not be followed by an identifier character ($USER_MESSAGEX).
+_END = r"(?![A-Za-z0-9_])"
+
+_LOOP_PREV_RE = re.compile(rf"\$LOOP_PREV\.({_NODE_ID})\.output(?:\.({_FIELD}))?{_END}")
+_INPUT_RE = re.compile(rf"\$INPUTS\.({_FIELD}){_END}")
+_NODE_RE = re.compile(rf"\$({_NODE_ID})\.output(?:\.({_FIELD}))?{_END}")
+_NAME_RE = re.compile(
+    r"\$(ARGUMENTS|USER_MESSAGE|ARTIFACTS_DIR|BASE_BRANCH|DOCS_DIR|WORKFLOW_ID"
+    rf"|LOOP_USER_INPUT|LOOP_PREV_OUTPUT){_END}"
+)
+
+
+def render_value(value: object) -> str:
+    """Render a JSON value as text: strings as-is, booleans lower-case, null empty."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return str(value)
+    return _dumps(value)
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def resolve_output(out: NodeOutput | None) -> str:
+    """Whole-output text of a node (JSON text for a structured producer)."""
+    if out is None:
+        return ""
+    if out.structured is not None:
+        return _dumps(out.structured)
+    return out.text
+
+
+def resolve_field(out: NodeOutput | None, node_id: str, field_name: str, *, ref: str) -> str:
+    """Strict ``.field`` access on a node output; ``ref`` names the reference in errors."""
+    if out is None:
+        return ""
+    schema = out.schema if isinstance(out.schema, dict) else None
+    props = schema.get("properties") if schema else None
+    if isinstance(props, dict) and field_name not in props:
+        raise VariableError(
+            f"{ref}: field '{field_name}' is not in {node_id}'s output_format"
+            f" (declared: {', '.join(props) or 'none'})"
+        )
+    payload = out.structured
+    if payload is None:
+        try:
+            payload = json.loads(out.text)
+        except (ValueError, TypeError):
+            raise VariableError(
+                f"{ref}: {node_id}'s output is not JSON, so field '{field_name}'"
+                " cannot be read (declare output_format on the producer)"
+            ) from None
+    if not isinstance(payload, dict):
+        raise VariableError(
+            f"{ref}: {node_id}'s output is a JSON {type(payload).__name__}, not an object,"
+            f" so field '{field_name}' cannot be read"
+        )
+    return render_value(payload.get(field_name))
+
+
+def _match_at(template: str, pos: int, ctx: VarContext) -> tuple[int, str] | None:
+    """Try every reference form at ``pos`` (a ``$``); return (end, value) or None."""
+    m = _LOOP_PREV_RE.match(template, pos)
+    if m and m.group(1) in ctx.known_nodes:
+        node_id, fld = m.group(1), m.group(2)
+        if not ctx.loop_prev:
+            return m.end(), ""
+        out = ctx.loop_prev.get(node_id)
+        if fld is None:
+            return m.end(), resolve_output(out)
+        return m.end(), resolve_field(out, node_id, fld, ref=m.group(0))
+
+    m = _INPUT_RE.match(template, pos)
+    if m and m.group(1) in ctx.inputs:
+        return m.end(), render_value(ctx.inputs[m.group(1)])
+
+    m = _NODE_RE.match(template, pos)
+    if m and m.group(1) in ctx.known_nodes:
+        node_id, fld = m.group(1), m.group(2)
+        out = ctx.node_outputs.get(node_id)
+        if fld is None:
+            return m.end(), resolve_output(out)
+        return m.end(), resolve_field(out, node_id, fld, ref=m.group(0))
+
+    m = _NAME_RE.match(template, pos)
+    if m:
+        value = {
+            "ARGUMENTS": ctx.user_message,
+            "USER_MESSAGE": ctx.user_message,
+            "ARTIFACTS_DIR": ctx.artifacts_dir,
+            "BASE_BRANCH": ctx.base_branch,
+            "DOCS_DIR": ctx.docs_dir,
+            "WORKFLOW_ID": ctx.workflow_id,
+            "LOOP_USER_INPUT": ctx.loop_user_input,
+            "LOOP_PREV_OUTPUT": ctx.loop_prev_output,
+        }[m.group(1)]
+        return m.end(), value
+    return None
+
+
+def substitute(template: str, ctx: VarContext, *, shell: bool = False) -> str:
+    """Replace every recognised reference in ``template``.
+
+    Substitution is single-pass: text coming from a value is never re-scanned,
+    so a value containing ``$USER_MESSAGE`` stays literal.
+    """
+    parts: list[str] = []
+    pos = 0
+    while True:
+        dollar = template.find("$", pos)
+        if dollar < 0:
+            parts.append(template[pos:])
+            break
+        parts.append(template[pos:dollar])
+        hit = _match_at(template, dollar, ctx)
+        if hit is None:
+            parts.append("$")
+            pos = dollar + 1
+            continue
+        end, value = hit
+        parts.append(shlex.quote(value) if shell else value)
+        pos = end
+    return "".join(parts)

@@ -1,0 +1,97 @@
+"""Build the variable context an iteration or step sees, from what the database holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+
+from runs.engine.variables import NodeOutput, VarContext
+from runs.models import NodeRun
+
+from .spec import node_spec, scope_nodes
+
+
+def run_dirs(run) -> tuple[Path, Path]:
+    base = Path(settings.LOOP_DATA_DIR) / "runs" / str(run.pk)
+    workdir = Path(run.workdir) if run.workdir else base / "work"
+    return workdir, base / "artifacts"
+
+
+def _output(row: NodeRun, schema) -> NodeOutput:
+    if row.status != NodeRun.Status.COMPLETED:
+        return NodeOutput(text="", structured=None, schema=schema)
+    return NodeOutput(text=row.output, structured=row.structured, schema=schema)
+
+
+def _scope_outputs(spec, run, group: NodeRun | None, iteration: int) -> dict[str, NodeOutput]:
+    if group is None:
+        rows = NodeRun.objects.filter(run=run, iteration=0)
+        return {r.node_id: _output(r, node_spec(spec, r.node_id).output_format) for r in rows}
+    prefix = group.node_id + "."
+    rows = NodeRun.objects.filter(
+        run=run, iteration=iteration, generation=group.generation, node_id__startswith=prefix
+    )
+    return {
+        r.node_id.removeprefix(prefix): _output(r, node_spec(spec, r.node_id).output_format)
+        for r in rows
+    }
+
+
+def build_context(
+    run,
+    spec,
+    node: NodeRun,
+    *,
+    loop_user_input: str = "",
+    loop_prev_output: str = "",
+) -> VarContext:
+    workdir, artifacts = run_dirs(run)
+    outputs = _scope_outputs(spec, run, None, 0)
+    known = {n.id for n in spec.nodes}
+    loop_prev = None
+    if "." in node.node_id:
+        group = NodeRun.objects.get(run=run, node_id=node.node_id.split(".", 1)[0], iteration=0)
+        known |= {n.id for n in scope_nodes(spec, group.node_id)}
+        outputs.update(_scope_outputs(spec, run, group, node.iteration))
+        if node.iteration > 1:
+            loop_prev = _scope_outputs(spec, run, group, node.iteration - 1)
+        current = group.iterations.filter(
+            generation=group.generation, number=node.iteration
+        ).first()
+        if current is not None and not loop_user_input:
+            loop_user_input = current.feedback
+    return VarContext(
+        user_message=run.message,
+        artifacts_dir=str(artifacts),
+        base_branch=_base_branch(workdir),
+        docs_dir="docs/",
+        workflow_id=str(run.pk),
+        inputs=dict(run.inputs or {}),
+        node_outputs=outputs,
+        known_nodes=frozenset(known),
+        loop_user_input=loop_user_input,
+        loop_prev_output=loop_prev_output,
+        loop_prev=loop_prev,
+    )
+
+
+def _base_branch(workdir: Path) -> str:
+    head = workdir / ".git" / "HEAD"
+    try:
+        ref = head.read_text().strip()
+    except OSError:
+        return "main"
+    return ref.rsplit("/", 1)[-1] if ref.startswith("ref:") else "main"
+
+
+def step_env(run, ctx: VarContext) -> dict[str, str]:
+    """Environment for bash steps and agents: the same values, never spliced into code."""
+    return {
+        "ARTIFACTS_DIR": ctx.artifacts_dir,
+        "WORKFLOW_ID": ctx.workflow_id,
+        "USER_MESSAGE": ctx.user_message,
+        "ARGUMENTS": ctx.user_message,
+        "BASE_BRANCH": ctx.base_branch,
+        "DOCS_DIR": ctx.docs_dir,
+    }

@@ -1,0 +1,167 @@
+"""`loop_group` nodes: a sealed body of nodes re-run in full each iteration.
+
+The scheduler runs the body's layers (rows `group.node` with the group's iteration); when
+every body node is terminal it enqueues `finish_group_iteration`, which checks completion
+(until_bash runs here, outside any transaction) and then settles like a loop iteration.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from runs.engine.completion import detect_signal
+from runs.engine.dag import layers
+from runs.engine.variables import VariableError
+from runs.models import Iteration, NodeRun, Run
+
+from .context import build_context
+from .loop import _until_bash, settle_loop
+from .spec import spec_for
+from .state import enqueue, fail_node, lock_run, next_iteration
+from .stream import OutputStream
+
+
+def start_group(run: Run, spec, node, row: NodeRun) -> None:
+    with transaction.atomic():
+        run = lock_run(run.pk)
+        row.refresh_from_db()
+        if run.is_terminal or row.status != NodeRun.Status.RUNNING:
+            return
+        row.max_iterations = node.loop_group.max_iterations
+        row.lease_expires_at = None
+        row.state = {**row.state, "phase": "body", "sessions": {}}
+        row.save()
+        run.append_event("loop_started", row.node_id, max_iterations=node.loop_group.max_iterations)
+        next_iteration(run, row, 1)
+
+
+def begin_next(run: Run, row: NodeRun, number: int, *, feedback: str = "", after_gate=False):
+    row.state = {**row.state, "phase": "body"}
+    row.save(update_fields=["state"])
+    return next_iteration(run, row, number, feedback=feedback, after_gate=after_gate)
+
+
+def remember_session(row: NodeRun, session_id: str) -> None:
+    """Keep a body AI node's session so the next iteration can resume it."""
+    group_id, body_id = row.node_id.split(".", 1)
+    group = NodeRun.objects.select_for_update().get(
+        run_id=row.run_id, node_id=group_id, iteration=0
+    )
+    sessions = dict(group.state.get("sessions") or {})
+    sessions[body_id] = session_id
+    group.state = {**group.state, "sessions": sessions}
+    group.save(update_fields=["state"])
+
+
+def terminal_body_id(group_spec) -> str:
+    """The body node nothing else depends on (the last declared, if several)."""
+    depended = {dep for n in group_spec.nodes for dep in n.depends_on}
+    ends = [n.id for n in group_spec.nodes if n.id not in depended]
+    order = [
+        node_id
+        for layer in layers({n.id: n.depends_on for n in group_spec.nodes})
+        for node_id in layer
+    ]
+    return max(ends, key=order.index) if ends else group_spec.nodes[-1].id
+
+
+def finish_group_iteration(group_row_id: int, number: int) -> None:
+    group = NodeRun.objects.select_related("run__recipe_version", "run__recipe").get(
+        pk=group_row_id
+    )
+    it = Iteration.objects.filter(
+        node_run=group, generation=group.generation, number=number
+    ).first()
+    if it is None:
+        return
+    # Claim the check: a duplicate delivery finds the lease taken and does nothing.
+    claimed = Iteration.objects.filter(
+        pk=it.pk, status=Iteration.Status.RUNNING, lease_expires_at__isnull=True
+    ).update(
+        lease_expires_at=timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS),
+        attempts=F("attempts") + 1,
+    )
+    if not claimed:
+        return
+    it.refresh_from_db()
+    run = group.run
+    spec = spec_for(run)
+    group_spec = spec.node(group.node_id).loop_group
+    prefix = group.node_id + "."
+    body = {
+        r.node_id.removeprefix(prefix): r
+        for r in NodeRun.objects.filter(
+            run=run, iteration=number, generation=group.generation, node_id__startswith=prefix
+        )
+    }
+    failed = next((r for r in body.values() if r.status == NodeRun.Status.FAILED), None)
+    terminal = body.get(terminal_body_id(group_spec))
+    output = terminal.output if terminal and terminal.status == NodeRun.Status.COMPLETED else ""
+    raw = (terminal.state.get("raw") if terminal else None) or output
+    fired: list[str] = []
+    error = None
+    started = time.monotonic()
+    if failed is None:
+        if group_spec.until and detect_signal(raw, group_spec.until):
+            fired.append("until")
+        if group_spec.until_bash and not fired:
+            try:
+                ctx = build_context(run, spec, terminal or group)
+                stream = OutputStream(Iteration, it.pk, it.attempts, run.pk)
+                if _until_bash(group_spec.until_bash, ctx, run, stream):
+                    fired.append("until_bash")
+            except VariableError as exc:
+                error = f"until_bash: {exc}"
+            except Exception as exc:  # noqa: BLE001 - reported on the node
+                error = f"until_bash: {exc.__class__.__name__}: {exc}"
+    with transaction.atomic():
+        run = lock_run(run.pk)
+        group.refresh_from_db()
+        done = Iteration.objects.filter(
+            pk=it.pk, status=Iteration.Status.RUNNING, attempts=it.attempts
+        )
+        if run.is_terminal or group.status != NodeRun.Status.RUNNING:
+            return
+        duration = (
+            int((timezone.now() - it.started_at).total_seconds() * 1000) if it.started_at else None
+        )
+        if failed is not None or error:
+            error = error or f"body node '{failed.node_id}' failed: {failed.error}"
+            done.update(
+                status=Iteration.Status.FAILED,
+                error=error,
+                finished_at=timezone.now(),
+                duration_ms=duration,
+                lease_expires_at=None,
+            )
+            fail_node(run, group, error)
+            return
+        if not done.update(
+            status=Iteration.Status.COMPLETED,
+            output=output,
+            raw_output=raw,
+            structured=terminal.structured if terminal else None,
+            channels=fired,
+            finished_at=timezone.now(),
+            duration_ms=duration,
+            lease_expires_at=None,
+        ):
+            return
+        it.refresh_from_db()
+        group.output, group.structured = output, it.structured
+        group.save()
+        run.append_event("iteration_completed", group.node_id, iteration=number, channels=fired)
+        settle_loop(run, group, group_spec, it, fired)
+        if group.status == NodeRun.Status.RUNNING and group.iteration_count > number:
+            group.state = {**group.state, "phase": "body"}
+            group.save(update_fields=["state"])
+        del started
+
+
+__all__ = ["start_group", "finish_group_iteration", "begin_next", "remember_session", "enqueue"]

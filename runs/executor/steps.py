@@ -1,0 +1,175 @@
+"""Start a node: run bash and prompt steps, open approval gates, cancel, set up loops."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from runs.engine.variables import VariableError, substitute
+from runs.models import Gate, NodeRun, Run
+from runs.providers import registry
+from runs.providers.base import AgentRequest, Cancelled, ProviderError
+
+from . import group as group_exec
+from . import loop as loop_exec
+from .agent import StepFailed, call_agent, prepare_prompt
+from .context import build_context, run_dirs, step_env
+from .process import run_process
+from .spec import SpecError, node_spec, spec_for
+from .state import complete_node, fail_node, lock_run, open_gate, stop_all_work
+from .stream import OutputStream
+
+
+def start_node(node_run_id: int) -> None:
+    claimed = NodeRun.objects.filter(
+        pk=node_run_id, status=NodeRun.Status.PENDING, queued_at__isnull=False
+    ).update(
+        status=NodeRun.Status.RUNNING,
+        started_at=timezone.now(),
+        attempts=F("attempts") + 1,
+        lease_expires_at=timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS),
+    )
+    if not claimed:
+        return  # a duplicate delivery, or the node was cancelled
+    row = NodeRun.objects.select_related("run__recipe_version", "run__recipe").get(pk=node_run_id)
+    run = row.run
+    try:
+        spec = spec_for(run)
+        node = node_spec(spec, row.node_id)
+    except (SpecError, KeyError) as exc:
+        _fail(row, f"cannot load node: {exc}")
+        return
+    with transaction.atomic():
+        locked = lock_run(run.pk)
+        if locked.is_terminal:
+            return
+        locked.append_event(
+            "node_started", row.node_id, kind=row.kind, iteration=row.iteration or None
+        )
+    if node.kind in ("bash", "prompt", "command"):
+        _run_step(run, spec, node, row)
+    elif node.kind == "loop":
+        loop_exec.start_loop(run, spec, node, row)
+    elif node.kind == "loop_group":
+        group_exec.start_group(run, spec, node, row)
+    elif node.kind == "approval":
+        with transaction.atomic():
+            run = lock_run(run.pk)
+            row.refresh_from_db()
+            decisions = [{"id": d.id, "label": d.label} for d in node.approval.decisions]
+            open_gate(
+                run,
+                row,
+                kind=Gate.Kind.APPROVAL,
+                message=node.approval.message,
+                decisions=decisions,
+            )
+    elif node.kind == "cancel":
+        with transaction.atomic():
+            run = lock_run(run.pk)
+            row.refresh_from_db()
+            complete_node(run, row, node.cancel or "")
+            stop_all_work(run, f"cancelled by node '{row.node_id}'")
+            run.set_status(
+                Run.Status.CANCELLED, error=node.cancel or f"cancelled by node '{row.node_id}'"
+            )
+
+
+def _fail(row: NodeRun, error: str) -> None:
+    with transaction.atomic():
+        run = lock_run(row.run_id)
+        row.refresh_from_db()
+        if row.status == NodeRun.Status.RUNNING and not run.is_terminal:
+            fail_node(run, row, error)
+
+
+def _run_step(run: Run, spec, node, row: NodeRun) -> None:
+    attempts = node.retry.max_attempts if node.retry else 1
+    delay = (node.retry.delay_ms / 1000) if node.retry else 0
+    stream = OutputStream(NodeRun, row.pk, row.attempts, run.pk, field="output")
+    for attempt in range(1, attempts + 1):
+        stream.parts.clear()
+        try:
+            output, structured, extra = _execute(run, spec, node, row, stream)
+        except Cancelled:
+            return
+        except (StepFailed, VariableError, ProviderError) as exc:
+            if attempt < attempts:
+                time.sleep(delay)
+                continue
+            _fail(row, str(exc))
+            return
+        with transaction.atomic():
+            locked = lock_run(run.pk)
+            owned = NodeRun.objects.filter(
+                pk=row.pk, status=NodeRun.Status.RUNNING, attempts=row.attempts
+            )
+            if locked.is_terminal or not owned.exists():
+                return
+            row.refresh_from_db()
+            row.state = {**row.state, **extra}
+            if "." in row.node_id and extra.get("session_id"):
+                group_exec.remember_session(row, extra["session_id"])
+            complete_node(locked, row, output, structured)
+        return
+
+
+def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
+    ctx = build_context(run, spec, row)
+    workdir, _ = run_dirs(run)
+    if node.kind == "bash":
+        script = substitute(node.bash, ctx, shell=True)
+        timeout = (node.timeout / 1000) if node.timeout else None
+        result = run_process(
+            ["bash", "-c", script],
+            cwd=str(workdir),
+            env=step_env(run, ctx),
+            on_chunk=stream,
+            timeout=timeout,
+        )
+        if result.timed_out:
+            raise StepFailed(f"bash step timed out after {timeout:.0f}s")
+        if result.exit_code != 0:
+            raise StepFailed(f"bash exited with status {result.exit_code}\n{result.output[-2000:]}")
+        return result.output.rstrip("\n"), None, {"script": script}
+    provider = registry.resolve(node.provider or _group_default(spec, row, "provider"), spec)
+    prompt = prepare_prompt(substitute(node.prompt, ctx), provider, node.output_format)
+    session_id = _group_session(spec, row)
+    request = AgentRequest(
+        prompt=prompt,
+        workdir=str(workdir),
+        session_id=session_id,
+        model=node.model or _group_default(spec, row, "model") or spec.model,
+        output_schema=node.output_format,
+        idle_timeout=(node.idle_timeout or 30 * 60 * 1000) / 1000,
+        env=step_env(run, ctx),
+        run_id=run.pk,
+        node_id=row.node_id,
+        iteration=row.iteration,
+    )
+    outcome = call_agent(provider, request, stream, node.output_format)
+    extra = {"prompt": prompt, "raw": outcome.raw, "session_id": outcome.result.session_id}
+    return outcome.text, outcome.payload, extra
+
+
+def _group_default(spec, row: NodeRun, attr: str):
+    if "." not in row.node_id:
+        return None
+    return getattr(spec.node(row.node_id.split(".", 1)[0]), attr, None)
+
+
+def _group_session(spec, row: NodeRun) -> str | None:
+    """Body AI nodes of a loop_group thread their sessions across iterations unless
+    fresh_context is set; the session cursor lives on the group's row."""
+    if "." not in row.node_id or row.iteration <= 1:
+        return None
+    group_id, body_id = row.node_id.split(".", 1)
+    if spec.node(group_id).loop_group.fresh_context:
+        return None
+    group = NodeRun.objects.get(run_id=row.run_id, node_id=group_id, iteration=0)
+    return (group.state.get("sessions") or {}).get(body_id)

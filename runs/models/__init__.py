@@ -1,0 +1,7 @@
+from .events import RunEvent
+from .gate import Gate
+from .iteration import Iteration
+from .node import NodeRun
+from .run import Run
+
+__all__ = ["Run", "NodeRun", "Iteration", "Gate", "RunEvent"]

@@ -1,0 +1,63 @@
+"""The provider seam: the only place that knows how an agent is invoked.
+
+A provider turns (prompt, session, options) into a stream of output chunks and a result.
+Errors are `ProviderError`s that say whether retrying could help.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Protocol
+
+
+class ProviderError(Exception):
+    """An agent call failed. `permanent` errors fail fast; transient ones may be retried."""
+
+    def __init__(self, message: str, *, permanent: bool = True):
+        super().__init__(message)
+        self.permanent = permanent
+
+
+class Cancelled(Exception):
+    """The iteration was cancelled (or lost its lease) while the agent was running."""
+
+
+@dataclass
+class AgentRequest:
+    prompt: str
+    workdir: str
+    session_id: str | None = None  # resume this session (threaded context); None = fresh
+    model: str | None = None
+    output_schema: dict | None = None  # enforced providers constrain decoding with it
+    idle_timeout: float = 1800.0  # seconds of silence before the session is ended
+    env: dict[str, str] = field(default_factory=dict)
+    # Where the request comes from: useful to deterministic agents and to logs.
+    run_id: int | None = None
+    node_id: str = ""
+    iteration: int = 0
+
+
+@dataclass
+class AgentResult:
+    text: str
+    session_id: str = ""
+    structured: object | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost_usd: Decimal | None = None
+    timed_out: bool = False
+
+
+# Called with each chunk of output as it arrives. Raises Cancelled to stop the agent.
+OnChunk = Callable[[str], None]
+
+
+class Provider(Protocol):
+    name: str
+    # "enforced": the agent constrains its output to the schema; "best_effort": we append
+    # the schema to the prompt and re-ask on invalid payloads.
+    structured_output: str
+
+    def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult: ...

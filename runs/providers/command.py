@@ -1,0 +1,57 @@
+"""Any command-line agent that reads the prompt on stdin and writes its answer to stdout."""
+
+from __future__ import annotations
+
+import shlex
+import uuid
+
+from runs.executor.process import run_process
+
+from .base import AgentRequest, AgentResult, OnChunk, ProviderError
+
+
+class CommandProvider:
+    structured_output = "best_effort"
+
+    def __init__(self, name: str, command: str):
+        if not command or not command.strip():
+            raise ProviderError(f"provider '{name}' has no command to run")
+        self.name = name
+        self.command = command
+
+    def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
+        session_id = request.session_id or uuid.uuid4().hex
+        env = {
+            **request.env,
+            "LOOP_SESSION_ID": session_id,
+            "LOOP_SESSION_RESUME": "1" if request.session_id else "0",
+            "LOOP_MODEL": request.model or "",
+            "LOOP_ITERATION": str(request.iteration),
+            "LOOP_NODE_ID": request.node_id,
+        }
+        try:
+            result = run_process(
+                ["bash", "-c", self.command],
+                cwd=request.workdir,
+                stdin_text=request.prompt,
+                env=env,
+                on_chunk=on_chunk,
+                idle_timeout=request.idle_timeout,
+            )
+        except FileNotFoundError as exc:
+            raise ProviderError(
+                f"provider '{self.name}': cannot start {self.command!r}: {exc}"
+            ) from exc
+        if result.timed_out:
+            return AgentResult(text=result.output, session_id=session_id, timed_out=True)
+        if result.exit_code == 127:
+            program = shlex.split(self.command)[0] if self.command.strip() else self.command
+            raise ProviderError(
+                f"provider '{self.name}': command not found: {program} (exit 127)\n{result.output[-2000:]}"
+            )
+        if result.exit_code != 0:
+            raise ProviderError(
+                f"provider '{self.name}': {self.command!r} exited with status {result.exit_code}\n"
+                f"{result.output[-2000:]}"
+            )
+        return AgentResult(text=result.output, session_id=session_id)

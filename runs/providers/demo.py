@@ -1,0 +1,123 @@
+"""A deterministic demo agent: no network, no model, the same answer every time.
+
+It exists so the bundled recipes show real loops on a fresh machine, and so tests and
+benchmarks have an agent that behaves predictably:
+- it reports which iteration and session turn it is on (sessions thread like a real agent's);
+- when the prompt asks it to output a completion signal (`output: COMPLETE`, or
+  `<promise>COMPLETE</promise>`), it emits `<promise>COMPLETE</promise>` from iteration N on,
+  where N comes from "after N iterations" in the prompt (default 3, or `complete_after`);
+- when the prompt names a file of the working directory that says "N failing", it "fixes"
+  one: the file then says "N-1 failing" (so an `until_bash` check can turn green);
+- with an output schema it answers JSON that fits it; an integer `score` grows each
+  iteration (55, 70, 85, ...) and booleans turn true once the score reaches 80.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from pathlib import Path
+
+from .base import AgentRequest, AgentResult, OnChunk
+
+SIGNAL_TAG = re.compile(r"<promise>\s*([A-Za-z0-9_-]+)\s*</promise>", re.I)
+SIGNAL_ASK = re.compile(r"\boutput:?\s+([A-Z][A-Z0-9_]{2,})\b")
+AFTER = re.compile(r"after\s+(\d+)\s+iterations?", re.I)
+FILE_NAME = re.compile(r"[\w./-]+\.(?:txt|md|json)\b")
+FAILING = re.compile(r"(\d+)\s+failing")
+
+
+class DemoProvider:
+    structured_output = "enforced"
+
+    def __init__(self, name: str = "demo", delay: float = 0.03, complete_after: int | None = None):
+        self.name = name
+        self.delay = float(delay)
+        self.complete_after = complete_after
+
+    def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
+        session_id = request.session_id or uuid.uuid4().hex
+        turn = self._next_turn(request.workdir, session_id)
+        n = request.iteration or turn
+        if request.output_schema:
+            text = json.dumps(self._payload(request.output_schema, n, request.prompt))
+        else:
+            text = self._prose(request, n, turn, session_id)
+        for piece in re.findall(r"\S+\s*|\s+", text):
+            on_chunk(piece)
+            if self.delay:
+                time.sleep(self.delay)
+        return AgentResult(
+            text=text,
+            session_id=session_id,
+            tokens_in=len(request.prompt.split()),
+            tokens_out=len(text.split()),
+        )
+
+    def _threshold(self, prompt: str) -> int:
+        if self.complete_after:
+            return int(self.complete_after)
+        match = AFTER.search(prompt)
+        return int(match.group(1)) if match else 3
+
+    def _prose(self, request: AgentRequest, n: int, turn: int, session_id: str) -> str:
+        lines = [f"Demo agent: iteration {n}, turn {turn} of session {session_id[:8]}."]
+        lines += self._fix_files(request)
+        lines.append(f"I read {len(request.prompt)} characters of instructions.")
+        signal = SIGNAL_TAG.search(request.prompt) or SIGNAL_ASK.search(request.prompt)
+        if signal and n >= self._threshold(request.prompt):
+            lines.append(f"All done.\n\n<promise>{signal.group(1)}</promise>")
+        elif signal:
+            lines.append("Not finished yet; more to do next iteration.")
+        return "\n".join(lines) + "\n"
+
+    def _fix_files(self, request: AgentRequest) -> list[str]:
+        notes = []
+        root = Path(request.workdir).resolve()
+        for name in dict.fromkeys(FILE_NAME.findall(request.prompt)):
+            path = (root / name).resolve()
+            if root not in path.parents or not path.is_file():
+                continue
+            content = path.read_text(errors="replace")
+            match = FAILING.search(content)
+            if match and int(match.group(1)) > 0:
+                left = int(match.group(1)) - 1
+                path.write_text(FAILING.sub(f"{left} failing", content, count=1))
+                notes.append(f"Fixed one failing test in {name}: {left} failing left.")
+        return notes
+
+    def _payload(self, schema: dict, n: int, prompt: str):
+        score = min(100, 40 + 15 * n)
+        done = (
+            score >= 80
+            if "score" in (schema.get("properties") or {})
+            else n >= self._threshold(prompt)
+        )
+        return self._value(schema, "", n, score, done)
+
+    def _value(self, schema: dict, name: str, n: int, score: int, done: bool):
+        if "enum" in schema:
+            return schema["enum"][0]
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            kind = next((k for k in kind if k != "null"), "string")
+        if kind == "object" or "properties" in schema:
+            props = schema.get("properties") or {}
+            return {key: self._value(sub, key, n, score, done) for key, sub in props.items()}
+        if kind == "array":
+            return []
+        if kind == "boolean":
+            return done
+        if kind in ("integer", "number"):
+            return score if "score" in name.lower() else n
+        return f"Demo {name or 'answer'} for iteration {n}."
+
+    def _next_turn(self, workdir: str, session_id: str) -> int:
+        folder = Path(workdir) / ".demo-sessions"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{session_id}.json"
+        turn = json.loads(path.read_text())["turns"] + 1 if path.exists() else 1
+        path.write_text(json.dumps({"turns": turn}))
+        return turn

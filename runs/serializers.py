@@ -1,0 +1,40 @@
+"""Plain-data views of runs, shared by the API and the command line."""
+
+from runs.models import Gate, Run
+
+
+def run_summary(run: Run) -> dict:
+    nodes = [
+        {
+            "node": n.node_id,
+            "kind": n.kind,
+            "status": n.status,
+            "iteration": n.iteration or None,
+            "iterations": n.iteration_count,
+            "max_iterations": n.max_iterations,
+            "output": n.output,
+            "error": n.error,
+        }
+        for n in run.nodes.order_by("id")
+        if n.iteration == 0
+    ]
+    gate = (
+        run.gates.filter(status=Gate.Status.PENDING)
+        .select_related("iteration", "decided_by")
+        .first()
+    )
+    return {
+        "id": run.pk,
+        "recipe": run.recipe.slug,
+        "version": run.recipe_version.number,
+        "status": run.status,
+        "message": run.message,
+        "inputs": run.inputs,
+        "error": run.error,
+        "started_by": run.started_by.get_username() if run.started_by_id else None,
+        "created_at": run.created_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "nodes": nodes,
+        "pending_gate": gate.as_dict() if gate else None,
+    }

@@ -1,0 +1,210 @@
+"""Shared fixtures: personas, a real Celery worker process, helpers to wait for runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# --- personas --------------------------------------------------------------------------
+
+
+def make_user(django_user_model, username: str, *groups: str, **extra):
+    from django.contrib.auth.models import Group
+
+    from console.roles import ensure_roles
+
+    ensure_roles()
+    user = django_user_model.objects.create_user(username, password="pw-" + username, **extra)
+    user.groups.set(Group.objects.filter(name__in=groups))
+    return user
+
+
+@pytest.fixture
+def viewer(django_user_model):
+    return make_user(django_user_model, "vera", "viewer")
+
+
+@pytest.fixture
+def operator(django_user_model):
+    return make_user(django_user_model, "otto", "operator")
+
+
+@pytest.fixture
+def editor(django_user_model):
+    return make_user(django_user_model, "edie", "editor")
+
+
+@pytest.fixture
+def outsider(django_user_model):
+    return make_user(django_user_model, "oscar")
+
+
+@pytest.fixture
+def admin_user(django_user_model):
+    return make_user(django_user_model, "ada", "editor", is_staff=True, is_superuser=True)
+
+
+# --- recipes ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def make_recipe(db):
+    """Create a Recipe (with its first version) from YAML text."""
+    from recipes.models import Recipe
+    from recipes.validation import apply_result, validate_source
+
+    def make(source: str, slug: str = "test-recipe", **fields):
+        result = validate_source(source)
+        assert result.ok, [str(p) for p in result.errors]
+        recipe = Recipe(slug=slug, source=source, origin=Recipe.Origin.CONSOLE, **fields)
+        apply_result(recipe, result)
+        recipe.save()
+        recipe.record_version(source)
+        return recipe
+
+    return make
+
+
+@pytest.fixture
+def bundled(db):
+    """Sync the bundled recipes into the test database."""
+    from recipes.models import Recipe
+    from recipes.sync import sync
+
+    sync()
+    return {r.slug: r for r in Recipe.objects.all()}
+
+
+# --- a real worker ---------------------------------------------------------------------
+
+
+def _database_url() -> str:
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 5432
+    auth = db.get("USER") or "postgres"
+    if db.get("PASSWORD"):
+        auth += ":" + db["PASSWORD"]
+    return f"postgres://{auth}@{host}:{port}/{db['NAME']}"
+
+
+class Worker:
+    def __init__(self, log_path: Path, env: dict):
+        self.log_path = log_path
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, concurrency: int = 4):
+        self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "console",
+                "worker",
+                "--loglevel",
+                "INFO",
+                "--concurrency",
+                str(concurrency),
+                "-Q",
+                settings.CELERY_TASK_DEFAULT_QUEUE,
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-n",
+                f"test-{os.getpid()}-{time.monotonic_ns()}@%h",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if b"ready." in self.log_path.read_bytes():
+                return self
+            if self.proc.poll() is not None:
+                raise RuntimeError("worker died:\n" + self.log_path.read_text()[-3000:])
+            time.sleep(0.1)
+        raise RuntimeError("worker did not become ready:\n" + self.log_path.read_text()[-3000:])
+
+    def stop(self, sig=None):
+        import signal
+
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig or signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        if getattr(self, "log", None):
+            self.log.close()
+
+
+@pytest.fixture(scope="session")
+def worker_env(django_db_setup, django_db_blocker, tmp_path_factory):
+    if settings.EMBEDDED_BROKER:
+        from console import embedded
+
+        embedded.start()
+    env = {
+        **os.environ,
+        "DATABASE_URL": _database_url(),
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "LOOP_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
+        "LOOP_DATA_DIR": str(settings.LOOP_DATA_DIR),
+        "LOOP_DEMO_DELAY": os.environ.get("LOOP_DEMO_DELAY", "0.002"),
+        "LOOP_TESTING": "1",
+    }
+    return env
+
+
+@pytest.fixture(scope="session")
+def celery_worker(worker_env, tmp_path_factory):
+    """One real worker process for the whole session, on the test database and broker."""
+    worker = Worker(tmp_path_factory.mktemp("worker") / "worker.log", worker_env).start()
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture
+def live_worker(celery_worker, transactional_db):
+    """Use in tests whose runs go through the real worker (rows must be committed)."""
+    return celery_worker
+
+
+def wait_for(predicate, timeout: float = 30, interval: float = 0.05, message: str = ""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message or predicate}")
+
+
+def wait_run(run, *states, timeout: float = 60):
+    """Wait until the run reaches one of `states` (default: terminal or paused)."""
+    states = states or ("completed", "failed", "cancelled", "paused")
+
+    def reached():
+        run.refresh_from_db()
+        return run.status in states
+
+    wait_for(reached, timeout, message=f"run {run.pk} to reach {states} (now {run.status})")
+    return run
