@@ -109,6 +109,9 @@ def start_run(
             workdir=workdir,
         )
         base = Path(settings.LOOP_DATA_DIR) / "runs" / str(run.pk)
+        if base.exists():
+            # Left by a database that was reset while the data folder was kept: set aside.
+            base.rename(base.with_name(f"{run.pk}.orphaned-{timezone.now():%Y%m%d%H%M%S%f}"))
         (Path(workdir) if workdir else base / "work").mkdir(parents=True, exist_ok=True)
         (base / "artifacts").mkdir(parents=True, exist_ok=True)
         run.append_event(

@@ -62,13 +62,12 @@ def start_node(node_run_id: int) -> None:
             run = lock_run(run.pk)
             row.refresh_from_db()
             decisions = [{"id": d.id, "label": d.label} for d in node.approval.decisions]
-            open_gate(
-                run,
-                row,
-                kind=Gate.Kind.APPROVAL,
-                message=node.approval.message,
-                decisions=decisions,
-            )
+            try:
+                message = substitute(node.approval.message, build_context(run, spec, row))
+            except VariableError as exc:
+                fail_node(run, row, f"approval message: {exc}")
+                return
+            open_gate(run, row, kind=Gate.Kind.APPROVAL, message=message, decisions=decisions)
     elif node.kind == "cancel":
         with transaction.atomic():
             run = lock_run(run.pk)
