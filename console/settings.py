@@ -185,11 +185,11 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 600}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE = {
-    "sweep-expired-leases": {"task": "runs.tasks.sweep", "schedule": 20.0},
+    "sweep-expired-leases": {"task": "runs.tasks.sweep", "schedule": 15.0},
 }
 
 # Engine knobs
-LOOP_LEASE_SECONDS = env_int("LOOP_LEASE_SECONDS", 60)
+LOOP_LEASE_SECONDS = env_int("LOOP_LEASE_SECONDS", 30)
 LOOP_MAX_ATTEMPTS = env_int("LOOP_MAX_ATTEMPTS", 3)
 LOOP_RECIPE_DIRS = env_list("LOOP_RECIPE_DIRS", [])
 LOOP_USER_RECIPE_DIR = Path(
@@ -210,6 +210,8 @@ SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG and not TESTING and
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", SECURE_HSTS_SECONDS > 0)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", SECURE_HSTS_SECONDS > 0)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
@@ -244,3 +246,17 @@ try:
     LOOP_DEMO_DELAY = float(os.getenv("LOOP_DEMO_DELAY", "0.03"))
 except ValueError:
     raise ImproperlyConfigured("LOOP_DEMO_DELAY must be a number of seconds") from None
+
+# --- Fault tolerance knobs (the fault suite shrinks these) ---------------------------------
+# Pending work nobody claimed for this long is sent again by the sweep (its message was lost).
+LOOP_STALE_PENDING_SECONDS = env_int("LOOP_STALE_PENDING_SECONDS", 30)
+# A tiny visibility timeout makes the broker redeliver unacked messages within seconds (and
+# scan for them every second): the fault suite uses it to prove nothing runs twice.
+LOOP_VISIBILITY_TIMEOUT = env_int("LOOP_VISIBILITY_TIMEOUT", 0)
+if LOOP_VISIBILITY_TIMEOUT:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        **CELERY_BROKER_TRANSPORT_OPTIONS,
+        "visibility_timeout": LOOP_VISIBILITY_TIMEOUT,
+        "unacked_restore_interval": 1,
+        "unacked_restore_throttle": 1,
+    }
