@@ -79,7 +79,8 @@ def main():
             (folder / "out").mkdir(parents=True)
             (folder / "processed").mkdir()
             opts = {"data_folder_in": str(folder / "out"), "data_folder_out": str(folder / "out"),
-                    "processed_folder": str(folder / "processed"), "polling_interval": interval}
+                    "processed_folder": str(folder / "processed"), "control_folder": str(folder / "control"),
+                    "polling_interval": interval}
             results[f"kombu filesystem, polling {interval * 1000:.0f} ms"] = measure(
                 f"fs{interval}", "filesystem://", opts, workdir)
         results[f"kombu sqlalchemy (SQLite), default polling"] = measure(
