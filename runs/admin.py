@@ -14,3 +14,6 @@ class RunAdmin(admin.ModelAdmin):
 class GateAdmin(admin.ModelAdmin):
     list_display = ["id", "run", "node_id", "kind", "status", "decided_by", "decided_at", "surface"]
     list_filter = ["status", "kind", "surface"]
+
+
+from runs import admin_providers  # noqa: E402, F401

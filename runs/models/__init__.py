@@ -2,6 +2,15 @@ from .events import RunEvent
 from .gate import Gate
 from .iteration import Iteration
 from .node import NodeRun
+from .provider import Conversation, ProviderConfig
 from .run import Run
 
-__all__ = ["Run", "NodeRun", "Iteration", "Gate", "RunEvent"]
+__all__ = [
+    "Run",
+    "NodeRun",
+    "Iteration",
+    "Gate",
+    "RunEvent",
+    "ProviderConfig",
+    "Conversation",
+]

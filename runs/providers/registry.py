@@ -1,4 +1,13 @@
-"""Resolve a recipe's `provider:` name to a Provider instance."""
+"""Resolve a recipe's `provider:` name to a Provider instance.
+
+Where a name is looked up, in order:
+1. the recipe's own `providers:` map (inline declarations of any kind; secrets only by
+   environment-variable name, `api_key_env`);
+2. the providers configured in the admin (ProviderConfig rows, enabled ones);
+3. the builtin names: `demo`, and `claude` / `codex` (their binaries on PATH).
+When neither the node nor the recipe names a provider, the default ProviderConfig is used,
+else settings.LOOP_DEFAULT_PROVIDER.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +17,8 @@ from .base import Provider, ProviderError
 from .command import CommandProvider
 from .demo import DemoProvider
 
-BUILTIN = {"demo"}
+BUILTIN = {"demo", "claude", "codex"}
+KINDS = ("command", "claude", "codex", "openai", "anthropic", "demo")
 
 
 def build(name: str, kind: str, config: dict) -> Provider:
@@ -20,19 +30,72 @@ def build(name: str, kind: str, config: dict) -> Provider:
         )
     if kind == "command":
         return CommandProvider(name, config.get("command") or "")
-    raise ProviderError(f"provider '{name}': kind '{kind}' is not available in this console")
+    if kind == "claude":
+        from .claude import ClaudeProvider
+
+        return ClaudeProvider(name, config)
+    if kind == "codex":
+        from .codex import CodexProvider
+
+        return CodexProvider(name, config)
+    if kind == "openai":
+        from .openai import OpenAIProvider
+
+        return OpenAIProvider(name, config)
+    if kind == "anthropic":
+        from .anthropic import AnthropicProvider
+
+        return AnthropicProvider(name, config)
+    raise ProviderError(
+        f"provider '{name}': unknown kind '{kind}' (known kinds: {', '.join(KINDS)})"
+    )
+
+
+def _inline_config(declared) -> dict:
+    return {
+        **(declared.options or {}),
+        "command": declared.command,
+        "base_url": declared.base_url,
+        "model": declared.model,
+        "api_key_env": declared.api_key_env,
+    }
 
 
 def resolve(name: str | None, spec) -> Provider:
     """`spec` is the recipe's WorkflowSpec (its `providers:` map declares inline agents)."""
-    name = name or getattr(spec, "provider", None) or settings.LOOP_DEFAULT_PROVIDER
+    provider = _resolve(name, spec)
+    from runs import worktree
+
+    return worktree.RecordingDiffs(provider) if worktree.enabled() else provider
+
+
+def _resolve(name: str | None, spec) -> Provider:
+    name = name or getattr(spec, "provider", None)
+    if name:
+        return _named(name, spec)
+    from runs.models import ProviderConfig
+
+    default = ProviderConfig.objects.filter(is_default=True, enabled=True).first()
+    if default is not None:
+        return build(default.name, default.kind, default.as_config())
+    return _named(settings.LOOP_DEFAULT_PROVIDER, spec)
+
+
+def _named(name: str, spec) -> Provider:
+    from runs.models import ProviderConfig
+
     declared = (getattr(spec, "providers", None) or {}).get(name)
     if declared is not None:
-        config = {**(declared.options or {}), "command": declared.command}
-        return build(name, declared.kind, config)
+        return build(name, declared.kind, _inline_config(declared))
+    row = ProviderConfig.objects.filter(name=name).first()
+    if row is not None and row.enabled:
+        return build(row.name, row.kind, row.as_config())
     if name in BUILTIN:
         return build(name, name, {})
+    if row is not None:
+        raise ProviderError(f"provider '{name}' is disabled in the admin (Providers)")
     raise ProviderError(
-        f"provider '{name}' is not configured: declare it in the recipe's `providers:` map "
-        f'(for example `{name}: {{kind: command, command: "..."}}`) or use `provider: demo`'
+        f"provider '{name}' is not configured: add it in the admin (Providers), declare it in "
+        f'the recipe\'s `providers:` map (for example `{name}: {{kind: command, command: "..."}}`)'
+        " or use `provider: demo`"
     )

@@ -1,0 +1,108 @@
+"""Configured agent providers, and the conversations of the HTTP ones.
+
+Secrets never live here: a provider names the environment variable that holds its key.
+"""
+
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
+from django.db import models, transaction
+
+
+class ProviderConfig(models.Model):
+    class Kind(models.TextChoices):
+        COMMAND = "command", "Command (prompt on stdin, answer on stdout)"
+        CLAUDE = "claude", "Claude Code CLI"
+        CODEX = "codex", "Codex CLI"
+        OPENAI = "openai", "OpenAI-compatible chat completions"
+        ANTHROPIC = "anthropic", "Anthropic Messages API"
+        DEMO = "demo", "Demo agent (deterministic, offline)"
+
+    name = models.SlugField(
+        max_length=100, unique=True, help_text="What recipes write in `provider:`."
+    )
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    command = models.CharField(
+        max_length=1000,
+        blank=True,
+        help_text="CLI kinds: the program (and fixed arguments). Default: the kind's binary on PATH.",
+    )
+    base_url = models.CharField(
+        max_length=500,
+        blank=True,
+        validators=[URLValidator(schemes=["http", "https"])],
+        help_text="HTTP kinds: the API root, e.g. https://api.openai.com/v1",
+    )
+    model = models.CharField(max_length=200, blank=True, help_text="Default model.")
+    api_key_env = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="NAME of the environment variable holding the API key (never the key itself).",
+    )
+    options = models.JSONField(default=dict, blank=True, help_text="Kind-specific extras.")
+    is_default = models.BooleanField(
+        default=False, help_text="Used when a recipe and its node name no provider."
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_default"],
+                condition=models.Q(is_default=True),
+                name="providerconfig_one_default",
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.name} ({self.kind})"
+
+    def save(self, *args, **kwargs):
+        # Only one default: choosing a new one quietly retires the previous one.
+        with transaction.atomic():
+            if self.is_default:
+                ProviderConfig.objects.filter(is_default=True).exclude(pk=self.pk).update(
+                    is_default=False
+                )
+            super().save(*args, **kwargs)
+
+    def clean(self):
+        if self.api_key_env and not self.api_key_env.replace("_", "").isalnum():
+            raise ValidationError(
+                {"api_key_env": "Give the NAME of an environment variable, e.g. OPENAI_API_KEY."}
+            )
+        if self.kind == self.Kind.OPENAI and not self.base_url:
+            raise ValidationError({"base_url": "An OpenAI-compatible provider needs a base URL."})
+        if self.kind == self.Kind.COMMAND and not self.command.strip():
+            raise ValidationError({"command": "A command provider needs a command."})
+
+    def as_config(self) -> dict:
+        """The same shape as a recipe's inline `providers:` entry."""
+        return {
+            **(self.options or {}),
+            "command": self.command or None,
+            "base_url": self.base_url or None,
+            "model": self.model or None,
+            "api_key_env": self.api_key_env or None,
+        }
+
+
+class Conversation(models.Model):
+    """The message history of an HTTP provider's session (`fresh_context: false`).
+
+    CLI agents keep their own sessions; chat APIs are stateless, so the console keeps the
+    history and sends it again on the next turn."""
+
+    session_id = models.CharField(max_length=64, unique=True)
+    provider = models.CharField(max_length=100)
+    messages = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self):
+        return f"{self.provider} conversation {self.session_id[:8]} ({len(self.messages)} messages)"

@@ -1,0 +1,130 @@
+"""The Claude Code CLI in print mode: `claude -p --output-format stream-json --verbose`.
+
+The prompt goes in on stdin. Lines of the stream: `system`/`init` (session id),
+`assistant` (text and tool_use blocks), `user` (tool results), and a final `result`
+(session id, usage, total_cost_usd, is_error, and `structured_output` when a
+`--json-schema` was given). Threaded iterations resume the session with `--resume`.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+from . import pricing
+from .activity import record_tool
+from .base import AgentRequest, AgentResult, OnChunk, ProviderError
+from .cli import JsonLines, looks_transient, program_argv, run_json_lines
+
+
+class ClaudeProvider:
+    structured_output = "enforced"
+
+    def __init__(self, name: str, config: dict):
+        self.name = name
+        self.command = config.get("command") or ""
+        self.model = config.get("model")
+        self.options = config
+
+    def argv(self, request: AgentRequest) -> list[str]:
+        argv = program_argv(self.name, self.command, "claude")
+        argv += ["-p", "--output-format", "stream-json", "--verbose"]
+        model = request.model or self.model
+        if model:
+            argv += ["--model", model]
+        if request.session_id:
+            argv += ["--resume", request.session_id]
+        if request.output_schema:
+            argv += ["--json-schema", json.dumps(request.output_schema)]
+        if self.options.get("permission_mode"):
+            argv += ["--permission-mode", str(self.options["permission_mode"])]
+        return argv + [str(a) for a in self.options.get("args") or []]
+
+    def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
+        turn = _Turn(self.name, request, on_chunk)
+        parser = JsonLines(on_chunk, turn.handle)
+        process = run_json_lines(
+            self.argv(request),
+            provider=self.name,
+            cwd=request.workdir,
+            prompt=request.prompt,
+            env={**request.env, **(self.options.get("env") or {})},
+            idle_timeout=request.idle_timeout,
+            parser=parser,
+        )
+        final = turn.final
+        if process.timed_out:
+            return AgentResult(text=turn.text, session_id=turn.session_id, timed_out=True)
+        if final is None:
+            detail = parser.stray_tail() or "no result message"
+            raise ProviderError(
+                f"provider '{self.name}': claude exited with status {process.exit_code} "
+                f"before finishing: {detail}",
+                permanent=not looks_transient(detail),
+            )
+        if final.get("is_error") or process.exit_code not in (0, None):
+            message = final.get("result") or final.get("subtype") or parser.stray_tail()
+            raise ProviderError(
+                f"provider '{self.name}': {message}", permanent=not looks_transient(str(message))
+            )
+        usage = final.get("usage") or {}
+        tokens_in = sum(
+            usage.get(k) or 0
+            for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        )
+        tokens_out = usage.get("output_tokens")
+        cost = final.get("total_cost_usd")
+        return AgentResult(
+            text=final.get("result") if isinstance(final.get("result"), str) else turn.text,
+            session_id=final.get("session_id") or turn.session_id,
+            structured=final.get("structured_output"),
+            tokens_in=tokens_in if usage else None,
+            tokens_out=tokens_out,
+            cost_usd=Decimal(str(cost)).quantize(Decimal("0.000001"))
+            if cost is not None
+            else pricing.cost(self.options, tokens_in, tokens_out),
+        )
+
+
+class _Turn:
+    """What one `claude -p` call said, assembled from its stream of events."""
+
+    def __init__(self, provider: str, request: AgentRequest, on_chunk: OnChunk):
+        self.provider = provider
+        self.request = request
+        self.on_chunk = on_chunk
+        self.session_id = request.session_id or ""
+        self.parts: list[str] = []
+        self.final: dict | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    def handle(self, event: dict) -> None:
+        kind = event.get("type")
+        if event.get("session_id"):
+            self.session_id = event["session_id"]
+        if kind == "assistant":
+            for block in (event.get("message") or {}).get("content") or []:
+                if block.get("type") == "text" and block.get("text"):
+                    self.parts.append(block["text"])
+                    self.on_chunk(block["text"])
+                elif block.get("type") == "tool_use":
+                    record_tool(
+                        self.request,
+                        self.on_chunk,
+                        block.get("name") or "tool",
+                        _tool_summary(block.get("input")),
+                    )
+        elif kind == "result":
+            self.final = event
+
+
+def _tool_summary(arguments) -> str:
+    if not isinstance(arguments, dict):
+        return str(arguments or "")
+    for key in ("command", "file_path", "path", "pattern", "url", "description"):
+        if arguments.get(key):
+            return str(arguments[key])
+    return json.dumps(arguments)[:200]

@@ -1,0 +1,142 @@
+"""The Codex CLI's non-interactive JSON mode: `codex exec --json`.
+
+The prompt goes in on stdin. Events: `thread.started` (thread id, the session to resume
+with `codex exec resume <id>`), `item.started` / `item.completed` (agent_message text,
+command_execution, file_change, ...), `turn.completed` (usage), `turn.failed` / `error`.
+Structured output is enforced with `--output-schema <file>`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+from . import pricing
+from .activity import record_tool
+from .base import AgentRequest, AgentResult, OnChunk, ProviderError
+from .cli import JsonLines, looks_transient, program_argv, run_json_lines
+
+
+class CodexProvider:
+    structured_output = "enforced"
+
+    def __init__(self, name: str, config: dict):
+        self.name = name
+        self.command = config.get("command") or ""
+        self.model = config.get("model")
+        self.options = config
+
+    def argv(self, request: AgentRequest, schema_path: str | None) -> list[str]:
+        argv = program_argv(self.name, self.command, "codex")
+        argv += ["exec", "--json", "--skip-git-repo-check"]
+        model = request.model or self.model
+        if model:
+            argv += ["--model", model]
+        if self.options.get("sandbox"):
+            argv += ["--sandbox", str(self.options["sandbox"])]
+        if schema_path:
+            argv += ["--output-schema", schema_path]
+        argv += [str(a) for a in self.options.get("args") or []]
+        if request.session_id:
+            argv += ["resume", request.session_id]
+        return argv
+
+    def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
+        schema_path = None
+        if request.output_schema:
+            handle, schema_path = tempfile.mkstemp(prefix="loop-schema-", suffix=".json")
+            with os.fdopen(handle, "w") as out:
+                json.dump(request.output_schema, out)
+        try:
+            return self._run(request, on_chunk, schema_path)
+        finally:
+            if schema_path:
+                os.unlink(schema_path)
+
+    def _run(self, request: AgentRequest, on_chunk: OnChunk, schema_path: str | None):
+        turn = _Turn(request, on_chunk)
+        parser = JsonLines(on_chunk, turn.handle)
+        process = run_json_lines(
+            self.argv(request, schema_path),
+            provider=self.name,
+            cwd=request.workdir,
+            prompt=request.prompt,
+            env={**request.env, **(self.options.get("env") or {})},
+            idle_timeout=request.idle_timeout,
+            parser=parser,
+        )
+        if process.timed_out:
+            return AgentResult(text=turn.answer(False), session_id=turn.thread_id, timed_out=True)
+        failure = turn.failure or (
+            None if process.exit_code == 0 else parser.stray_tail() or "no output"
+        )
+        if failure is not None or not turn.completed:
+            message = failure or "the turn ended without completing"
+            raise ProviderError(
+                f"provider '{self.name}': codex exited with status {process.exit_code}: {message}",
+                permanent=not looks_transient(message),
+            )
+        usage = turn.usage
+        tokens_in = usage.get("input_tokens")
+        tokens_out = usage.get("output_tokens")
+        return AgentResult(
+            text=turn.answer(bool(request.output_schema)),
+            session_id=turn.thread_id or request.session_id or "",
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost_usd=pricing.cost(self.options, tokens_in, tokens_out),
+        )
+
+
+class _Turn:
+    def __init__(self, request: AgentRequest, on_chunk: OnChunk):
+        self.request = request
+        self.on_chunk = on_chunk
+        self.thread_id = ""
+        self.messages: list[str] = []
+        self.usage: dict = {}
+        self.completed = False
+        self.failure: str | None = None
+
+    def answer(self, structured: bool) -> str:
+        # With a schema only the last message is constrained to it; otherwise every agent
+        # message is part of the answer (earlier ones narrate the work).
+        if structured:
+            return self.messages[-1] if self.messages else ""
+        return "\n".join(m.rstrip("\n") for m in self.messages)
+
+    def handle(self, event: dict) -> None:
+        kind = event.get("type")
+        if kind == "thread.started":
+            self.thread_id = event.get("thread_id") or ""
+        elif kind == "item.completed":
+            self._item(event.get("item") or {})
+        elif kind == "turn.completed":
+            self.completed = True
+            self.usage = event.get("usage") or {}
+        elif kind == "turn.failed":
+            self.failure = str((event.get("error") or {}).get("message") or event)
+        elif kind == "error":
+            self.failure = str(event.get("message") or event)
+
+    def _item(self, item: dict) -> None:
+        kind = item.get("type") or item.get("item_type")
+        if kind in ("agent_message", "assistant_message"):
+            text = item.get("text") or ""
+            self.messages.append(text)
+            self.on_chunk(text + ("" if text.endswith("\n") else "\n"))
+        elif kind == "command_execution":
+            record_tool(
+                self.request,
+                self.on_chunk,
+                "command",
+                item.get("command") or "",
+                exit_code=item.get("exit_code"),
+            )
+        elif kind == "file_change":
+            paths = ", ".join(c.get("path", "") for c in item.get("changes") or [])
+            record_tool(self.request, self.on_chunk, "file_change", paths)
+        elif kind in ("mcp_tool_call", "web_search"):
+            detail = item.get("tool") or item.get("query") or ""
+            record_tool(self.request, self.on_chunk, kind, str(detail))

@@ -1,0 +1,186 @@
+"""Streaming HTTP for the API providers: heartbeats, cancel, idle timeout, error mapping.
+
+The request runs in a reader thread that hands lines over a queue, so the worker thread
+keeps calling `on_chunk("")` (which raises Cancelled when the iteration was cancelled)
+even while the server is silent. Errors become ProviderErrors that say whether a retry
+could help: connection trouble, 408/409/429 and 5xx are transient; other 4xx are permanent
+and carry the provider's own message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+
+from .base import OnChunk, ProviderError
+
+HEARTBEAT_SECONDS = 0.5
+CONNECT_TIMEOUT = 15.0
+TRANSIENT_STATUS = {408, 409, 425, 429}
+_END = object()
+
+
+@dataclass
+class SseEvent:
+    event: str  # "" when the server sent no `event:` line (OpenAI style)
+    data: str
+
+
+def api_key(provider: str, env_name: str | None, *, required: bool) -> str:
+    """The key from the environment variable the configuration names (never stored)."""
+    if not env_name:
+        if required:
+            raise ProviderError(
+                f"provider '{provider}': no API key configured: set `api_key_env` to the name "
+                "of the environment variable that holds the key"
+            )
+        return ""
+    value = os.environ.get(env_name, "")
+    if not value and required:
+        raise ProviderError(
+            f"provider '{provider}': the environment variable {env_name} (api_key_env) is not "
+            "set in the worker's environment"
+        )
+    return value
+
+
+def error_message(body: bytes) -> str:
+    """The provider's own words from an error body (OpenAI and Anthropic shapes)."""
+    text = body.decode("utf-8", errors="replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text[:500]
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict):
+            return str(err.get("message") or err.get("type") or err)[:500]
+        if isinstance(err, str):
+            return err[:500]
+        if data.get("message"):
+            return str(data["message"])[:500]
+    return text[:500]
+
+
+def status_error(provider: str, status: int, url: str, body: bytes) -> ProviderError:
+    transient = status in TRANSIENT_STATUS or status >= 500
+    return ProviderError(
+        f"provider '{provider}': HTTP {status} from {url}: {error_message(body)}",
+        permanent=not transient,
+    )
+
+
+class HttpStream:
+    """POST a JSON body and read the streamed answer line by line."""
+
+    def __init__(
+        self,
+        provider: str,
+        url: str,
+        *,
+        headers: dict[str, str],
+        body: dict,
+        on_chunk: OnChunk,
+        idle_timeout: float,
+    ):
+        self.provider = provider
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.on_chunk = on_chunk
+        self.idle_timeout = idle_timeout
+        self.timed_out = False
+        self._lines: queue.Queue = queue.Queue()
+        self._stop = threading.Event()
+        self._response: httpx.Response | None = None
+
+    def lines(self) -> Iterator[str]:
+        thread = threading.Thread(target=self._pump, daemon=True)
+        thread.start()
+        last_data = time.monotonic()
+        try:
+            while True:
+                try:
+                    item = self._lines.get(timeout=HEARTBEAT_SECONDS)
+                except queue.Empty:
+                    self.on_chunk("")  # heartbeat; raises Cancelled when the work is gone
+                    if self.idle_timeout and time.monotonic() - last_data > self.idle_timeout:
+                        self.timed_out = True
+                        return
+                    continue
+                if item is _END:
+                    return
+                if isinstance(item, ProviderError):
+                    raise item
+                last_data = time.monotonic()
+                yield item
+        finally:
+            self._stop.set()
+            response = self._response
+            if response is not None:
+                try:
+                    response.close()
+                except Exception:  # noqa: S110 - closing from another thread is best effort
+                    pass
+
+    def events(self) -> Iterator[SseEvent]:
+        """Server-sent events: `event:` / `data:` lines, a blank line ends an event."""
+        event, data = "", []
+        for line in self.lines():
+            if not line:
+                if data:
+                    yield SseEvent(event, "\n".join(data))
+                event, data = "", []
+            elif line.startswith("data:"):
+                data.append(line[5:].removeprefix(" "))
+            elif line.startswith("event:"):
+                event = line[6:].strip()
+        if data:
+            yield SseEvent(event, "\n".join(data))
+
+    def _pump(self) -> None:
+        timeout = httpx.Timeout(
+            connect=CONNECT_TIMEOUT, read=max(self.idle_timeout, 1.0) + 5, write=30, pool=10
+        )
+        try:
+            with (
+                httpx.Client(timeout=timeout) as client,
+                client.stream("POST", self.url, headers=self.headers, json=self.body) as response,
+            ):
+                self._response = response
+                if response.status_code >= 400:
+                    body = response.read()
+                    self._lines.put(
+                        status_error(self.provider, response.status_code, self.url, body)
+                    )
+                    return
+                for line in response.iter_lines():
+                    if self._stop.is_set():
+                        return
+                    self._lines.put(line)
+        except httpx.TimeoutException as exc:
+            self._put_error(f"timed out talking to {self.url}: {exc.__class__.__name__}", False)
+        except httpx.TransportError as exc:
+            if not self._stop.is_set():
+                self._put_error(
+                    f"connection to {self.url} failed: {exc or exc.__class__.__name__}", False
+                )
+        except Exception as exc:  # a bug or an unexpected answer: do not retry blindly
+            if not self._stop.is_set():
+                self._put_error(
+                    f"request to {self.url} failed: {exc.__class__.__name__}: {exc}", True
+                )
+        finally:
+            self._lines.put(_END)
+
+    def _put_error(self, message: str, permanent: bool) -> None:
+        self._lines.put(
+            ProviderError(f"provider '{self.provider}': {message}", permanent=permanent)
+        )

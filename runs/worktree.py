@@ -1,0 +1,196 @@
+"""A git worktree per run, so parallel runs on one repository do not collide.
+
+Enabled by the environment variable LOOP_GIT_WORKTREES=1. When a run is started with a
+working directory that is the top of a git repository, the run gets its own worktree at
+LOOP_DATA_DIR/runs/<id>/worktree on a new branch `loop/run-<id>` (from the repository's
+HEAD), and every step of the run executes there. The user's checkout is never touched.
+
+After each agent call, whatever changed in the worktree is committed on the run's branch
+and recorded as a `worktree_diff` run event (node, iteration, `git diff --stat`, the
+patch), so the console can show each iteration's diff. The worktree and its branch are
+left in place when the run ends: the branch is the run's work product. Remove them with
+`git worktree remove <path>` and `git branch -D loop/run-<id>` once merged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+
+BRANCH_PREFIX = "loop/run-"
+PATCH_LIMIT = 100_000
+GIT_IDENTITY = ["-c", "user.name=Loop Console", "-c", "user.email=loop-console@localhost"]
+
+
+class WorktreeError(Exception):
+    pass
+
+
+def enabled() -> bool:
+    """Read at call time (not frozen in settings) so one process can serve both cases."""
+    from console.settings import env_bool
+
+    return env_bool("LOOP_GIT_WORKTREES", False)
+
+
+def git(*args: str, cwd: Path | str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["git", *GIT_IDENTITY, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+    )
+
+
+def repository_root(path: Path | str) -> Path | None:
+    """The repository whose top is exactly `path` (a folder inside a repo does not count)."""
+    path = Path(path)
+    if not path.is_dir():
+        return None
+    found = git("rev-parse", "--show-toplevel", cwd=path)
+    if found.returncode != 0:
+        return None
+    top = Path(found.stdout.strip()).resolve()
+    return top if top == path.resolve() else None
+
+
+def path_for(run_id: int) -> Path:
+    return Path(settings.LOOP_DATA_DIR) / "runs" / str(run_id) / "worktree"
+
+
+def seen_ref(run_id: int) -> str:
+    return f"refs/loop/seen/run-{run_id}"
+
+
+def branch_for(run_id: int, repository: Path) -> str:
+    branch = f"{BRANCH_PREFIX}{run_id}"
+    taken = git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", cwd=repository)
+    if taken.returncode == 0:  # left by an earlier database that reused this run id
+        branch += f"-{time.strftime('%Y%m%d%H%M%S')}"
+    return branch
+
+
+def create(run_id: int, repository: Path) -> Path:
+    destination = path_for(run_id)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    branch = branch_for(run_id, repository)
+    added = git("worktree", "add", "-b", branch, str(destination), "HEAD", cwd=repository)
+    if added.returncode != 0:
+        raise WorktreeError(
+            f"git worktree add failed: {added.stderr.strip() or added.stdout.strip()}"
+        )
+    git("update-ref", seen_ref(run_id), "HEAD", cwd=destination)
+    return destination
+
+
+def on_run_created(sender, instance, created: bool, **kwargs) -> None:
+    """post_save of Run: a new run that targets a repository moves into its own worktree.
+
+    Done once the run's row commits (start_run first sets aside any folder an earlier
+    database left under the same run id) and before its first task is sent."""
+    if not created or not instance.workdir or not enabled():
+        return
+    repository = repository_root(instance.workdir)
+    if repository is not None:
+        transaction.on_commit(lambda: _move_into_worktree(instance, repository))
+
+
+def _move_into_worktree(run, repository: Path) -> None:
+    try:
+        destination = create(run.pk, repository)
+    except (WorktreeError, OSError, subprocess.SubprocessError) as exc:
+        with transaction.atomic():
+            locked = type(run).objects.select_for_update().get(pk=run.pk)
+            locked.set_status(
+                type(run).Status.FAILED, error=f"could not give the run its own git worktree: {exc}"
+            )
+        return
+    run.workdir = str(destination)
+    type(run).objects.filter(pk=run.pk).update(workdir=run.workdir)
+
+
+def connect() -> None:
+    from django.db.models.signals import post_save
+
+    post_save.connect(on_run_created, sender="runs.Run", dispatch_uid="loop-git-worktree")
+
+
+_RUN_WORKTREE = re.compile(r"^(\d+)/worktree$")
+
+
+def run_of(workdir: str) -> int | None:
+    """The run id when `workdir` is one of our worktrees."""
+    try:
+        relative = (
+            Path(workdir).resolve().relative_to(Path(settings.LOOP_DATA_DIR).resolve() / "runs")
+        )
+    except ValueError:
+        return None
+    match = _RUN_WORKTREE.match(relative.as_posix())
+    return int(match.group(1)) if match else None
+
+
+def record_changes(workdir: str, *, node_id: str, iteration: int) -> dict | None:
+    """Commit what changed since the last record and log it as a `worktree_diff` event."""
+    run_id = run_of(workdir)
+    if run_id is None:
+        return None
+    if git("status", "--porcelain", cwd=workdir).stdout.strip():
+        git("add", "-A", cwd=workdir)
+        git(
+            "commit",
+            "--no-verify",
+            "-q",
+            "-m",
+            f"loop run {run_id}: {node_id} iteration {iteration}",
+            cwd=workdir,
+        )
+    since = seen_ref(run_id)
+    stat = git("diff", "--stat", since, "HEAD", cwd=workdir).stdout.strip()
+    if not stat:
+        return None
+    patch = git("diff", since, "HEAD", cwd=workdir).stdout
+    commit = git("rev-parse", "HEAD", cwd=workdir).stdout.strip()
+    git("update-ref", seen_ref(run_id), "HEAD", cwd=workdir)
+    data = {
+        "iteration": iteration,
+        "commit": commit,
+        "stat": stat,
+        "diff": patch[:PATCH_LIMIT],
+        "truncated": len(patch) > PATCH_LIMIT,
+    }
+    from runs.models import Run
+
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        if run is not None:
+            run.append_event("worktree_diff", node_id, **data)
+    return data
+
+
+class RecordingDiffs:
+    """Wraps a provider: after each call in a run's worktree, record what changed."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name = inner.name
+        self.structured_output = inner.structured_output
+
+    def run(self, request, on_chunk):
+        result = self.inner.run(request, on_chunk)
+        try:
+            record_changes(request.workdir, node_id=request.node_id, iteration=request.iteration)
+        except (OSError, subprocess.SubprocessError):
+            log.exception("could not record the worktree diff of %s", request.workdir)
+        return result
