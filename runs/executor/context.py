@@ -77,10 +77,12 @@ def build_context(
 
 
 def _base_branch(workdir: Path) -> str:
-    head = workdir / ".git" / "HEAD"
+    git = workdir / ".git"
     try:
-        ref = head.read_text().strip()
-    except OSError:
+        if git.is_file():  # a worktree: ".git" names the real git directory
+            git = Path(git.read_text().split("gitdir:", 1)[1].strip())
+        ref = (git / "HEAD").read_text().strip()
+    except (OSError, IndexError):
         return "main"
     return ref.rsplit("/", 1)[-1] if ref.startswith("ref:") else "main"
 
