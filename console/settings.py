@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django_htmx",
+    "ninja",
     "console",
     "recipes",
     "runs",

@@ -1,16 +1,352 @@
-from django.contrib import admin
+"""Recipes are edited here: a line-numbered source editor that refuses invalid YAML,
+a version history with diffs, and actions to run, validate, export, duplicate and import."""
 
+from __future__ import annotations
+
+import io
+import zipfile
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import NoReverseMatch, path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.text import slugify
+
+from recipes import diff, editing
+from recipes.loader import Problem
 from recipes.models import Recipe, RecipeVersion
+from recipes.validation import apply_result, validate_source
+
+MAX_IMPORT_BYTES = 1_000_000
+
+
+def start_url(slug: str) -> str:
+    # The console's start form belongs to the runs pages; fall back to its known address.
+    try:
+        return reverse("recipe_start", args=[slug])
+    except NoReverseMatch:
+        return f"/recipes/{slug}/start/"
+
+
+def stored_problem(data: dict) -> Problem:
+    return Problem(
+        str(data.get("path") or ""), data.get("line"), data.get("column"), str(data.get("message"))
+    )
+
+
+class SourceEditor(forms.Textarea):
+    """A plain textarea that recipe-editor.js turns into a line-numbered editor."""
+
+    class Media:
+        css = {"all": ["css/recipe-editor.css"]}
+        js = ["js/recipe-editor.js"]
+
+    def __init__(self, attrs=None):
+        base = {"class": "recipe-source", "spellcheck": "false", "rows": 30, "wrap": "off"}
+        super().__init__({**base, **(attrs or {})})
+
+
+class RecipeForm(forms.ModelForm):
+    note = forms.CharField(
+        required=False, max_length=200, help_text="A short note for this version (optional)."
+    )
+
+    class Meta:
+        model = Recipe
+        fields = ["slug", "enabled", "source"]
+        widgets = {"source": SourceEditor}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "source" in self.fields:
+            # Keep the YAML exactly as typed: leading indentation and the final newline matter.
+            self.fields["source"].strip = False
+            stored = (self.instance.problems or {}).get("errors", []) if self.instance.pk else []
+            lines = sorted({p["line"] for p in stored if p.get("line")})
+            self.fields["source"].widget.attrs["data-error-lines"] = ",".join(map(str, lines))
+
+    def clean_source(self):
+        # Browsers submit textarea lines with CRLF; versions and diffs compare plain LF text.
+        source = self.cleaned_data["source"].replace("\r\n", "\n")
+        source_path = self.instance.source_path if self.instance.pk else ""
+        self.validation = validate_source(source, source_path)
+        if not self.validation.ok:
+            lines = sorted({p.line for p in self.validation.errors if p.line})
+            self.fields["source"].widget.attrs["data-error-lines"] = ",".join(map(str, lines))
+            raise forms.ValidationError([str(p) for p in self.validation.errors])
+        return source
+
+
+class ImportForm(forms.Form):
+    class MultipleFiles(forms.ClearableFileInput):
+        allow_multiple_selected = True
+
+    class MultipleFileField(forms.FileField):
+        def clean(self, data, initial=None):
+            single = super().clean
+            if isinstance(data, list | tuple):
+                return [single(item, initial) for item in data]
+            return [single(data, initial)]
+
+    files = MultipleFileField(
+        widget=MultipleFiles(attrs={"accept": ".yaml,.yml"}), help_text="One or more .yaml files."
+    )
 
 
 @admin.register(Recipe)
 class RecipeAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "kind", "origin", "valid", "enabled", "updated_at"]
-    list_filter = ["kind", "origin", "valid", "enabled"]
+    form = RecipeForm
+    list_display = ["slug", "name", "kind", "origin", "edited_locally", "valid", "enabled"]
+    list_filter = ["kind", "origin", "valid", "enabled", "edited_locally"]
     search_fields = ["slug", "name", "description"]
+    actions = ["start_run", "validate", "export_yaml", "duplicate"]
+    change_form_template = "admin/recipes/recipe/change_form.html"
+    change_list_template = "admin/recipes/recipe/change_list.html"
+    info_fields = [
+        "last_validation",
+        "name",
+        "description",
+        "kind",
+        "origin",
+        "source_path",
+        "edited_locally",
+        "valid",
+        "current_version",
+        "updated_at",
+    ]
+
+    @admin.display(description="Last validation")
+    def last_validation(self, obj):
+        problems = obj.problems or {}
+        rows = [("error", p) for p in problems.get("errors", [])] + [
+            ("warning", p) for p in problems.get("warnings", [])
+        ]
+        if not rows:
+            return "valid, no warnings"
+        return format_html(
+            '<ul class="recipe-problems">{}</ul>',
+            format_html_join(
+                "",
+                '<li class="recipe-{}">{}: {}</li>',
+                ((kind, kind, stored_problem(p)) for kind, p in rows),
+            ),
+        )
+
+    def get_fieldsets(self, request, obj=None):
+        editable = ["slug", "enabled", "source", "note"]
+        if obj is not None and not self.has_change_permission(request, obj):
+            editable = ["slug", "enabled", "source"]
+        if obj is None:
+            return [(None, {"fields": editable})]
+        return [(None, {"fields": editable}), ("About", {"fields": self.info_fields})]
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return []
+        # The slug ties a synced recipe to its file; renaming would orphan it.
+        return ["slug", *self.info_fields]
+
+    # --- saving ----------------------------------------------------------------------------
+
+    def save_model(self, request, obj, form, change):
+        note = form.cleaned_data.get("note") or ("edited in the admin" if change else "created")
+        if not change:
+            obj.origin = Recipe.Origin.CONSOLE
+            apply_result(obj, form.validation)
+            obj.save()
+        result = editing.save_source(obj, obj.source, user=request.user, note=note)
+        for warning in result.warnings:
+            self.message_user(request, f"Warning: {warning}", messages.WARNING)
+
+    # --- pages -----------------------------------------------------------------------------
+
+    def get_urls(self):
+        own = [
+            path(
+                "<int:recipe_id>/diff/",
+                self.admin_site.admin_view(self.diff_view),
+                name="recipes_recipe_diff",
+            ),
+            path(
+                "import/",
+                self.admin_site.admin_view(self.import_view),
+                name="recipes_recipe_import",
+            ),
+        ]
+        return own + super().get_urls()
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        recipe = self.get_object(request, object_id)
+        extra = dict(extra_context or {})
+        if recipe is not None:
+            extra.update(self.history_context(recipe))
+            extra["start_url"] = start_url(recipe.slug)
+        return super().change_view(request, object_id, form_url, extra)
+
+    def history_context(self, recipe: Recipe) -> dict:
+        versions = list(recipe.versions.select_related("author").order_by("-number"))
+        diff_url = reverse("admin:recipes_recipe_diff", args=[recipe.pk])
+        rows = []
+        for index, version in enumerate(versions):
+            older = versions[index + 1] if index + 1 < len(versions) else None
+            rows.append(
+                {
+                    "number": version.number,
+                    "author": version.author.get_username() if version.author_id else "sync",
+                    "created_at": version.created_at,
+                    "note": version.note,
+                    "is_current": version.pk == recipe.current_version_id,
+                    "diff_url": f"{diff_url}?a={older.number}&b={version.number}" if older else "",
+                }
+            )
+        return {"versions": rows, "diff_url": diff_url}
+
+    def diff_view(self, request, recipe_id):
+        recipe = get_object_or_404(Recipe, pk=recipe_id)
+        if not self.has_view_or_change_permission(request, recipe):
+            raise PermissionDenied
+        versions = {v.number: v for v in recipe.versions.all()}
+        latest = max(versions, default=None)
+
+        def pick(name, default):
+            try:
+                number = int(request.GET.get(name, default))
+            except (TypeError, ValueError):
+                number = default
+            return versions.get(number) or versions.get(default)
+
+        new = pick("b", latest)
+        old = pick("a", (new.number - 1) if new and new.number > 1 else latest)
+        rows = []
+        if old and new:
+            rows = diff.unified(old.source, new.source, f"v{old.number}", f"v{new.number}")
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Changes in {recipe.slug}",
+            "recipe": recipe,
+            "numbers": sorted(versions, reverse=True),
+            "old": old,
+            "new": new,
+            "rows": rows,
+            "stats": diff.stats(rows),
+            "change_url": reverse("admin:recipes_recipe_change", args=[recipe.pk]),
+        }
+        return TemplateResponse(request, "admin/recipes/recipe/diff.html", context)
+
+    def import_view(self, request):
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        reports = []
+        form = ImportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            reports = [self.import_one(request, upload) for upload in form.cleaned_data["files"]]
+            created = sum(1 for r in reports if r["recipe"])
+            if created:
+                self.message_user(request, f"Imported {created} recipe(s).", messages.SUCCESS)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Import recipes",
+            "form": form,
+            "reports": reports,
+        }
+        return TemplateResponse(request, "admin/recipes/recipe/import.html", context)
+
+    def import_one(self, request, upload) -> dict:
+        report = {"name": upload.name, "recipe": None, "url": "", "errors": [], "warnings": []}
+        if upload.size > MAX_IMPORT_BYTES:
+            report["errors"] = [f"larger than {MAX_IMPORT_BYTES} bytes"]
+            return report
+        try:
+            source = upload.read().decode("utf-8")
+        except UnicodeDecodeError:
+            report["errors"] = ["not UTF-8 text"]
+            return report
+        stem = upload.name.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        try:
+            recipe, result = editing.create_recipe(
+                source, slug=slugify(stem)[:100], user=request.user, note=f"imported {upload.name}"
+            )
+        except editing.SourceInvalid as exc:
+            report["errors"] = [str(p) for p in exc.result.errors]
+            report["warnings"] = [str(p) for p in exc.result.warnings]
+            return report
+        except (editing.SlugTaken, editing.SlugInvalid) as exc:
+            report["errors"] = [str(exc)]
+            return report
+        report.update(
+            recipe=recipe,
+            url=reverse("admin:recipes_recipe_change", args=[recipe.pk]),
+            warnings=[str(p) for p in result.warnings],
+        )
+        return report
+
+    # --- actions ---------------------------------------------------------------------------
+
+    @admin.action(description="Start a run", permissions=["view"])
+    def start_run(self, request, queryset):
+        if queryset.count() != 1:
+            self.message_user(request, "Select exactly one recipe to start.", messages.ERROR)
+            return None
+        return HttpResponseRedirect(start_url(queryset.get().slug))
+
+    @admin.action(description="Validate", permissions=["view"])
+    def validate(self, request, queryset):
+        can_store = self.has_change_permission(request)
+        for recipe in queryset:
+            result = validate_source(recipe.source, recipe.source_path)
+            if can_store:
+                recipe.valid = result.ok
+                recipe.problems = {
+                    "errors": [p.as_dict() for p in result.errors],
+                    "warnings": [p.as_dict() for p in result.warnings],
+                }
+                recipe.save(update_fields=["valid", "problems", "updated_at"])
+            for problem in result.errors:
+                self.message_user(request, f"Recipe {recipe.slug}: {problem}", messages.ERROR)
+            for problem in result.warnings:
+                self.message_user(
+                    request, f"Recipe {recipe.slug}: warning: {problem}", messages.WARNING
+                )
+            if result.ok:
+                noted = f" ({len(result.warnings)} warning(s))" if result.warnings else ""
+                self.message_user(request, f"Recipe {recipe.slug}: valid{noted}", messages.SUCCESS)
+
+    @admin.action(description="Export YAML", permissions=["view"])
+    def export_yaml(self, request, queryset):
+        recipes = list(queryset)
+        if len(recipes) == 1:
+            response = HttpResponse(recipes[0].source, content_type="application/yaml")
+            response["Content-Disposition"] = f'attachment; filename="{recipes[0].slug}.yaml"'
+            return response
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            for recipe in recipes:
+                archive.writestr(f"{recipe.slug}.yaml", recipe.source)
+        response = HttpResponse(buffer.getvalue(), content_type="application/zip")
+        response["Content-Disposition"] = 'attachment; filename="recipes.zip"'
+        return response
+
+    @admin.action(description="Duplicate", permissions=["add"])
+    def duplicate(self, request, queryset):
+        for recipe in queryset:
+            copy = editing.duplicate(recipe, user=request.user)
+            self.message_user(request, f"Created {copy.slug} from {recipe.slug}.", messages.SUCCESS)
 
 
 @admin.register(RecipeVersion)
 class RecipeVersionAdmin(admin.ModelAdmin):
-    list_display = ["recipe", "number", "author", "created_at"]
+    list_display = ["recipe", "number", "author", "note", "created_at"]
+    list_filter = ["recipe"]
     readonly_fields = ["recipe", "number", "source", "sha256", "author", "note", "created_at"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 class InputsInvalid(Exception):
     def __init__(self, errors: dict[str, str]):
@@ -57,12 +59,14 @@ def _coerce(spec, value):
     if kind == "number":
         if isinstance(value, bool):
             raise ValueError("must be a number")
-        if isinstance(value, int | float):
-            return value
         try:
-            number = float(str(value).strip())
-        except ValueError:
+            number = float(value if isinstance(value, int | float) else str(value).strip())
+        except (ValueError, OverflowError):
             raise ValueError("must be a number") from None
+        if not math.isfinite(number):
+            raise ValueError("must be a finite number")
+        if isinstance(value, int):
+            return value
         return int(number) if number.is_integer() else number
     text = str(value)
     if kind == "select":

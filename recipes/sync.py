@@ -36,7 +36,9 @@ def discover() -> dict[str, Found]:
     sources = [
         (Recipe.Origin.BUILTIN, [BUILTIN_DIR]),
         (Recipe.Origin.USER, [user_dir()]),
-        (Recipe.Origin.PROJECT, project_dirs()),
+        # Like PATH, the first folder listed in LOOP_RECIPE_DIRS wins; visiting the list
+        # backwards lets it overwrite the ones listed after it.
+        (Recipe.Origin.PROJECT, list(reversed(project_dirs()))),
     ]
     for origin, folders in sources:
         for folder in folders:

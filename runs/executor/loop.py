@@ -7,8 +7,7 @@ import time
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
+from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from runs.engine.completion import detect_signal, gate_text, until_field_met
@@ -27,6 +26,7 @@ from .state import (
     lock_run,
     max_iterations_error,
     next_iteration,
+    on_fresh_connection,
     open_gate,
 )
 from .stream import OutputStream
@@ -55,25 +55,21 @@ def start_loop(run: Run, spec, node, row: NodeRun) -> None:
 
 
 def run_iteration(iteration_id: int) -> None:
-    claimed = Iteration.objects.filter(pk=iteration_id, status=Iteration.Status.PENDING).update(
-        status=Iteration.Status.RUNNING,
-        attempts=F("attempts") + 1,
-        started_at=timezone.now(),
-        lease_expires_at=timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS),
+    it = (
+        Iteration.objects.select_related("node_run", "run__recipe_version", "run__recipe")
+        .filter(pk=iteration_id, status=Iteration.Status.PENDING)
+        .first()
     )
-    if not claimed:
+    if it is None:
         return  # duplicate delivery or cancelled
-    it = Iteration.objects.select_related("node_run", "run__recipe_version", "run__recipe").get(
-        pk=iteration_id
-    )
     run, row = it.run, it.node_run
     if run.is_terminal:
         return
     spec = spec_for(run)
     node = node_spec(spec, row.node_id)
     loop = node.loop
-    stream = OutputStream(Iteration, it.pk, it.attempts, run.pk)
     started = time.monotonic()
+    prompt, session_id, prompt_error = "", None, None
     try:
         prev = _previous_output(it)
         ctx = build_context(run, spec, row, loop_user_input=it.feedback, loop_prev_output=prev)
@@ -82,11 +78,25 @@ def run_iteration(iteration_id: int) -> None:
         prompt = prepare_prompt(substitute(template, ctx), provider, node.output_format)
         threaded = not loop.fresh_context and it.number > 1
         session_id = row.state.get("session_id") if threaded else None
-        Iteration.objects.filter(pk=it.pk).update(prompt=prompt, session_id=session_id or "")
-        with transaction.atomic():
-            lock_run(run.pk).append_event(
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - claimed, then reported below like any failure
+        prompt_error = exc
+    # Claim, record the prompt and log the start in one transaction (one commit, not three:
+    # commits are most of the engine's cost per iteration). The prompt was built from reads
+    # only, so a duplicate delivery that loses the claim has changed nothing.
+    with transaction.atomic():
+        locked = lock_run(run.pk, with_recipe=False)
+        if locked.is_terminal or not _claim(it, prompt, session_id):
+            return
+        if prompt_error is None:
+            locked.append_event(
                 "iteration_started", row.node_id, iteration=it.number, attempt=it.attempts
             )
+    stream = OutputStream(Iteration, it.pk, it.attempts, run.pk)
+    try:
+        if prompt_error is not None:
+            raise prompt_error
         workdir, _ = run_dirs(run)
         request = AgentRequest(
             prompt=prompt,
@@ -101,6 +111,7 @@ def run_iteration(iteration_id: int) -> None:
             iteration=it.number,
         )
         outcome = call_agent(provider, request, stream, node.output_format)
+        stream.publish()
         fired = []
         if loop.until and detect_signal(outcome.raw, loop.until):
             fired.append("until")
@@ -110,14 +121,42 @@ def run_iteration(iteration_id: int) -> None:
             fired.append("until_bash")
     except Cancelled:
         return
+    except (OperationalError, InterfaceError):
+        raise  # the database is unreachable, not the agent at fault: the sweep re-runs it
     except (StepFailed, VariableError, ProviderError) as exc:
-        _iteration_failed(it, str(exc), stream.text, started)
+        on_fresh_connection(_iteration_failed, it, str(exc), stream.text, started)
         return
     except Exception as exc:  # an iteration that raises fails the node at once
         log.exception("iteration %s crashed", it.pk)
-        _iteration_failed(it, f"{exc.__class__.__name__}: {exc}", stream.text, started)
+        error = f"{exc.__class__.__name__}: {exc}"
+        on_fresh_connection(_iteration_failed, it, error, stream.text, started)
         return
-    _iteration_done(it, node, outcome, fired, stream, started)
+    on_fresh_connection(_iteration_done, it, node, outcome, fired, stream, started)
+
+
+def _claim(it: Iteration, prompt: str, session_id: str | None) -> bool:
+    """Take a pending iteration (inside the run's lock). False if someone else has it."""
+    attempts = (
+        Iteration.objects.select_for_update()
+        .filter(pk=it.pk, status=Iteration.Status.PENDING)
+        .values_list("attempts", flat=True)
+        .order_by()  # the default ordering joins (and would lock) the run row
+        .first()
+    )
+    if attempts is None:
+        return False
+    now = timezone.now()
+    it.attempts = attempts + 1
+    it.status = Iteration.Status.RUNNING
+    Iteration.objects.filter(pk=it.pk).update(
+        status=Iteration.Status.RUNNING,
+        attempts=it.attempts,
+        started_at=now,
+        lease_expires_at=now + timedelta(seconds=settings.LOOP_LEASE_SECONDS),
+        prompt=prompt,
+        session_id=session_id or "",
+    )
+    return True
 
 
 def _previous_output(it: Iteration) -> str:
@@ -125,10 +164,15 @@ def _previous_output(it: Iteration) -> str:
     iteration and on the first one after a gate."""
     if it.number <= 1 or it.after_gate:
         return ""
-    prev = Iteration.objects.filter(
-        node_run=it.node_run, generation=it.generation, number=it.number - 1
-    ).first()
-    return prev.output if prev else ""
+    prev = (
+        Iteration.objects.filter(
+            node_run=it.node_run_id, generation=it.generation, number=it.number - 1
+        )
+        .values_list("output", flat=True)
+        .order_by()
+        .first()
+    )
+    return prev or ""
 
 
 def _until_bash(script: str, ctx, run, stream: OutputStream) -> bool:
@@ -144,18 +188,19 @@ def _until_bash(script: str, ctx, run, stream: OutputStream) -> bool:
 
 
 def _finish(it: Iteration, status: str, started: float, **fields) -> bool:
-    now = timezone.now()
-    return bool(
-        Iteration.objects.filter(
-            pk=it.pk, status=Iteration.Status.RUNNING, attempts=it.attempts
-        ).update(
-            status=status,
-            finished_at=now,
-            duration_ms=int((time.monotonic() - started) * 1000),
-            lease_expires_at=None,
-            **fields,
-        )
+    fields.update(
+        status=status,
+        finished_at=timezone.now(),
+        duration_ms=int((time.monotonic() - started) * 1000),
+        lease_expires_at=None,
     )
+    finished = Iteration.objects.filter(
+        pk=it.pk, status=Iteration.Status.RUNNING, attempts=it.attempts
+    ).update(**fields)
+    if finished:  # keep the instance in step without reading the row back
+        for name, value in fields.items():
+            setattr(it, name, value)
+    return bool(finished)
 
 
 def _iteration_failed(it: Iteration, error: str, raw: str, started: float) -> None:
@@ -174,7 +219,7 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str], stream, star
     loop = node.loop
     result = outcome.result
     with transaction.atomic():
-        run = lock_run(it.run_id)
+        run = lock_run(it.run_id, with_recipe=False)
         status = Iteration.Status.TIMED_OUT if result.timed_out else Iteration.Status.COMPLETED
         if run.is_terminal or not _finish(
             it,
@@ -191,11 +236,10 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str], stream, star
         ):
             return
         row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
-        it.refresh_from_db()
         row.output = outcome.text
         row.structured = outcome.payload
         row.state = {**row.state, "session_id": result.session_id or row.state.get("session_id")}
-        row.save()
+        # Not saved here: every outcome of settle_loop saves the row (one write, not two).
         run.append_event(
             "iteration_completed",
             row.node_id,

@@ -32,9 +32,16 @@ class ProcessResult:
 def _die_with_parent():  # runs in the child between fork and exec
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:
         pass
+
+
+# The parent-death signal reaches only our direct child, not the processes an agent starts
+# (a CLI's tools, a test runner): a small bash supervisor receives it and kills the whole
+# process group, so nothing the agent started outlives a killed worker. The explicit `<&0`
+# keeps the prompt on stdin (a background job would otherwise read /dev/null).
+SUPERVISOR = ["bash", "-c", 'trap "kill -KILL 0" TERM; "$@" <&0 & wait $!', "loop-agent"]
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -58,7 +65,7 @@ def run_process(
     heartbeat at least every HEARTBEAT_SECONDS and may raise Cancelled to stop the child.
     stdout and stderr are merged, as a person watching a terminal would see them."""
     proc = subprocess.Popen(
-        argv,
+        [*SUPERVISOR, *argv],
         cwd=cwd,
         env={**os.environ, **(env or {})},
         stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,

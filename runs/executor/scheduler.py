@@ -38,9 +38,13 @@ def advance_run(run_id: int) -> None:
         for group in NodeRun.objects.filter(
             run=run, iteration=0, kind="loop_group", status=NodeRun.Status.RUNNING
         ):
-            if _process_scope(run, spec, group) and group.state.get("phase") == "body":
-                group.state["phase"] = "checking"
-                group.save(update_fields=["state"])
+            phase = group.state.get("phase")
+            if _process_scope(run, spec, group) and phase in ("body", "checking"):
+                # Sent again while "checking" in case its message was lost (the sweep
+                # advances stalled runs); the check's own claim makes a duplicate harmless.
+                if phase == "body":
+                    group.state["phase"] = "checking"
+                    group.save(update_fields=["state"])
                 enqueue("finish_group_iteration", group.pk, group.iteration_count)
         if _process_scope(run, spec, None):
             _finish_run(run)

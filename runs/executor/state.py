@@ -3,7 +3,7 @@ All of these run inside a transaction that holds the run's row lock."""
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from runs.models import Gate, Iteration, NodeRun, Run
@@ -17,13 +17,24 @@ def enqueue(task_name: str, *args) -> None:
     transaction.on_commit(lambda: task.delay(*args))
 
 
-def lock_run(run_id: int) -> Run | None:
-    return (
-        Run.objects.select_for_update()
-        .select_related("recipe_version", "recipe")
-        .filter(pk=run_id)
-        .first()
-    )
+def on_fresh_connection(work, *args, **kwargs):
+    """Run `work`; if the database connection was lost (a restarted server, a dropped
+    session), run it once more on a new one. Only for work outside a transaction whose
+    writes are conditional (claims, finishes): a retry after an unseen commit does nothing."""
+    try:
+        return work(*args, **kwargs)
+    except (OperationalError, InterfaceError):
+        if connection.in_atomic_block:
+            raise
+        connection.close()
+        return work(*args, **kwargs)
+
+
+def lock_run(run_id: int, *, with_recipe: bool = True) -> Run | None:
+    runs = Run.objects.select_for_update()
+    if with_recipe:  # most callers read the spec; the iteration hot path does not
+        runs = runs.select_related("recipe_version", "recipe")
+    return runs.filter(pk=run_id).first()
 
 
 def complete_node(run: Run, node: NodeRun, output: str, structured=None, **data) -> None:

@@ -131,6 +131,7 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
             on_chunk=stream,
             timeout=timeout,
         )
+        stream.publish()
         if result.timed_out:
             raise StepFailed(f"bash step timed out after {timeout:.0f}s")
         if result.exit_code != 0:
@@ -152,6 +153,7 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
         iteration=row.iteration,
     )
     outcome = call_agent(provider, request, stream, node.output_format)
+    stream.publish()
     extra = {"prompt": prompt, "raw": outcome.raw, "session_id": outcome.result.session_id}
     return outcome.text, outcome.payload, extra
 

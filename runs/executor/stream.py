@@ -16,7 +16,12 @@ from django.utils import timezone
 from runs import live
 from runs.providers.base import Cancelled
 
+from .state import on_fresh_connection
+
 FLUSH_SECONDS = 0.5
+# Live output goes out at once, then at most this often: a chatty agent's many small
+# chunks cost one Redis round trip per batch, not one each.
+PUBLISH_SECONDS = 0.05
 
 
 class OutputStream:
@@ -27,7 +32,9 @@ class OutputStream:
         self.run_id = run_id
         self.field = field
         self.parts: list[str] = []
+        self.unpublished: list[str] = []
         self.last_flush = time.monotonic()
+        self.last_publish = 0.0
 
     @property
     def text(self) -> str:
@@ -36,19 +43,32 @@ class OutputStream:
     def __call__(self, chunk: str) -> None:
         if chunk:
             self.parts.append(chunk)
-            live.publish_output(
-                self.run_id, self.pk if self.field == "raw_output" else -self.pk, chunk
-            )
-        if time.monotonic() - self.last_flush >= FLUSH_SECONDS:
+            self.unpublished.append(chunk)
+        now = time.monotonic()
+        if now - self.last_publish >= PUBLISH_SECONDS:
+            self.publish()
+        if now - self.last_flush >= FLUSH_SECONDS:
             self.flush()
 
+    def publish(self) -> None:
+        """Send the output not yet sent to open pages (call once more when the agent ends)."""
+        self.last_publish = time.monotonic()
+        if self.unpublished:
+            target = self.pk if self.field == "raw_output" else -self.pk
+            live.publish_output(self.run_id, target, "".join(self.unpublished))
+            self.unpublished.clear()
+
     def flush(self) -> None:
+        self.publish()
         self.last_flush = time.monotonic()
-        owned = self.model.objects.filter(
+        # A dropped database connection must not cost the agent's work: retry on a new one.
+        if not on_fresh_connection(self._save):
+            raise Cancelled("the work was cancelled or taken over")
+
+    def _save(self) -> int:
+        return self.model.objects.filter(
             pk=self.pk, status="running", attempts=self.attempt
         ).update(
             **{self.field: self.text},
             lease_expires_at=timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS),
         )
-        if not owned:
-            raise Cancelled("the work was cancelled or taken over")

@@ -19,8 +19,6 @@ from runs.models import Iteration, NodeRun, Run
 
 from .state import enqueue, fail_node, lock_run
 
-STALE_PENDING = timedelta(seconds=30)
-
 
 def sweep(now=None) -> dict:
     now = now or timezone.now()
@@ -79,7 +77,7 @@ def sweep(now=None) -> dict:
                 run.append_event("node_requeued", row.node_id, attempts=row.attempts)
                 enqueue("start_node", row.pk)
                 counts["requeued"] += 1
-    stale = now - STALE_PENDING
+    stale = now - timedelta(seconds=settings.LOOP_STALE_PENDING_SECONDS)
     for it in Iteration.objects.filter(status=Iteration.Status.PENDING, queued_at__lt=stale):
         if Iteration.objects.filter(
             pk=it.pk, status=Iteration.Status.PENDING, queued_at__lt=stale

@@ -1,6 +1,5 @@
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
 
@@ -70,9 +69,17 @@ class Run(models.Model):
         that allocates the sequence number also serialises concurrent writers."""
         from . import RunEvent
 
-        assert transaction.get_connection().in_atomic_block, "append_event needs a transaction"
-        Run.objects.filter(pk=self.pk).update(last_seq=F("last_seq") + 1)
-        seq = Run.objects.filter(pk=self.pk).values_list("last_seq", flat=True).get()
+        connection = transaction.get_connection()
+        assert connection.in_atomic_block, "append_event needs a transaction"
+        # One round trip (UPDATE ... RETURNING) instead of an update and a read: events are
+        # appended several times per iteration.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {Run._meta.db_table} SET last_seq = last_seq + 1 WHERE id = %s "
+                "RETURNING last_seq",
+                [self.pk],
+            )
+            seq = cursor.fetchone()[0]
         self.last_seq = seq
         event = RunEvent.objects.create(
             run_id=self.pk, seq=seq, kind=event_kind, step=step, data=data

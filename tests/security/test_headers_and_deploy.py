@@ -15,7 +15,10 @@ def test_security_headers(client, operator, path):
     client.force_login(operator)
     response = client.get(path, follow=False)
     csp = response.headers["Content-Security-Policy"]
-    assert "script-src 'self'" in csp and "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0]
+    assert (
+        "script-src 'self'" in csp
+        and "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0]
+    )
     assert "frame-ancestors 'none'" in csp
     assert response.headers["X-Frame-Options"] == "DENY"
     assert response.headers["X-Content-Type-Options"] == "nosniff"
@@ -34,7 +37,12 @@ def test_check_deploy_is_clean_under_production_settings(tmp_path):
         "SECURE_SSL_REDIRECT": "true",
         "SECURE_HSTS_SECONDS": "31536000",
     }
-    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-                            cwd=ROOT, env=env, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout

@@ -1,0 +1,200 @@
+"""Pages at scale: the runs list over 100,000 runs, and a run page with 1,000 iterations.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379/0 \\
+        .venv/bin/python bench/pages_at_scale.py [--runs 100000] [--iterations 1000]
+
+Seeds the scratch database with bulk_create, then requests each page REPEAT times through
+django.test.Client as a signed-in operator and reports the server time (the whole request
+through middleware, view and template) and the number of queries. Query counts are also
+taken on a small database, to show they do not grow with the data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.harness import Bench, make_recipe, median, percentile  # noqa: E402
+
+RECIPE = """
+name: seeded-loop
+providers:
+  agent: {kind: demo, delay: 0}
+nodes:
+  - id: work
+    provider: agent
+    loop:
+      prompt: "Take the next step. When all steps are done, output: COMPLETE"
+      until: COMPLETE
+      max_iterations: 5000
+"""
+STATUSES = ["completed", "failed", "running", "paused", "cancelled", "completed", "completed"]
+OUTPUT = "Demo agent: iteration {n}.\nChanged three files; the tests now say {n} passing.\n"
+
+
+def seed_runs(recipe, count: int, batch: int = 5000) -> None:
+    from django.utils import timezone
+
+    from runs.models import Run
+
+    now = timezone.now()
+    made = 0
+    while made < count:
+        size = min(batch, count - made)
+        Run.objects.bulk_create(
+            Run(
+                recipe=recipe,
+                recipe_version=recipe.current_version,
+                message=f"seeded run {made + i}",
+                status=STATUSES[(made + i) % len(STATUSES)],
+                created_at=now,
+                started_at=now,
+            )
+            for i in range(size)
+        )
+        made += size
+
+
+def seed_long_run(recipe, iterations: int):
+    from django.utils import timezone
+
+    from runs.models import Iteration, NodeRun, Run, RunEvent
+
+    now = timezone.now()
+    run = Run.objects.create(
+        recipe=recipe,
+        recipe_version=recipe.current_version,
+        message="a long loop",
+        status="running",
+        started_at=now,
+    )
+    row = NodeRun.objects.create(
+        run=run,
+        node_id="work",
+        kind="loop",
+        status="running",
+        iteration_count=iterations,
+        max_iterations=5000,
+        started_at=now,
+    )
+    Iteration.objects.bulk_create(
+        Iteration(
+            run=run,
+            node_run=row,
+            node_id="work",
+            number=n,
+            status="completed",
+            prompt="Take the next step.",
+            raw_output=OUTPUT.format(n=n),
+            output=OUTPUT.format(n=n),
+            attempts=1,
+            started_at=now,
+            finished_at=now,
+            duration_ms=1200,
+        )
+        for n in range(1, iterations + 1)
+    )
+    kinds = ["iteration_queued", "iteration_started", "iteration_completed"]
+    RunEvent.objects.bulk_create(
+        RunEvent(run=run, seq=i + 1, kind=kinds[i % 3], step="work", data={"iteration": i // 3 + 1})
+        for i in range(iterations * 3)
+    )
+    run.last_seq = iterations * 3
+    run.save(update_fields=["last_seq"])
+    return run
+
+
+def measure(client, url: str, repeat: int) -> dict:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    times, queries, status = [], 0, None
+    for _ in range(repeat):
+        with CaptureQueriesContext(connection) as captured:
+            started = time.perf_counter()
+            response = client.get(url)
+            times.append((time.perf_counter() - started) * 1000)
+        status = response.status_code
+        queries = len(captured.captured_queries)
+    return {
+        "url": url,
+        "status": status,
+        "p50_ms": median(times),
+        "p95_ms": percentile(times, 95),
+        "queries": queries,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--iterations", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=20)
+    options = parser.parse_args()
+    bench = Bench.open("bench_pages")
+    try:
+        from django.contrib.auth import get_user_model
+        from django.test import Client
+
+        from console.roles import ensure_roles
+
+        ensure_roles()
+        user = get_user_model().objects.create_superuser("bench", password="pw-bench-user")
+        client = Client()
+        client.force_login(user)
+        recipe = make_recipe(RECIPE, "seeded-loop")
+
+        small_run = seed_long_run(recipe, 10)
+        seed_runs(recipe, 50)
+        small = {
+            "list": measure(client, "/runs/", 3),
+            "detail": measure(client, f"/runs/{small_run.pk}/", 3),
+        }
+        started = time.monotonic()
+        long_run = seed_long_run(recipe, options.iterations)
+        seed_runs(recipe, options.runs)
+        seeded = time.monotonic() - started
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+        large = {
+            "list": measure(client, "/runs/", options.repeat),
+            "detail": measure(client, f"/runs/{long_run.pk}/", options.repeat),
+        }
+        rows = [
+            [
+                f"GET /runs/ ({options.runs:,} runs)",
+                large["list"]["status"],
+                large["list"]["p50_ms"],
+                large["list"]["p95_ms"],
+                large["list"]["queries"],
+                small["list"]["queries"],
+                "<= 100 ms",
+            ],
+            [
+                f"GET /runs/<id>/ ({options.iterations:,} iterations)",
+                large["detail"]["status"],
+                large["detail"]["p50_ms"],
+                large["detail"]["p95_ms"],
+                large["detail"]["queries"],
+                small["detail"]["queries"],
+                "<= 150 ms",
+            ],
+        ]
+        bench.report(
+            "pages_at_scale",
+            f"Server time over {options.repeat} requests (seeding took {seeded:.0f}s)",
+            ["page", "status", "p50 ms", "p95 ms", "queries", "queries (small db)", "target"],
+            rows,
+            {"options": vars(options), "large": large, "small": small, "seed_seconds": seeded},
+        )
+    finally:
+        bench.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""How the API knows who is calling: a bearer token, or the browser's session."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpRequest
+from ninja.errors import HttpError
+from ninja.security import APIKeyCookie, HttpBearer
+from ninja.utils import check_csrf
+
+from console.models import ApiToken
+
+SAFE_METHODS = {"GET", "HEAD", "OPTIONS", "TRACE"}
+
+
+class TokenAuth(HttpBearer):
+    """`Authorization: Bearer <token>`; a revoked or unknown token is simply not a login."""
+
+    def authenticate(self, request: HttpRequest, token: str):
+        user = ApiToken.authenticate(token)
+        if user is None:
+            return None
+        # Services and permission checks read request.user like every other surface.
+        request.user = user
+        return user
+
+
+class SessionAuth(APIKeyCookie):
+    """The console's own session, with Django's CSRF check on unsafe methods.
+
+    Unlike ninja's `django_auth` the CSRF check only runs for a logged-in session, so a
+    request with no credentials at all answers 401 rather than a misleading 403.
+    """
+
+    param_name = settings.SESSION_COOKIE_NAME
+
+    def _get_key(self, request: HttpRequest):
+        return None
+
+    def authenticate(self, request: HttpRequest, key):
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated:
+            return None
+        if request.method not in SAFE_METHODS and check_csrf(request) is not None:
+            raise HttpError(403, "CSRF check failed: send the X-CSRFToken header.")
+        return user
+
+
+def api_auth() -> list:
+    return [TokenAuth(), SessionAuth()]
+
+
+def docs_login_required(view):
+    """The schema and the interactive docs describe the API: only for people who may use
+    it. A browser is sent to the login page; a script gets 401."""
+    from functools import wraps
+
+    from django.contrib.auth.views import redirect_to_login
+    from django.http import JsonResponse
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        header = request.headers.get("Authorization", "")
+        if header.lower().startswith("bearer "):
+            TokenAuth().authenticate(request, header[7:].strip())
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated:
+            if not user.has_perm("runs.view_run"):
+                return JsonResponse({"detail": "You need a role to read the API."}, status=403)
+            return view(request, *args, **kwargs)
+        if "text/html" in request.headers.get("Accept", ""):
+            return redirect_to_login(request.get_full_path())
+        return JsonResponse({"detail": "Authentication required."}, status=401)
+
+    return wrapper

@@ -1,0 +1,53 @@
+"""manage.py api_token create USER [--name N] | list [--user U] | revoke ID"""
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from console.models import ApiToken
+
+
+class Command(BaseCommand):
+    help = "Create, list and revoke API tokens. A new token's secret is printed once."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        create = sub.add_parser("create", help="Create a token for USER and print its secret")
+        create.add_argument("username")
+        create.add_argument("--name", default="", help="what the token is for")
+        listing = sub.add_parser("list", help="List tokens (never their secrets)")
+        listing.add_argument("--user", default="", help="only this user's tokens")
+        revoke = sub.add_parser("revoke", help="Revoke a token by its id")
+        revoke.add_argument("token_id", type=int)
+
+    def handle(self, *args, **options):
+        getattr(self, f"do_{options['action']}")(options)
+
+    def do_create(self, options):
+        user_model = get_user_model()
+        try:
+            user = user_model.objects.get(**{user_model.USERNAME_FIELD: options["username"]})
+        except user_model.DoesNotExist:
+            raise CommandError(f"No user '{options['username']}'") from None
+        token, secret = ApiToken.issue(user, name=options["name"])
+        self.stderr.write(f"Token {token.pk} for {user}. Copy the secret now; it is not stored:")
+        self.stdout.write(secret)
+
+    def do_list(self, options):
+        tokens = ApiToken.objects.select_related("user")
+        if options["user"]:
+            tokens = tokens.filter(user__username=options["user"])
+        for token in tokens:
+            state = f"revoked {token.revoked_at:%Y-%m-%d %H:%M}" if token.is_revoked else "active"
+            used = f"{token.last_used_at:%Y-%m-%d %H:%M}" if token.last_used_at else "never"
+            self.stdout.write(
+                f"{token.pk:>5}  {token.prefix}…  {token.user.get_username():<16} "
+                f"{token.name or '-':<20} {state:<24} last used {used}"
+            )
+
+    def do_revoke(self, options):
+        token = ApiToken.objects.filter(pk=options["token_id"]).first()
+        if token is None:
+            raise CommandError(f"No token {options['token_id']}")
+        if not token.revoke():
+            raise CommandError(f"Token {token.pk} was already revoked at {token.revoked_at}")
+        self.stdout.write(f"Revoked token {token.pk} ({token.prefix}…)")

@@ -1,0 +1,202 @@
+"""Recipes over HTTP: list, read, validate, create and change (editors)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from django.shortcuts import get_object_or_404
+from ninja import Field, Router, Schema, Status
+from ninja import Path as PathParam
+from pydantic import AfterValidator
+
+from console.api_errors import InvalidSourceOut, JsonObject, ProblemOut, errors, require
+from recipes import editing
+from recipes.models import Recipe
+from recipes.validation import problems_dict, validate_source
+from runs import services
+
+
+def no_nul(value: str) -> str:
+    # PostgreSQL text cannot hold NUL; refuse it as input rather than fail on storage.
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
+Text = Annotated[str, AfterValidator(no_nul)]
+Slug = Annotated[str, PathParam(max_length=100, pattern=r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$")]
+
+router = Router()
+
+
+class RecipeOut(Schema):
+    slug: str
+    name: str
+    description: str
+    kind: str
+    origin: str
+    enabled: bool
+    valid: bool
+    edited_locally: bool
+    version: int | None
+    updated_at: datetime
+
+
+class VersionOut(Schema):
+    number: int
+    author: str | None
+    note: str
+    sha256: str
+    created_at: datetime
+
+
+class ProblemsOut(Schema):
+    errors: list[ProblemOut]
+    warnings: list[ProblemOut]
+
+
+class RecipeDetailOut(RecipeOut):
+    source: str
+    source_path: str
+    problems: ProblemsOut
+    versions: list[VersionOut]
+
+
+class ValidateIn(JsonObject):
+    source: Text = Field(..., max_length=1_000_000)
+
+
+class ValidationOut(Schema):
+    valid: bool
+    kind: str
+    errors: list[ProblemOut]
+    warnings: list[ProblemOut]
+
+
+class RecipeCreateIn(JsonObject):
+    source: Text = Field(..., max_length=1_000_000)
+    slug: Text = Field("", max_length=100, description="Defaults to the recipe's name.")
+    enabled: bool = True
+    note: Text = Field("", max_length=200)
+
+
+class RecipeUpdateIn(JsonObject):
+    source: Text = Field(..., max_length=1_000_000)
+    enabled: bool | None = None
+    note: Text = Field("", max_length=200)
+
+
+def recipe_row(recipe: Recipe) -> dict:
+    return {
+        "slug": recipe.slug,
+        "name": recipe.name,
+        "description": recipe.description,
+        "kind": recipe.kind,
+        "origin": recipe.origin,
+        "enabled": recipe.enabled,
+        "valid": recipe.valid,
+        "edited_locally": recipe.edited_locally,
+        "version": recipe.current_version.number if recipe.current_version else None,
+        "updated_at": recipe.updated_at,
+    }
+
+
+def recipe_detail(recipe: Recipe) -> dict:
+    versions = recipe.versions.select_related("author").order_by("-number")
+    problems = recipe.problems or {}
+    return {
+        **recipe_row(recipe),
+        "source": recipe.source,
+        "source_path": recipe.source_path,
+        "problems": {
+            "errors": problems.get("errors", []),
+            "warnings": problems.get("warnings", []),
+        },
+        "versions": [
+            {
+                "number": v.number,
+                "author": v.author.get_username() if v.author_id else None,
+                "note": v.note,
+                "sha256": v.sha256,
+                "created_at": v.created_at,
+            }
+            for v in versions
+        ],
+    }
+
+
+def invalid(exc: editing.SourceInvalid) -> Status:
+    return Status(422, {"detail": str(exc), **problems_dict(exc.result)})
+
+
+@router.get("", response={200: list[RecipeOut], **errors(403)}, summary="List recipes")
+def list_recipes(request):
+    require(request.auth, "recipes.view_recipe")
+    return [recipe_row(r) for r in Recipe.objects.select_related("current_version")]
+
+
+@router.post(
+    "/validate",
+    response={200: ValidationOut, **errors(400, 403, 422)},
+    summary="Validate a recipe's YAML without saving it",
+)
+def validate(request, payload: ValidateIn):
+    require(request.auth, "recipes.view_recipe")
+    result = validate_source(payload.source)
+    return {"valid": result.ok, "kind": result.kind, **problems_dict(result)}
+
+
+@router.get(
+    "/{slug}",
+    response={200: RecipeDetailOut, **errors(403, 404, 422)},
+    summary="A recipe with its source and versions",
+)
+def get_recipe(request, slug: Slug):
+    require(request.auth, "recipes.view_recipe")
+    recipe = get_object_or_404(Recipe.objects.select_related("current_version"), slug=slug)
+    return recipe_detail(recipe)
+
+
+@router.post(
+    "",
+    response={201: RecipeDetailOut, 422: InvalidSourceOut, **errors(400, 403, 409)},
+    summary="Create a recipe (editors)",
+)
+def create_recipe(request, payload: RecipeCreateIn):
+    require(request.auth, "recipes.add_recipe")
+    try:
+        recipe, _ = editing.create_recipe(
+            payload.source,
+            slug=payload.slug,
+            user=request.auth,
+            note=payload.note,
+            enabled=payload.enabled,
+        )
+    except editing.SourceInvalid as exc:
+        return invalid(exc)
+    except editing.SlugInvalid as exc:
+        return Status(422, {"detail": str(exc), "errors": [], "warnings": []})
+    except editing.SlugTaken as exc:
+        raise services.Conflict(str(exc)) from None
+    return Status(201, recipe_detail(recipe))
+
+
+@router.put(
+    "/{slug}",
+    response={200: RecipeDetailOut, 422: InvalidSourceOut, **errors(400, 403, 404)},
+    summary="Change a recipe's source (editors); each change is a new version",
+)
+def update_recipe(request, slug: Slug, payload: RecipeUpdateIn):
+    require(request.auth, "recipes.change_recipe")
+    recipe = get_object_or_404(Recipe, slug=slug)
+    try:
+        editing.save_source(
+            recipe, payload.source, user=request.auth, note=payload.note or "changed via the API"
+        )
+    except editing.SourceInvalid as exc:
+        return invalid(exc)
+    if payload.enabled is not None and payload.enabled != recipe.enabled:
+        recipe.enabled = payload.enabled
+        recipe.save(update_fields=["enabled", "updated_at"])
+    return recipe_detail(recipe)

@@ -1,0 +1,48 @@
+"""Line diffs between two recipe versions, as plain rows a template can render escaped."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    kind: str  # "hunk", "add", "remove", "same", "header"
+    text: str
+    old_number: int | None = None
+    new_number: int | None = None
+
+
+def unified(old: str, new: str, old_label: str, new_label: str, context: int = 3) -> list[DiffLine]:
+    """A unified diff with line numbers on both sides; empty when the texts are equal."""
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    rows: list[DiffLine] = []
+    matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
+    for group in matcher.get_grouped_opcodes(context):
+        first, last = group[0], group[-1]
+        rows.append(
+            DiffLine(
+                "hunk",
+                f"@@ -{first[1] + 1},{last[2] - first[1]} +{first[3] + 1},{last[4] - first[3]} @@",
+            )
+        )
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                rows += [
+                    DiffLine("same", old_lines[i], i + 1, j + 1)
+                    for i, j in zip(range(i1, i2), range(j1, j2), strict=True)
+                ]
+                continue
+            rows += [DiffLine("remove", old_lines[i], i + 1, None) for i in range(i1, i2)]
+            rows += [DiffLine("add", new_lines[j], None, j + 1) for j in range(j1, j2)]
+    if rows:
+        rows[:0] = [DiffLine("header", f"--- {old_label}"), DiffLine("header", f"+++ {new_label}")]
+    return rows
+
+
+def stats(rows: list[DiffLine]) -> dict:
+    return {
+        "added": sum(1 for r in rows if r.kind == "add"),
+        "removed": sum(1 for r in rows if r.kind == "remove"),
+    }

@@ -1,0 +1,396 @@
+"""Runs over HTTP: start, list, follow, decide at gates, cancel, resume.
+
+Every change goes through runs.services with surface="api", exactly as the console's
+buttons do, so who may approve and what approve means is decided in one place.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+from django.db.models import F
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from ninja import Field, Query, Router, Schema, Status
+from ninja import Path as PathParam
+
+from console.api_errors import InvalidInputsOut, JsonObject, errors, require
+from recipes.api import Text
+from recipes.models import Recipe
+from runs import services
+from runs.models import Gate, Iteration, Run
+from runs.serializers import run_summary
+
+router = Router()
+
+MAX_ID = 2**63 - 1
+RunId = PathParam(..., ge=1, le=MAX_ID, description="The run's id")
+RunStatus = Literal[tuple(Run.Status.values)]  # type: ignore[valid-type]
+
+
+# --- schemas -------------------------------------------------------------------------------
+
+
+class RunStartIn(JsonObject):
+    recipe: Text = Field(..., max_length=100, description="The recipe's slug")
+    message: Text = Field("", max_length=100_000)
+    inputs: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunCreatedOut(Schema):
+    id: int
+    status: str
+    url: str
+
+
+class RunRowOut(Schema):
+    id: int
+    recipe: str
+    version: int
+    status: str
+    message: str
+    started_by: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    url: str
+
+
+class RunPageOut(Schema):
+    items: list[RunRowOut]
+    next_cursor: int | None
+
+
+class NodeOut(Schema):
+    node: str
+    kind: str
+    status: str
+    iterations: int
+    max_iterations: int | None
+    output: str
+    error: str
+
+
+class GateOut(Schema):
+    id: int
+    node: str
+    iteration: int | None
+    kind: str
+    message: str
+    completion_signaled: bool
+    status: str
+    decisions: list[dict[str, Any]]
+
+
+class RunOut(Schema):
+    id: int
+    recipe: str
+    version: int
+    status: str
+    message: str
+    inputs: dict[str, Any]
+    error: str
+    started_by: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    url: str
+    nodes: list[NodeOut]
+    pending_gate: GateOut | None
+
+
+class IterationOut(Schema):
+    id: int
+    node: str
+    number: int
+    generation: int
+    status: str
+    prompt: str
+    feedback: str
+    after_gate: bool
+    output: str
+    structured: Any = None
+    channels: list[str]
+    error: str
+    session_id: str
+    tokens_in: int | None
+    tokens_out: int | None
+    cost_usd: Decimal | None
+    attempts: int
+    started_at: datetime | None
+    finished_at: datetime | None
+    duration_ms: int | None
+
+
+class IterationPageOut(Schema):
+    items: list[IterationOut]
+    next_cursor: int | None
+
+
+class EventOut(Schema):
+    seq: int
+    kind: str
+    step: str
+    data: dict[str, Any]
+    at: datetime | None
+
+
+class EventPageOut(Schema):
+    items: list[EventOut]
+    next_after: int = Field(..., description="Pass as ?after= to read what follows")
+    run_status: str
+
+
+class ApproveIn(JsonObject):
+    comment: Text = Field("", max_length=100_000, description="Feedback: iterate again")
+    decision: Text = Field("", max_length=100, description="For approvals with decisions")
+    gate: int | None = Field(
+        None, ge=1, le=MAX_ID, description="The gate you saw; refused if it is no longer pending"
+    )
+
+
+class RejectIn(JsonObject):
+    reason: Text = Field("", max_length=100_000)
+    gate: int | None = Field(None, ge=1, le=MAX_ID)
+
+
+class RunFilters(Schema):
+    status: RunStatus | None = None
+    recipe: Text | None = Field(None, max_length=100)
+    cursor: int | None = Field(None, ge=1, le=MAX_ID, description="next_cursor of the last page")
+    limit: int = Field(50, ge=1, le=200)
+
+
+class IterationFilters(Schema):
+    node: Text | None = Field(None, max_length=300)
+    cursor: int | None = Field(None, ge=0, le=MAX_ID)
+    limit: int = Field(50, ge=1, le=200)
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def run_url(request, run: Run) -> str:
+    return request.build_absolute_uri(reverse("run_detail", args=[run.pk]))
+
+
+def readable_run(request, run_id: int) -> Run:
+    require(request.auth, "runs.view_run")
+    return get_object_or_404(Run.objects.select_related("recipe", "recipe_version"), pk=run_id)
+
+
+def run_out(request, run: Run) -> dict:
+    return {**run_summary(run), "url": run_url(request, run)}
+
+
+def body_or_empty(request, payload, schema):
+    """An optional body may be absent, but a body that is not a JSON object is malformed."""
+    if payload is None:
+        if request.body.strip():
+            raise services.ServiceError("The body must be a JSON object, or empty.")
+        return schema()
+    return payload
+
+
+def gate_to_decide(run: Run, gate_id: int | None) -> Gate:
+    """The gate to decide: the one the caller names, else the run's pending gate.
+
+    When it is no longer pending the answer is a 409 that says who decided it and when."""
+    if gate_id is not None:
+        named = run.gates.select_related("decided_by", "iteration").filter(pk=gate_id).first()
+        if named is None:
+            raise Http404(f"Run {run.pk} has no gate {gate_id}.")
+        if named.is_pending:
+            return named
+        raise services.AlreadyDecided(named)
+    gate = services.pending_gate(run)
+    if gate is not None:
+        return gate
+    last = (
+        run.gates.exclude(status=Gate.Status.PENDING)
+        .select_related("decided_by")
+        .order_by(F("decided_at").desc(nulls_last=True), "-id")
+        .first()
+    )
+    if last is not None:
+        raise services.AlreadyDecided(last)
+    raise services.Conflict(f"Run {run.pk} is {run.status} and has no gate waiting.")
+
+
+# --- endpoints -----------------------------------------------------------------------------
+
+
+@router.post(
+    "",
+    response={201: RunCreatedOut, 422: InvalidInputsOut, **errors(400, 403, 404, 409)},
+    summary="Start a run",
+)
+def start(request, payload: RunStartIn):
+    require(request.auth, "runs.operate_run")
+    recipe = get_object_or_404(Recipe, slug=payload.recipe)
+    run = services.start_run(
+        recipe, user=request.auth, message=payload.message, inputs=payload.inputs
+    )
+    return Status(201, {"id": run.pk, "status": run.status, "url": run_url(request, run)})
+
+
+@router.get("", response={200: RunPageOut, **errors(403, 422)}, summary="List runs, newest first")
+def list_runs(request, filters: Query[RunFilters]):
+    require(request.auth, "runs.view_run")
+    runs = Run.objects.select_related("recipe", "recipe_version", "started_by").order_by("-id")
+    if filters.status:
+        runs = runs.filter(status=filters.status)
+    if filters.recipe:
+        runs = runs.filter(recipe__slug=filters.recipe)
+    if filters.cursor:
+        runs = runs.filter(id__lt=filters.cursor)
+    page = list(runs[: filters.limit + 1])
+    more = len(page) > filters.limit
+    page = page[: filters.limit]
+    items = [
+        {
+            "id": r.pk,
+            "recipe": r.recipe.slug,
+            "version": r.recipe_version.number,
+            "status": r.status,
+            "message": r.message,
+            "started_by": r.started_by.get_username() if r.started_by_id else None,
+            "created_at": r.created_at,
+            "started_at": r.started_at,
+            "finished_at": r.finished_at,
+            "url": run_url(request, r),
+        }
+        for r in page
+    ]
+    return {"items": items, "next_cursor": page[-1].pk if more else None}
+
+
+@router.get(
+    "/{run_id}",
+    response={200: RunOut, **errors(403, 404, 422)},
+    summary="A run with its nodes and its pending gate",
+)
+def get_run(request, run_id: int = RunId):
+    return run_out(request, readable_run(request, run_id))
+
+
+@router.get(
+    "/{run_id}/iterations",
+    response={200: IterationPageOut, **errors(403, 404, 422)},
+    summary="A run's iterations in order (filter by node)",
+)
+def list_iterations(request, filters: Query[IterationFilters], run_id: int = RunId):
+    run = readable_run(request, run_id)
+    rows = Iteration.objects.filter(run=run).order_by("id")
+    if filters.node:
+        rows = rows.filter(node_id=filters.node)
+    if filters.cursor:
+        rows = rows.filter(id__gt=filters.cursor)
+    page = list(rows[: filters.limit + 1])
+    more = len(page) > filters.limit
+    page = page[: filters.limit]
+    items = [
+        {
+            "id": it.pk,
+            "node": it.node_id,
+            "number": it.number,
+            "generation": it.generation,
+            "status": it.status,
+            "prompt": it.prompt,
+            "feedback": it.feedback,
+            "after_gate": it.after_gate,
+            "output": it.output,
+            "structured": it.structured,
+            "channels": it.channels or [],
+            "error": it.error,
+            "session_id": it.session_id,
+            "tokens_in": it.tokens_in,
+            "tokens_out": it.tokens_out,
+            "cost_usd": it.cost_usd,
+            "attempts": it.attempts,
+            "started_at": it.started_at,
+            "finished_at": it.finished_at,
+            "duration_ms": it.duration_ms,
+        }
+        for it in page
+    ]
+    return {"items": items, "next_cursor": page[-1].pk if more else None}
+
+
+@router.get(
+    "/{run_id}/events",
+    response={200: EventPageOut, **errors(403, 404, 422)},
+    summary="The run's event log after a sequence number",
+)
+def list_events(
+    request,
+    run_id: int = RunId,
+    after: int = Query(0, ge=0, le=MAX_ID),
+    limit: int = Query(200, ge=1, le=1000),
+):
+    run = readable_run(request, run_id)
+    events = list(run.events.filter(seq__gt=after).order_by("seq")[:limit])
+    return {
+        "items": [e.as_dict() for e in events],
+        "next_after": events[-1].seq if events else after,
+        "run_status": run.status,
+    }
+
+
+@router.post(
+    "/{run_id}/approve",
+    response={200: RunOut, **errors(400, 403, 404, 409, 422)},
+    summary="Approve at the pending gate; a comment asks for another iteration",
+)
+def approve(request, payload: ApproveIn | None = None, run_id: int = RunId):
+    run = readable_run(request, run_id)
+    services.require_operator(request.auth)
+    payload = body_or_empty(request, payload, ApproveIn)
+    gate = gate_to_decide(run, payload.gate)
+    services.approve(
+        gate,
+        user=request.auth,
+        comment=payload.comment,
+        decision=payload.decision,
+        surface=Gate.Surface.API,
+    )
+    run.refresh_from_db()
+    return run_out(request, run)
+
+
+@router.post(
+    "/{run_id}/reject",
+    response={200: RunOut, **errors(400, 403, 404, 409, 422)},
+    summary="Reject at the pending gate (the node fails)",
+)
+def reject(request, payload: RejectIn | None = None, run_id: int = RunId):
+    run = readable_run(request, run_id)
+    services.require_operator(request.auth)
+    payload = body_or_empty(request, payload, RejectIn)
+    gate = gate_to_decide(run, payload.gate)
+    services.reject(gate, user=request.auth, reason=payload.reason, surface=Gate.Surface.API)
+    run.refresh_from_db()
+    return run_out(request, run)
+
+
+@router.post(
+    "/{run_id}/cancel", response={200: RunOut, **errors(403, 404, 409, 422)}, summary="Cancel"
+)
+def cancel(request, run_id: int = RunId):
+    run = readable_run(request, run_id)
+    run = services.cancel_run(run, user=request.auth, surface=Gate.Surface.API)
+    return run_out(request, run)
+
+
+@router.post(
+    "/{run_id}/resume",
+    response={200: RunOut, **errors(403, 404, 409, 422)},
+    summary="Resume a failed or cancelled run",
+)
+def resume(request, run_id: int = RunId):
+    run = readable_run(request, run_id)
+    run = services.resume_run(run, user=request.auth, surface=Gate.Surface.API)
+    return run_out(request, run)
