@@ -18,8 +18,15 @@ nodes:
 
 
 def manage(worker_env, *args, check=False):
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=worker_env,
-                          capture_output=True, text=True, timeout=120, check=check)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=worker_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=check,
+    )
 
 
 def test_validate_prints_errors_with_lines_and_exits_1(worker_env, tmp_path):
@@ -36,7 +43,9 @@ def test_validate_prints_errors_with_lines_and_exits_1(worker_env, tmp_path):
 @pytest.mark.parametrize("slug", ["counter-loop", "fix-until-green", "writer-reviewer"])
 def test_bundled_recipes_complete_from_run_start_wait(live_worker, worker_env, slug):
     manage(worker_env, "recipe", "sync", check=True)
-    result = manage(worker_env, "run", "start", slug, "--message", "from the CLI", "--wait", "--json")
+    result = manage(
+        worker_env, "run", "start", slug, "--message", "from the CLI", "--wait", "--json"
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(result.stdout)
     assert data["status"] == "completed" and data["recipe"] == slug
@@ -47,7 +56,9 @@ def test_interactive_run_from_the_cli(live_worker, worker_env, django_user_model
 
     make_user(django_user_model, "cli-op", "operator")
     manage(worker_env, "recipe", "sync", check=True)
-    paused = manage(worker_env, "run", "start", "guided-refine", "-m", "docs", "-i", "tone=formal", "--wait")
+    paused = manage(
+        worker_env, "run", "start", "guided-refine", "-m", "docs", "-i", "tone=formal", "--wait"
+    )
     assert paused.returncode == 1 and "✅ Completion condition met via until" in paused.stdout
     run_id = paused.stdout.split()[1].rstrip(":")
     approve = manage(worker_env, "run", "approve", run_id, "--user", "cli-op", "--json")

@@ -10,7 +10,8 @@ from .conftest import node
 
 
 def test_trigger_rules_and_skip_propagation(live_worker, recipe):
-    run = services.start_run(recipe("""
+    run = services.start_run(
+        recipe("""
 nodes:
   - id: ok
     bash: echo fine
@@ -34,17 +35,25 @@ nodes:
     depends_on: [ok, strict]
     trigger_rule: none_failed_min_one_success
     bash: echo nofail
-"""))
+""")
+    )
     wait_run(run, "completed", "failed")
     assert run.status == "failed" and "'bad' failed" in run.error
     status = {n.node_id: n.status for n in run.nodes.all()}
-    assert status == {"ok": "completed", "bad": "failed", "strict": "skipped",
-                      "after-strict": "skipped", "lenient": "completed", "cleanup": "completed",
-                      "nofail": "completed"}
+    assert status == {
+        "ok": "completed",
+        "bad": "failed",
+        "strict": "skipped",
+        "after-strict": "skipped",
+        "lenient": "completed",
+        "cleanup": "completed",
+        "nofail": "completed",
+    }
 
 
 def test_when_conditions_with_fields_and_or(live_worker, recipe):
-    run = services.start_run(recipe("""
+    run = services.start_run(
+        recipe("""
 nodes:
   - id: classify
     output_format:
@@ -60,7 +69,8 @@ nodes:
     depends_on: [classify]
     when: "$classify.output.type == 'feature' or $classify.output.risk == 'high'"
     bash: echo building
-"""))
+""")
+    )
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     assert node(run, "fix-bug").output == "fixing"
@@ -69,7 +79,8 @@ nodes:
 
 
 def test_layers_run_concurrently(live_worker, recipe):
-    run = services.start_run(recipe("""
+    run = services.start_run(
+        recipe("""
 nodes:
   - id: a
     bash: sleep 1; date +%s.%N
@@ -78,14 +89,16 @@ nodes:
   - id: join
     depends_on: [a, b]
     bash: echo joined
-"""))
+""")
+    )
     wait_run(run, "completed", "failed")
     a, b = float(node(run, "a").output), float(node(run, "b").output)
     assert abs(a - b) < 0.8  # both slept at the same time
 
 
 def test_cancel_node_stops_the_run_with_its_reason(live_worker, recipe):
-    run = services.start_run(recipe("""
+    run = services.start_run(
+        recipe("""
 nodes:
   - id: check
     bash: echo stop
@@ -96,19 +109,22 @@ nodes:
   - id: later
     depends_on: [halt]
     bash: echo never
-"""))
+""")
+    )
     wait_run(run, "cancelled", "completed", "failed")
     assert run.status == "cancelled" and run.error == "Nothing to do today"
     assert not run.nodes.filter(node_id="later", status="completed").exists()
 
 
-def test_command_node_and_loop_command_resolve_from_the_commands_dir(live_worker, make_recipe, tmp_path, settings):
+def test_command_node_and_loop_command_resolve_from_the_commands_dir(
+    live_worker, make_recipe, tmp_path, settings
+):
     project = tmp_path / "project"
     (project / "commands").mkdir(parents=True)
     (project / "commands" / "greet.md").write_text("@*: hello from a command file")
     source = f"""name: cmd
 providers:
-  scripted: {{kind: command, command: "python3 {Path(__file__).with_name('scripted_agent.py')}"}}
+  scripted: {{kind: command, command: "python3 {Path(__file__).with_name("scripted_agent.py")}"}}
 provider: scripted
 nodes:
   - id: greet
@@ -133,7 +149,8 @@ nodes:
 
 def test_resume_reruns_only_what_did_not_complete(live_worker, recipe, operator, tmp_path):
     flag = tmp_path / "fixed"
-    run = services.start_run(recipe(f"""
+    run = services.start_run(
+        recipe(f"""
 nodes:
   - id: first
     bash: echo x >> first-runs; echo first
@@ -147,7 +164,8 @@ nodes:
   - id: last
     depends_on: [flaky]
     bash: echo last
-"""))
+""")
+    )
     wait_run(run, "failed", "completed")
     assert run.status == "failed"
     flag.touch()
@@ -164,21 +182,25 @@ nodes:
 
 
 def test_cancel_kills_a_running_iteration(live_worker, recipe, operator, tmp_path):
-    run = services.start_run(recipe("""
+    run = services.start_run(
+        recipe("""
 nodes:
   - id: work
     loop:
       prompt: "@sleep *: 60\\n@*: never"
       until: DONE
       max_iterations: 2
-"""))
+""")
+    )
     it = wait_for(lambda: run.iterations.filter(status="running").first(), 30)
     from .conftest import calls  # noqa: F401
 
     def agent_pids():
         import subprocess
 
-        out = subprocess.run(["pgrep", "-f", "scripted_agent.py"], capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["pgrep", "-f", "scripted_agent.py"], capture_output=True, text=True
+        ).stdout
         return [int(p) for p in out.split()]
 
     wait_for(agent_pids, 10)

@@ -53,7 +53,9 @@ def test_feedback_iterates_and_is_only_seen_by_the_next_iteration(live_worker, r
     assert second.message.startswith("⚠️ No completion condition met in this iteration")
     # Without completion, a bare approve iterates too.
     services.approve(second, user=operator)
-    wait_for(lambda: Gate.objects.filter(run=run, status="pending").exclude(pk=second.pk).exists(), 30)
+    wait_for(
+        lambda: Gate.objects.filter(run=run, status="pending").exclude(pk=second.pk).exists(), 30
+    )
     services.approve(services.pending_gate(run), user=operator)
     wait_run(run, "completed", "failed")
     prompts = [c["prompt"] for c in calls(run)]
@@ -67,7 +69,9 @@ def test_feedback_iterates_and_is_only_seen_by_the_next_iteration(live_worker, r
 
 
 def test_signal_completes_skips_the_gate_when_a_channel_fired(live_worker, recipe):
-    run = services.start_run(recipe("""
+    run = services.start_run(
+        recipe(
+            """
 nodes:
   - id: validate
     loop:
@@ -77,7 +81,10 @@ nodes:
       interactive: true
       gate_message: Validation failed.
       signal_completes: true
-""", interactive=True))
+""",
+            interactive=True,
+        )
+    )
     wait_run(run, "completed", "failed", "paused")
     assert run.status == "completed" and not run.gates.exists()
 
@@ -127,7 +134,9 @@ def test_approval_node_decisions_drive_when_branches(live_worker, bundled, opera
 
 
 def test_capture_response_makes_the_comment_the_output(live_worker, recipe, operator):
-    run = services.start_run(recipe("""
+    run = services.start_run(
+        recipe(
+            """
 nodes:
   - id: ask
     approval:
@@ -136,7 +145,10 @@ nodes:
   - id: use
     depends_on: [ask]
     bash: printf 'title=%s' $ask.output
-""", interactive=True))
+""",
+            interactive=True,
+        )
+    )
     wait_run(run, "paused")
     services.approve(gate_of(run), user=operator, comment="Loops, calmly")
     wait_run(run, "completed", "failed")
@@ -144,7 +156,9 @@ nodes:
 
 
 def test_interactive_loop_at_max_iterations_fails_when_iterated(live_worker, recipe, operator):
-    run = services.start_run(recipe("""
+    run = services.start_run(
+        recipe(
+            """
 nodes:
   - id: refine
     loop:
@@ -153,7 +167,10 @@ nodes:
       max_iterations: 1
       interactive: true
       gate_message: ok?
-""", interactive=True))
+""",
+            interactive=True,
+        )
+    )
     wait_run(run, "paused")
     services.approve(gate_of(run), user=operator, comment="one more")
     wait_run(run, "failed", "completed")

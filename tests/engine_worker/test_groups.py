@@ -45,11 +45,15 @@ def test_group_reruns_its_body_until_the_check_passes(live_worker, recipe):
     steps = set(RunEvent.objects.filter(run=run).values_list("step", flat=True))
     assert {"fix.implement", "fix.test", "fix.repair"} <= steps
     assert [it.channels for it in run.iterations.filter(node_id="fix").order_by("number")] == [
-        [], [], ["until_bash"]]
+        [],
+        [],
+        ["until_bash"],
+    ]
 
 
 def test_a_failed_body_node_fails_the_group_at_once(live_worker, recipe):
-    run = services.start_run(recipe("""
+    run = services.start_run(
+        recipe("""
 nodes:
   - id: g
     loop_group:
@@ -58,7 +62,8 @@ nodes:
       nodes:
         - id: a
           bash: "exit 4"
-"""))
+""")
+    )
     wait_run(run, "completed", "failed")
     assert run.status == "failed"
     group = node(run, "g")
@@ -66,7 +71,8 @@ nodes:
 
 
 def test_group_signal_comes_from_the_terminal_node(live_worker, recipe):
-    run = services.start_run(recipe("""
+    run = services.start_run(
+        recipe("""
 nodes:
   - id: g
     loop_group:
@@ -78,7 +84,8 @@ nodes:
         - id: check
           depends_on: [write]
           prompt: "@1: not yet\\n@2: <promise>SHIPPED</promise>"
-"""))
+""")
+    )
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     assert node(run, "g").iteration_count == 2
@@ -86,7 +93,8 @@ nodes:
 
 
 def test_interactive_group_gates_and_restores_loop_prev(live_worker, recipe, operator):
-    run = services.start_run(recipe("""
+    run = services.start_run(
+        recipe("""
 interactive: true
 nodes:
   - id: g
@@ -98,7 +106,8 @@ nodes:
       nodes:
         - id: write
           prompt: "prev=[$LOOP_PREV.write.output] input=[$LOOP_USER_INPUT]\\n@*: text"
-"""))
+""")
+    )
     wait_run(run, "paused")
     gate = wait_for(lambda: services.pending_gate(run), 30)
     services.approve(gate, user=operator, comment="tighter")

@@ -11,7 +11,8 @@ def start(recipe, message="go", **kw):
 
 
 def test_tag_signal_completes_and_is_stripped(live_worker, recipe):
-    run = start(recipe("""
+    run = start(
+        recipe("""
 nodes:
   - id: work
     loop:
@@ -21,7 +22,8 @@ nodes:
   - id: after
     depends_on: [work]
     bash: printf '%s' $work.output
-"""))
+""")
+    )
     wait_run(run)
     assert run.status == "completed", run.error
     its = iterations(run, "work")
@@ -31,28 +33,32 @@ nodes:
 
 
 def test_plain_signal_at_end_or_on_own_line_but_not_mid_sentence(live_worker, recipe):
-    run = start(recipe("""
+    run = start(
+        recipe("""
 nodes:
   - id: work
     loop:
       prompt: "@1: I will say COMPLETE when done\\n@2: nearly\\\\nCOMPLETE\\\\nnotes\\n@3: x"
       until: COMPLETE
       max_iterations: 5
-"""))
+""")
+    )
     wait_run(run)
     assert run.status == "completed"
     assert [it.channels for it in iterations(run, "work")] == [[], ["until"]]
 
 
 def test_max_iterations_fails_the_node_with_a_clear_error(live_worker, recipe):
-    run = start(recipe("""
+    run = start(
+        recipe("""
 nodes:
   - id: work
     loop:
       prompt: "@*: still going"
       until: COMPLETE
       max_iterations: 3
-"""))
+""")
+    )
     wait_run(run)
     assert run.status == "failed"
     work = node(run, "work")
@@ -62,21 +68,24 @@ nodes:
 
 
 def test_until_bash_alone_ends_the_loop(live_worker, recipe):
-    run = start(recipe("""
+    run = start(
+        recipe("""
 nodes:
   - id: work
     loop:
       prompt: "@*: touching\\n@sleep *: 0"
       until_bash: "echo x >> ticks; test $(wc -l < ticks) -ge 2"
       max_iterations: 5
-"""))
+""")
+    )
     wait_run(run)
     assert run.status == "completed"
     assert [it.channels for it in iterations(run, "work")] == [[], ["until_bash"]]
 
 
 def test_until_bash_is_skipped_once_the_signal_fired(live_worker, recipe):
-    run = start(recipe("""
+    run = start(
+        recipe("""
 nodes:
   - id: work
     loop:
@@ -84,7 +93,8 @@ nodes:
       until: DONE
       until_bash: "echo ran >> $ARTIFACTS_DIR/bash-runs; exit 1"
       max_iterations: 5
-"""))
+""")
+    )
     wait_run(run)
     assert run.status == "completed"
     from pathlib import Path
@@ -97,7 +107,8 @@ nodes:
 
 
 def test_until_field_requires_strict_true(live_worker, recipe):
-    run = start(recipe("""
+    run = start(
+        recipe("""
 nodes:
   - id: triage
     output_format:
@@ -113,7 +124,8 @@ nodes:
   - id: next
     depends_on: [triage]
     bash: printf 'left=%s' $triage.output.left
-"""))
+""")
+    )
     wait_run(run)
     assert run.status == "completed", run.error
     its = iterations(run, "triage")
@@ -123,7 +135,8 @@ nodes:
 
 
 def test_invalid_structured_payload_fails_after_reasks(live_worker, recipe):
-    run = start(recipe("""
+    run = start(
+        recipe("""
 nodes:
   - id: triage
     output_format:
@@ -134,7 +147,8 @@ nodes:
       prompt: "@*: not json at all"
       until_field: done
       max_iterations: 5
-"""))
+""")
+    )
     wait_run(run)
     assert run.status == "failed"
     assert "output_format" in node(run, "triage").error
@@ -143,14 +157,16 @@ nodes:
 
 
 def test_an_iteration_that_raises_fails_the_node_at_once(live_worker, recipe):
-    run = start(recipe("""
+    run = start(
+        recipe("""
 nodes:
   - id: work
     loop:
       prompt: "@1: ok\\n@2: boom\\n@exit 2: 3"
       until: COMPLETE
       max_iterations: 5
-"""))
+""")
+    )
     wait_run(run)
     assert run.status == "failed"
     assert [it.status for it in iterations(run, "work")] == ["completed", "failed"]
@@ -158,7 +174,8 @@ nodes:
 
 
 def test_idle_timeout_keeps_output_and_continues(live_worker, recipe):
-    run = start(recipe("""
+    run = start(
+        recipe("""
 nodes:
   - id: work
     idle_timeout: 1500
@@ -166,7 +183,8 @@ nodes:
       prompt: "@idle 1: 30\\n@2: <promise>COMPLETE</promise>"
       until: COMPLETE
       max_iterations: 3
-"""))
+""")
+    )
     wait_run(run)
     assert run.status == "completed"
     first, second = iterations(run, "work")
@@ -175,7 +193,8 @@ nodes:
 
 
 def test_prev_output_and_session_threading(live_worker, recipe):
-    run = start(recipe("""
+    run = start(
+        recipe("""
 nodes:
   - id: work
     loop:
@@ -183,7 +202,8 @@ nodes:
       until: COMPLETE
       max_iterations: 3
       fresh_context: false
-"""))
+""")
+    )
     wait_run(run)
     assert run.status == "completed"
     seen = calls(run)
@@ -194,7 +214,8 @@ nodes:
 
 
 def test_fresh_context_starts_a_new_session_each_iteration(live_worker, recipe):
-    run = start(recipe("""
+    run = start(
+        recipe("""
 nodes:
   - id: work
     loop:
@@ -202,7 +223,8 @@ nodes:
       until: COMPLETE
       max_iterations: 3
       fresh_context: true
-"""))
+""")
+    )
     wait_run(run)
     seen = calls(run)
     assert [c["resume"] for c in seen] == [False, False]
@@ -212,7 +234,8 @@ nodes:
 def test_hostile_values_reach_bash_as_plain_text(live_worker, recipe, tmp_path):
     marker = tmp_path / "pwned"
     payload = f"$(touch {marker}) `touch {marker}`; touch {marker} && echo 'x' \"y\" $HOME"
-    run = start(recipe("""
+    run = start(
+        recipe("""
 nodes:
   - id: echo
     bash: printf '%s' $USER_MESSAGE
@@ -225,7 +248,9 @@ nodes:
       prompt: "@*: $USER_MESSAGE"
       until_bash: "test -n $work.output; printf '%s' $USER_MESSAGE > seen.txt"
       max_iterations: 1
-"""), message=payload)
+"""),
+        message=payload,
+    )
     wait_run(run)
     assert run.status == "completed", run.error
     assert node(run, "echo").output == payload
