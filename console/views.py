@@ -1,10 +1,10 @@
-from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from runs import queries
+from runs.views import viewer_required
 
 
 @require_GET
@@ -31,7 +31,12 @@ def healthz(request):
     )
 
 
-@login_required
 @require_GET
+@viewer_required
 def inbox(request):
-    return render(request, "console/inbox.html", queries.inbox(request.user))
+    """Gates waiting for a decision, running runs, recent finished ones, counts by status.
+    The `live` part alone is what the page re-fetches when the inbox stream says so."""
+    template = (
+        "console/_inbox_live.html" if request.GET.get("part") == "live" else "console/inbox.html"
+    )
+    return render(request, template, queries.inbox())

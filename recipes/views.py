@@ -1,13 +1,79 @@
+from functools import wraps
+
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
 
+from recipes.forms import StartRunForm
+from recipes.graph import graph
 from recipes.models import Recipe
+from recipes.validation import validate_source
+from runs import services
+from runs.views import operator_required
+
+VERSIONS_SHOWN = 20
 
 
-@login_required
+def recipe_reader_required(view):
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not request.user.has_perm("recipes.view_recipe"):
+            raise PermissionDenied
+        return view(request, *args, **kwargs)
+
+    return login_required(wrapper)
+
+
 @require_GET
+@recipe_reader_required
 def recipe_list(request):
+    recipes = Recipe.objects.select_related("current_version").order_by("slug")
+    return render(request, "recipes/list.html", {"recipes": recipes})
+
+
+@require_GET
+@recipe_reader_required
+def recipe_detail(request, slug):
+    recipe = get_object_or_404(Recipe.objects.select_related("current_version"), slug=slug)
+    result = validate_source(recipe.source, recipe.source_path)
     return render(
-        request, "recipes/list.html", {"recipes": Recipe.objects.select_related("current_version")}
+        request,
+        "recipes/detail.html",
+        {
+            "recipe": recipe,
+            "lines": recipe.source.splitlines(),
+            "errors": recipe.problems.get("errors", []),
+            "warnings": recipe.problems.get("warnings", []),
+            "graph": graph(result.spec) if result.spec is not None else [],
+            "versions": recipe.versions.select_related("author").order_by("-number")[
+                :VERSIONS_SHOWN
+            ],
+        },
     )
+
+
+@require_http_methods(["GET", "POST"])
+@operator_required
+def recipe_start(request, slug):
+    recipe = get_object_or_404(Recipe.objects.select_related("current_version"), slug=slug)
+    result = validate_source(recipe.source, recipe.source_path)
+    declared = dict(getattr(result.spec, "inputs", {}) or {})
+    form = StartRunForm(request.POST or None, declared=declared)
+    if request.method == "POST" and form.is_valid():
+        try:
+            run = services.start_run(
+                recipe,
+                user=request.user,
+                message=form.cleaned_data["message"],
+                inputs=form.raw_inputs(),
+            )
+        except services.InputError as exc:
+            form.add_input_errors(exc.errors)
+        except services.NotAllowed:
+            raise PermissionDenied from None
+        except services.ServiceError as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect(run)
+    return render(request, "recipes/start.html", {"recipe": recipe, "form": form})

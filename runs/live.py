@@ -15,11 +15,16 @@ log = logging.getLogger(__name__)
 _local = threading.local()
 
 
+# Channels carry the queue name, so consoles (or test suites) that share one Redis with
+# different databases never see each other's runs.
+PREFIX = f"loopconsole:{settings.CELERY_TASK_DEFAULT_QUEUE}"
+
+
 def channel(run_id: int) -> str:
-    return f"loopconsole:run:{run_id}"
+    return f"{PREFIX}:run:{run_id}"
 
 
-INBOX_CHANNEL = "loopconsole:inbox"
+INBOX_CHANNEL = f"{PREFIX}:inbox"
 
 
 def _client():
@@ -38,9 +43,15 @@ def publish(run_id: int, message: dict) -> None:
         return
     try:
         payload = json.dumps(message)
-        client.publish(channel(run_id), payload)
         if message.get("type") == "event":
-            client.publish(INBOX_CHANNEL, payload)
+            # Both channels in one round trip: events are published several times per
+            # iteration, and each round trip is time the worker is not running the loop.
+            pipe = client.pipeline(transaction=False)
+            pipe.publish(channel(run_id), payload)
+            pipe.publish(INBOX_CHANNEL, payload)
+            pipe.execute()
+        else:
+            client.publish(channel(run_id), payload)
     except (redis.RedisError, OSError) as exc:  # the log on disk is the record
         log.debug("live publish failed: %s", exc)
 

@@ -1,13 +1,221 @@
-"""Read-side queries for pages (bounded, index-friendly)."""
+"""Read-side queries for the console's pages.
 
-from runs.models import Gate, Run
+Every function here runs a fixed number of queries whatever the size of a run (a run with
+1,000 iterations costs the same first screen as a run with one) and pages with keysets on
+ids, never with OFFSET or a COUNT(*) of a big table.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.db.models import Count, Q
+
+from recipes.models import Recipe
+from runs.models import Gate, Iteration, NodeRun, Run, RunEvent
+
+TIMELINE_PAGE = 20
+RUN_LIST_PAGE = 50
+EVENTS_PAGE = 200
+GROUP_ITERATIONS_SHOWN = 3
+DIFF_LINE_LIMIT = 400
+DIFF_INPUT_LIMIT = 200_000
 
 
-def inbox(user) -> dict:
-    gates = (
+# --- inbox ---------------------------------------------------------------------------------
+
+
+def inbox() -> dict:
+    gates = list(
         Gate.objects.filter(status=Gate.Status.PENDING)
         .select_related("run__recipe", "iteration")
-        .order_by("created_at")[:50]
+        .order_by("created_at", "id")[:50]
     )
-    recent = Run.objects.select_related("recipe").order_by("-id")[:20]
-    return {"gates": gates, "recent": recent}
+    running = list(
+        Run.objects.filter(status__in=[Run.Status.PENDING, Run.Status.RUNNING])
+        .select_related("recipe", "started_by")
+        .order_by("-id")[:20]
+    )
+    loops_by_run = defaultdict(list)
+    for row in NodeRun.objects.filter(
+        run__in=[run.pk for run in running], iteration=0, kind__in=["loop", "loop_group"]
+    ).order_by("id"):
+        loops_by_run[row.run_id].append(row)
+    for run in running:
+        run.loop_rows = loops_by_run[run.pk]
+    finished = list(
+        Run.objects.filter(status__in=Run.TERMINAL)
+        .select_related("recipe", "started_by")
+        .order_by("-id")[:15]
+    )
+    counts = dict(Run.objects.values_list("status").annotate(n=Count("id")).order_by())
+    status_counts = [(status, counts.get(status, 0)) for status in Run.Status.values]
+    return {
+        "gates": gates,
+        "running": running,
+        "finished": finished,
+        "status_counts": status_counts,
+    }
+
+
+# --- run list ------------------------------------------------------------------------------
+
+
+def run_list(*, status: str = "", recipe: str = "", search: str = "", before: int | None = None):
+    """One page of runs, newest first, and the id to continue from (None on the last page)."""
+    runs = Run.objects.select_related("recipe", "recipe_version", "started_by").order_by("-id")
+    if status:
+        runs = runs.filter(status=status)
+    if recipe:
+        runs = runs.filter(recipe__slug=recipe)
+    if search:
+        runs = runs.filter(message__icontains=search)
+    if before:
+        runs = runs.filter(pk__lt=before)
+    page = list(runs[: RUN_LIST_PAGE + 1])
+    more = len(page) > RUN_LIST_PAGE
+    page = page[:RUN_LIST_PAGE]
+    return page, (page[-1].pk if more else None)
+
+
+def recipe_choices() -> list[tuple[str, str]]:
+    return list(Recipe.objects.order_by("slug").values_list("slug", "name"))
+
+
+# --- run page ------------------------------------------------------------------------------
+
+
+def get_run(run_id: int) -> Run:
+    return Run.objects.select_related("recipe", "recipe_version", "started_by", "rerun_of").get(
+        pk=run_id
+    )
+
+
+@dataclass
+class NodeRow:
+    """A top-level node, and for a loop_group its body rows of the latest iterations."""
+
+    row: NodeRun
+    group_iterations: list[tuple[int, list[NodeRun]]] = field(default_factory=list)
+
+
+def nodes(run: Run) -> list[NodeRow]:
+    top = [NodeRow(row) for row in run.nodes.filter(iteration=0).order_by("id")]
+    groups = [n for n in top if n.row.kind == "loop_group" and n.row.iteration_count]
+    if groups:
+        wanted = Q()
+        for group in groups:
+            first = max(1, group.row.iteration_count - GROUP_ITERATIONS_SHOWN + 1)
+            wanted |= Q(
+                node_id__startswith=group.row.node_id + ".",
+                generation=group.row.generation,
+                iteration__gte=first,
+            )
+        body = defaultdict(lambda: defaultdict(list))
+        for row in run.nodes.filter(wanted).order_by("iteration", "id"):
+            body[row.node_id.split(".", 1)[0]][row.iteration].append(row)
+        for group in groups:
+            per_iteration = body[group.row.node_id]
+            group.group_iterations = sorted(per_iteration.items(), reverse=True)
+    return top
+
+
+def gate_state(run: Run) -> dict:
+    """The pending gate (if any) and the latest decided one, to say who decided what."""
+    gates = list(
+        run.gates.select_related("iteration", "decided_by").order_by("-created_at", "-id")[:2]
+    )
+    pending = next((g for g in gates if g.status == Gate.Status.PENDING), None)
+    decided = next((g for g in gates if g.status != Gate.Status.PENDING), None)
+    if pending is not None and decided is not None and decided.node_run_id != pending.node_run_id:
+        decided = None  # another node's decision says nothing about this gate
+    return {"gate": pending, "last_decision": decided}
+
+
+def iterations(run: Run, *, before: int | None = None) -> tuple[list[Iteration], int | None]:
+    """A page of the run's iterations, newest first, each with the diff against the
+    previous iteration of the same node."""
+    rows = run.iterations.order_by("-id")
+    if before:
+        rows = rows.filter(pk__lt=before)
+    page = list(rows[: TIMELINE_PAGE + 1])
+    more = len(page) > TIMELINE_PAGE
+    page = page[:TIMELINE_PAGE]
+    _attach_previous_outputs(run, page)
+    return page, (page[-1].pk if more else None)
+
+
+def _attach_previous_outputs(run: Run, page: list[Iteration]) -> None:
+    key = {(it.node_run_id, it.generation, it.number): it for it in page}
+    missing = [
+        (it.node_run_id, it.generation, it.number - 1)
+        for it in page
+        if it.number > 1 and (it.node_run_id, it.generation, it.number - 1) not in key
+    ]
+    earlier = {}
+    if missing:
+        wanted = Q()
+        for node_run_id, generation, number in missing:
+            wanted |= Q(node_run_id=node_run_id, generation=generation, number=number)
+        for node_run_id, generation, number, output in run.iterations.filter(wanted).values_list(
+            "node_run_id", "generation", "number", "output"
+        ):
+            earlier[(node_run_id, generation, number)] = output
+    for it in page:
+        previous_key = (it.node_run_id, it.generation, it.number - 1)
+        if previous_key in key:
+            previous = key[previous_key].output
+        else:
+            previous = earlier.get(previous_key)
+        it.has_previous = previous is not None
+        it.diff_lines = output_diff(previous, it.output) if previous is not None else []
+
+
+def output_diff(before: str, after: str) -> list[tuple[str, str]]:
+    """(kind, line) pairs of a unified diff; kind is add, del, hunk or same."""
+    lines = difflib.unified_diff(
+        (before or "")[:DIFF_INPUT_LIMIT].splitlines(),
+        (after or "")[:DIFF_INPUT_LIMIT].splitlines(),
+        fromfile="previous",
+        tofile="this iteration",
+        lineterm="",
+        n=2,
+    )
+    diff = []
+    for line in lines:
+        if line.startswith(("---", "+++")):
+            continue
+        kind = {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "same")
+        diff.append((kind, line))
+        if len(diff) >= DIFF_LINE_LIMIT:
+            diff.append(("hunk", "… (diff truncated)"))
+            break
+    return diff
+
+
+def events(run: Run, *, before: int | None = None) -> tuple[list[RunEvent], int | None]:
+    """The latest events (in order), and the seq to load earlier ones from."""
+    rows = run.events.order_by("-seq")
+    if before:
+        rows = rows.filter(seq__lt=before)
+    page = list(rows[: EVENTS_PAGE + 1])
+    more = len(page) > EVENTS_PAGE
+    page = page[:EVENTS_PAGE]
+    page.reverse()
+    return page, (page[0].seq if more else None)
+
+
+def run_page(run: Run) -> dict:
+    timeline, older = iterations(run)
+    event_rows, earlier_events = events(run)
+    return {
+        "run": run,
+        "nodes": nodes(run),
+        **gate_state(run),
+        "iterations": timeline,
+        "older": older,
+        "events": event_rows,
+        "earlier_events": earlier_events,
+    }

@@ -1,18 +1,257 @@
+"""Run pages and the actions on them. Each fragment template serves both the full page
+(included) and an htmx refresh (rendered alone); every action also works as a plain POST
+that redirects back to the run with a message."""
+
+from functools import wraps
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
-from runs.models import Run
+from runs import queries, services
+from runs.forms import ApproveForm, RejectForm, RunFilterForm
+from runs.models import Gate, Run
 
 
-@login_required
+def viewer_required(view):
+    """Logged in and allowed to read runs (viewer, operator, editor); anyone else: 403."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not request.user.has_perm("runs.view_run"):
+            raise PermissionDenied
+        return view(request, *args, **kwargs)
+
+    return login_required(wrapper)
+
+
+def operator_required(view):
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not services.can_operate(request.user):
+            raise PermissionDenied
+        return view(request, *args, **kwargs)
+
+    return login_required(wrapper)
+
+
+def _run_or_404(run_id: int) -> Run:
+    try:
+        return queries.get_run(run_id)
+    except Run.DoesNotExist:
+        raise Http404("No such run.") from None
+
+
+# --- pages ---------------------------------------------------------------------------------
+
+
 @require_GET
+@viewer_required
 def run_list(request):
-    return render(request, "runs/list.html", {"runs": Run.objects.select_related("recipe")[:50]})
+    recipes = queries.recipe_choices()
+    form = RunFilterForm(request.GET or None, recipes=recipes)
+    filters = form.cleaned_data if form.is_valid() else {}
+    runs, next_before = queries.run_list(
+        status=filters.get("status", ""),
+        recipe=filters.get("recipe", ""),
+        search=filters.get("q", ""),
+        before=filters.get("before"),
+    )
+    query = request.GET.copy()
+    query.pop("before", None)
+    newest_query = query.urlencode()
+    if next_before:
+        query["before"] = next_before
+    return render(
+        request,
+        "runs/list.html",
+        {
+            "form": form,
+            "runs": runs,
+            "next_query": query.urlencode() if next_before else "",
+            "newest_query": newest_query if filters.get("before") else None,
+        },
+    )
 
 
-@login_required
 @require_GET
+@viewer_required
 def run_detail(request, run_id):
-    run = get_object_or_404(Run.objects.select_related("recipe", "recipe_version"), pk=run_id)
-    return render(request, "runs/detail.html", {"run": run})
+    run = _run_or_404(run_id)
+    return render(request, "runs/detail.html", queries.run_page(run))
+
+
+# The parts of the run page that refresh on their own when the live stream says so.
+PARTS = {
+    "header": ("runs/_header.html", lambda run: {}),
+    "nodes": ("runs/_nodes.html", lambda run: {"nodes": queries.nodes(run)}),
+    "gate": ("runs/_gate.html", queries.gate_state),
+    "timeline": ("runs/_timeline.html", lambda run: _timeline(run)),
+}
+
+
+def _timeline(run, before=None):
+    page, older = queries.iterations(run, before=before)
+    return {"iterations": page, "older": older}
+
+
+@require_GET
+@viewer_required
+def run_part(request, run_id, part):
+    if part not in PARTS:
+        raise Http404("No such part.")
+    run = _run_or_404(run_id)
+    template, context = PARTS[part]
+    return render(request, template, {"run": run, **context(run)})
+
+
+@require_GET
+@viewer_required
+def run_iterations(request, run_id):
+    """Older iterations on demand: the cards alone for htmx, a page of them otherwise."""
+    run = _run_or_404(run_id)
+    try:
+        before = int(request.GET.get("before") or 0) or None
+    except ValueError:
+        before = None
+    context = {"run": run, **_timeline(run, before)}
+    template = "runs/_iterations.html" if request.htmx else "runs/iterations.html"
+    return render(request, template, context)
+
+
+@require_GET
+@viewer_required
+def run_events(request, run_id):
+    run = _run_or_404(run_id)
+    try:
+        before = int(request.GET.get("before") or 0) or None
+    except ValueError:
+        before = None
+    rows, earlier = queries.events(run, before=before)
+    return render(
+        request, "runs/events.html", {"run": run, "events": rows, "earlier_events": earlier}
+    )
+
+
+# --- actions -------------------------------------------------------------------------------
+
+
+def _act(request, run, action, part):
+    """Call a service; answer htmx with the refreshed part, a plain POST with a redirect."""
+    notice, level = "", messages.SUCCESS
+    try:
+        result = action()
+    except services.NotAllowed:
+        raise PermissionDenied from None
+    except services.AlreadyDecided as exc:
+        result, notice, level = None, str(exc), messages.WARNING
+    except services.ServiceError as exc:
+        result, notice, level = None, str(exc), messages.ERROR
+    if isinstance(result, str):
+        notice = result
+    if request.htmx:
+        run = _run_or_404(run.pk)
+        template, context = PARTS[part]
+        return render(
+            request,
+            template,
+            {"run": run, **context(run), "notice": notice, "notice_level": level},
+        )
+    if notice:
+        messages.add_message(request, level, notice)
+    return redirect("run_detail", run.pk)
+
+
+@require_POST
+@operator_required
+def run_cancel(request, run_id):
+    run = _run_or_404(run_id)
+
+    def cancel():
+        services.cancel_run(run, user=request.user, surface="console")
+        return f"Run {run.pk} cancelled."
+
+    return _act(request, run, cancel, "header")
+
+
+@require_POST
+@operator_required
+def run_resume(request, run_id):
+    run = _run_or_404(run_id)
+
+    def resume():
+        services.resume_run(run, user=request.user, surface="console")
+        return f"Run {run.pk} resumed."
+
+    return _act(request, run, resume, "header")
+
+
+@require_POST
+@operator_required
+def run_rerun(request, run_id):
+    run = _run_or_404(run_id)
+    try:
+        new_run = services.rerun(run, user=request.user)
+    except services.NotAllowed:
+        raise PermissionDenied from None
+    except services.ServiceError as exc:
+        messages.error(request, str(exc))
+        return redirect("run_detail", run.pk)
+    messages.success(request, f"Started run {new_run.pk}, a re-run of run {run.pk}.")
+    if request.htmx:
+        return HttpResponseClientRedirect(new_run.get_absolute_url())
+    return redirect(new_run)
+
+
+def _gate_or_404(run: Run, gate_id: int) -> Gate:
+    return get_object_or_404(Gate.objects.select_related("decided_by"), pk=gate_id, run=run)
+
+
+@require_POST
+@operator_required
+def gate_approve(request, run_id, gate_id):
+    run = _run_or_404(run_id)
+    gate = _gate_or_404(run, gate_id)
+    form = ApproveForm(request.POST)
+    form.is_valid()
+    comment = form.cleaned_data.get("comment", "")
+    decision = form.cleaned_data.get("decision", "")
+
+    def approve():
+        decided = services.approve(
+            gate, user=request.user, comment=comment, decision=decision, surface="console"
+        )
+        return _decision_notice(decided)
+
+    return _act(request, run, approve, "gate")
+
+
+@require_POST
+@operator_required
+def gate_reject(request, run_id, gate_id):
+    run = _run_or_404(run_id)
+    gate = _gate_or_404(run, gate_id)
+    form = RejectForm(request.POST)
+    form.is_valid()
+
+    def reject():
+        services.reject(
+            gate, user=request.user, reason=form.cleaned_data.get("reason", ""), surface="console"
+        )
+        return f"Rejected at {gate.node_id}."
+
+    return _act(request, run, reject, "gate")
+
+
+def _decision_notice(gate: Gate) -> str:
+    if gate.kind == Gate.Kind.LOOP:
+        if gate.status == Gate.Status.ACCEPTED:
+            return f"Accepted: {gate.node_id} completes with iteration {gate.iteration_number}."
+        return f"Continuing {gate.node_id} with another iteration."
+    if gate.decision:
+        return f"Decided '{gate.decision}' at {gate.node_id}."
+    return f"Approved {gate.node_id}."

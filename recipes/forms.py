@@ -1,0 +1,57 @@
+"""The Start-run form: the message plus one typed field per input the recipe declares.
+
+The fields only shape the page; the values are validated by the service
+(`recipes.inputs.clean_inputs` via `runs.services.start_run`), whose errors are put back
+beside the fields they belong to.
+"""
+
+from django import forms
+
+FIELD_PREFIX = "input_"
+
+
+def _field(spec) -> forms.Field:
+    common = {
+        "required": False,
+        "label": spec.label,
+        "help_text": spec.description or "",
+        "initial": spec.default,
+    }
+    attrs = {"required": True} if spec.required and spec.type != "boolean" else {}
+    if spec.type == "boolean":
+        return forms.BooleanField(**common)
+    if spec.type == "select":
+        choices = [(option.value, option.label) for option in spec.options]
+        if not spec.required and spec.default is None:
+            choices = [("", "—"), *choices]
+        return forms.ChoiceField(choices=choices, widget=forms.Select(attrs=attrs), **common)
+    if spec.type == "number":
+        return forms.CharField(widget=forms.NumberInput(attrs={"step": "any", **attrs}), **common)
+    if spec.type == "textarea":
+        return forms.CharField(widget=forms.Textarea(attrs={"rows": 4, **attrs}), **common)
+    return forms.CharField(widget=forms.TextInput(attrs=attrs), **common)
+
+
+class StartRunForm(forms.Form):
+    message = forms.CharField(
+        required=False,
+        max_length=100_000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="What this run is about ($USER_MESSAGE in the recipe).",
+    )
+
+    def __init__(self, *args, declared: dict, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.declared = declared
+        for name, spec in declared.items():
+            field = _field(spec)
+            field.label = field.label or name
+            self.fields[FIELD_PREFIX + name] = field
+
+    def raw_inputs(self) -> dict:
+        return {name: self.cleaned_data.get(FIELD_PREFIX + name) for name in self.declared}
+
+    def add_input_errors(self, errors: dict) -> None:
+        for name, message in errors.items():
+            key = FIELD_PREFIX + name
+            self.add_error(key if key in self.fields else None, f"{name}: {message}")

@@ -1,0 +1,66 @@
+"""A recipe's nodes as nested layers, for a graph readable without JavaScript.
+
+Layer k holds the nodes whose dependencies all sit in earlier layers; a loop_group carries
+its body as layers of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class GraphNode:
+    id: str
+    kind: str
+    depends_on: list[str]
+    details: list[str]
+    body: list[list[GraphNode]] = field(default_factory=list)
+
+
+def graph(spec) -> list[list[GraphNode]]:
+    """Layers of a workflow spec; an empty list for specs without nodes."""
+    nodes = getattr(spec, "nodes", None)
+    if not nodes:
+        return []
+    return _layers(spec.layers(), {node.id: node for node in nodes})
+
+
+def _layers(layer_ids: list[list[str]], by_id: dict) -> list[list[GraphNode]]:
+    return [[_node(by_id[node_id]) for node_id in layer] for layer in layer_ids]
+
+
+def _node(node) -> GraphNode:
+    body = []
+    if node.loop_group is not None:
+        body = _layers(node.loop_group.layers(), {n.id: n for n in node.loop_group.nodes})
+    return GraphNode(
+        id=node.id,
+        kind=node.kind,
+        depends_on=list(node.depends_on),
+        details=_details(node),
+        body=body,
+    )
+
+
+def _details(node) -> list[str]:
+    details = []
+    loop = node.loop or node.loop_group
+    if loop is not None:
+        for name in ("until", "until_bash", "until_field"):
+            value = getattr(loop, name, None)
+            if value:
+                details.append(f"{name}: {value}")
+        details.append(f"at most {loop.max_iterations} iterations")
+        if loop.interactive:
+            details.append("interactive: a person decides after each iteration")
+    if node.approval is not None:
+        choices = ", ".join(d.label for d in node.approval.decisions)
+        details.append("approval" + (f" — {choices}" if choices else ""))
+    if node.when:
+        details.append(f"when {node.when}")
+    if node.trigger_rule != "all_success":
+        details.append(f"trigger rule: {node.trigger_rule}")
+    if node.provider:
+        details.append(f"provider: {node.provider}")
+    return details

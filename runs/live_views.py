@@ -1,0 +1,241 @@
+"""Server-sent events for open pages, from async views reading Redis pub/sub.
+
+Under ASGI (uvicorn) an open stream is a coroutine waiting on a socket, not a thread, so a
+hundred open run pages cost the server almost nothing. The stream carries no page state:
+it tells htmx *which* fragments changed (`run-changed`, `gate-changed`,
+`iterations-changed`, `inbox-changed`) and htmx re-fetches them; streamed agent output
+goes out as escaped text (`output-<iteration id>`) appended to the running iteration.
+Each message carries the run's event seq as its id, so a page that reconnects (or that
+was rendered before its stream opened) catches up from `Last-Event-ID` / `?after=`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import redis.asyncio as aioredis
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
+from django.db import connection
+from django.http import Http404, HttpResponseForbidden, StreamingHttpResponse
+from django.utils.html import escape
+from django.views.decorators.http import require_GET
+
+from runs import live
+from runs.models import Run
+
+HEARTBEAT_SECONDS = 15
+# Messages arriving this close together go out as one batch, so a burst of events (a run
+# finishing writes several) makes the page refresh each fragment once.
+COALESCE_SECONDS = 0.08
+INBOX_COALESCE_SECONDS = 0.5
+# Streams end after a while and the browser reconnects (with Last-Event-ID): no
+# connection lives forever, and a stale one cannot pile up.
+MAX_STREAM_SECONDS = 600
+# Without Redis (a broker that is not Redis) the stream watches the run's row instead.
+POLL_SECONDS = 1.0
+WSGI_RETRY_MS = 3000
+
+
+def sse(event: str, data: str = "", event_id: int | None = None) -> str:
+    lines = [f"event: {event}"]
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    lines += [f"data: {line}" for line in (data.split("\n") if data else [""])]
+    return "\n".join(lines) + "\n\n"
+
+
+def run_change_events(kinds: set[str]) -> list[str]:
+    """Which fragments a batch of run events invalidates."""
+    names = ["run-changed"]
+    if any(k.startswith(("iteration_", "run_", "loop_")) for k in kinds):
+        names.append("iterations-changed")
+    if kinds & {"approval_requested", "gate_decided"} or any(k.startswith("run_") for k in kinds):
+        names.append("gate-changed")
+    return names
+
+
+def _after(request) -> int:
+    raw = request.headers.get("Last-Event-ID") or request.GET.get("after") or "0"
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        return 0
+
+
+def _stream_response(body) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(body, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # a proxy in front must not buffer the stream
+    return response
+
+
+async def _readable(request) -> bool:
+    user = await request.auser()
+    return user.is_authenticated and await user.ahas_perm("runs.view_run")
+
+
+def _release_connection() -> None:
+    """Give the database connection back: the request's thread (and its connection) lives
+    as long as the stream, and a hundred idle streams must not hold a hundred connections.
+    Inside a transaction (a test's) the connection is left alone."""
+    if not connection.in_atomic_block:
+        connection.close()
+
+
+@sync_to_async
+def _last_seq(run_id: int) -> int | None:
+    try:
+        return Run.objects.filter(pk=run_id).values_list("last_seq", flat=True).first()
+    finally:
+        _release_connection()
+
+
+def _served_by_asgi(request) -> bool:
+    """Under WSGI (runserver, a threaded test server) an open stream would hold a thread:
+    there the stream answers what changed since Last-Event-ID and ends, and the browser's
+    EventSource asks again after `retry` — polling, one short request every few seconds."""
+    return isinstance(request, ASGIRequest)
+
+
+@require_GET
+async def run_stream(request, run_id: int):
+    if not await _readable(request):
+        return HttpResponseForbidden()
+    seq = await _last_seq(run_id)
+    if seq is None:
+        raise Http404("No such run.")
+    after = _after(request)
+    if not _served_by_asgi(request):
+        return _stream_response(iter([_catch_up_once(seq, after)]))
+    return _stream_response(_run_events(run_id, after))
+
+
+def _catch_up_once(seq: int, after: int) -> str:
+    text = f"retry: {WSGI_RETRY_MS}\n\n"
+    if seq > after:
+        text += "".join(sse(name, "", seq) for name in run_change_events({"run_catch_up"}))
+    return text
+
+
+async def _run_events(run_id: int, after: int):
+    # The first batch comes once subscribed: from then on nothing published is missed.
+    prefix = "retry: 1000\n\n"
+    async for batch in _messages(live.channel(run_id), COALESCE_SECONDS, run_id=run_id):
+        if batch is None:
+            yield ": keep-alive\n\n"
+            continue
+        outputs: dict[int, list[str]] = {}
+        kinds: set[str] = set()
+        for message in batch:
+            if message.get("type") == "output":
+                outputs.setdefault(message["iteration"], []).append(message.get("chunk", ""))
+            elif message.get("type") == "event" and message.get("seq", 0) > after:
+                after = message["seq"]
+                kinds.add(message.get("kind", ""))
+            elif message.get("type") == "catch-up" and message["seq"] > after:
+                after = message["seq"]
+                kinds.add("run_catch_up")
+        parts = []
+        for iteration_id, chunks in outputs.items():
+            name = f"output-{iteration_id}" if iteration_id > 0 else f"output-node-{-iteration_id}"
+            parts.append(sse(name, escape("".join(chunks))))
+        if kinds:
+            parts += [sse(name, "", after) for name in run_change_events(kinds)]
+        if parts or prefix:
+            yield prefix + "".join(parts)
+            prefix = ""
+
+
+@require_GET
+async def inbox_stream(request):
+    if not await _readable(request):
+        return HttpResponseForbidden()
+    await sync_to_async(_release_connection)()
+    if not _served_by_asgi(request):
+        return _stream_response(iter([f"retry: {WSGI_RETRY_MS}\n\n"]))
+    return _stream_response(_inbox_events())
+
+
+async def _inbox_events():
+    async for batch in _messages(live.INBOX_CHANNEL, INBOX_COALESCE_SECONDS):
+        if batch is None:
+            yield ": keep-alive\n\n"
+        elif not batch:
+            yield "retry: 2000\n\n"  # subscribed
+        else:
+            yield sse("inbox-changed")
+
+
+async def _messages(channel: str, coalesce: float, run_id: int | None = None):
+    """Batches of decoded pub/sub messages, or None when it is time for a heartbeat.
+
+    The first batch comes right after subscribing: for a run, a catch-up marker with the
+    run's current seq (read *after* subscribing, so nothing in between is lost); for the
+    inbox, an empty batch.
+    """
+    deadline = time.monotonic() + MAX_STREAM_SECONDS
+    if not settings.LIVE_REDIS_URL:
+        async for batch in _poll(run_id, deadline):
+            yield batch
+        return
+    client = aioredis.from_url(settings.LIVE_REDIS_URL)
+    pubsub = client.pubsub()
+    try:
+        await pubsub.subscribe(channel)
+        if run_id is not None:
+            yield [{"type": "catch-up", "seq": await _last_seq(run_id) or 0}]
+        else:
+            yield []
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            first = await pubsub.get_message(
+                ignore_subscribe_messages=True, timeout=HEARTBEAT_SECONDS
+            )
+            if first is None:
+                # None also answers the (ignored) subscribe confirmation: only a quiet
+                # stretch as long as the heartbeat interval deserves a heartbeat.
+                if time.monotonic() - quiet_since >= HEARTBEAT_SECONDS:
+                    quiet_since = time.monotonic()
+                    yield None
+                continue
+            quiet_since = time.monotonic()
+            batch = [first]
+            until = time.monotonic() + coalesce
+            while (left := until - time.monotonic()) > 0:
+                more = await pubsub.get_message(ignore_subscribe_messages=True, timeout=left)
+                if more is not None:
+                    batch.append(more)
+            yield [_decode(m) for m in batch]
+    finally:
+        await pubsub.aclose()
+        await client.aclose()
+
+
+def _decode(message) -> dict:
+    try:
+        return json.loads(message["data"])
+    except (TypeError, ValueError, KeyError):
+        return {}
+
+
+async def _poll(run_id: int | None, deadline: float):
+    seen = None
+    idle = 0.0
+    if run_id is None:
+        yield []
+    while time.monotonic() < deadline:
+        if run_id is not None:
+            seq = await _last_seq(run_id) or 0
+            if seq != seen:
+                seen = seq
+                yield [{"type": "catch-up", "seq": seq}]
+                idle = 0.0
+        await asyncio.sleep(POLL_SECONDS)
+        idle += POLL_SECONDS
+        if idle >= HEARTBEAT_SECONDS:
+            idle = 0.0
+            yield None

@@ -1,0 +1,68 @@
+"""Presentation helpers for the console's templates: Markdown, durations, badges.
+
+Agent output is untrusted. Markdown is rendered with raw HTML switched off, then the
+result goes through nh3 (an allow-list sanitiser), so a `<script>` or an `onerror=`
+attribute in an agent's answer can never become markup on the page.
+"""
+
+import json
+from datetime import timedelta
+
+import nh3
+from django import template
+from django.utils.safestring import mark_safe
+from markdown_it import MarkdownIt
+
+register = template.Library()
+
+# Images in agent output would make the browser fetch URLs the agent chose; leave them out.
+ALLOWED_TAGS = nh3.ALLOWED_TAGS - {"img"}
+# `breaks`: agents write line by line; a single newline should stay a line break.
+_markdown = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable("table")
+# Rendering cost grows with the text; a page never needs more than this of one output.
+MARKDOWN_LIMIT = 200_000
+
+
+def render_markdown(text: str) -> str:
+    html = _markdown.render((text or "")[:MARKDOWN_LIMIT])
+    return nh3.clean(html, tags=ALLOWED_TAGS, link_rel="noopener noreferrer nofollow")
+
+
+@register.filter
+def markdown(text):
+    return mark_safe(render_markdown(text))  # noqa: S308 - sanitised by nh3 just above
+
+
+@register.filter
+def duration(value):
+    """A short human duration from milliseconds (int) or a timedelta: 850 ms, 4.2 s, 3 min 5 s."""
+    if value is None or value == "":
+        return ""
+    ms = value.total_seconds() * 1000 if isinstance(value, timedelta) else float(value)
+    if ms < 1000:
+        return f"{int(ms)} ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, seconds = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+@register.inclusion_tag("console/_badge.html")
+def badge(status):
+    return {"status": status}
+
+
+@register.filter
+def after_first_line(text):
+    """A gate message without its status line (shown on its own above it)."""
+    parts = (text or "").split("\n", 1)
+    return parts[1].strip("\n") if len(parts) > 1 else ""
+
+
+@register.filter
+def as_json(value):
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)

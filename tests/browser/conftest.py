@@ -1,0 +1,130 @@
+"""Chromium (Debian's, driven by Playwright) against the console served by uvicorn — the
+same ASGI server `make run` uses, so the live stream is tested as users get it — with a
+real worker behind it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls the tests make
+# in between are ordinary blocking calls.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = ROOT / "test-output" / "screenshots"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def console_server(worker_env, tmp_path_factory):
+    """`uvicorn console.asgi:application` on a free port, on the test database."""
+    port = _free_port()
+    log_path: Path = tmp_path_factory.mktemp("web") / "uvicorn.log"
+    log = open(log_path, "ab")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "console.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=worker_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start:\n" + log_path.read_text()[-3000:])
+        time.sleep(0.1)
+    yield url
+    os.killpg(proc.pid, 15)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    from playwright.sync_api import expect, sync_playwright
+
+    # Other suites may share the machine: give the worker and the live stream time.
+    expect.set_options(timeout=20_000)
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium):
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(20_000)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def log_in(page, server: str, username: str) -> None:
+    page.goto(server + "/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", "pw-" + username)
+    page.click("button[type=submit]")
+    page.wait_for_url(server + "/")
+
+
+def screenshot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def mark_page(page) -> None:
+    """Leave a mark in the page's JavaScript state; a reload would wipe it."""
+    page.evaluate("window.__loopConsoleNoReload = true")
+
+
+def still_same_page(page) -> bool:
+    return page.evaluate("window.__loopConsoleNoReload === true")

@@ -1,0 +1,116 @@
+"""Deciding at gates in a real browser: accept a completed iteration, or give feedback."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from runs import services
+from runs.models import Iteration, Run
+from tests.browser.conftest import log_in, mark_page, screenshot, still_same_page
+from tests.conftest import wait_run
+
+pytestmark = pytest.mark.browser
+
+
+def test_start_from_the_form_then_accept_and_complete(
+    live_worker, bundled, operator, console_server, page
+):
+    log_in(page, console_server, "otto")
+    screenshot(page, "inbox-empty")
+    page.goto(console_server + "/recipes/guided-refine/start/")
+    page.fill("textarea[name=message]", "a haiku about loops")
+    page.select_option("select[name=input_tone]", "formal")
+    page.click("button:has-text('Start run')")
+    page.wait_for_url(re.compile(r"/runs/\d+/$"))
+    mark_page(page)
+    run = Run.objects.get(message="a haiku about loops")
+    assert run.inputs["tone"] == "formal"
+
+    # The first iteration and its gate arrive without a reload.
+    timeline = page.locator("#timeline")
+    expect(timeline.locator(".iteration")).to_have_count(1)
+    expect(timeline).to_contain_text("refine · iteration 1")
+    primary = page.locator("[data-gate-primary]")
+    expect(primary).to_have_text("Accept & complete")
+    expect(page.locator("#gate-panel")).to_contain_text("✅ Completion condition met via")
+    screenshot(page, "gate")
+
+    primary.click()
+    expect(page.locator("#gate-panel")).to_contain_text("by otto")
+    expect(page.locator("#run-header .badge").first).to_have_text("completed")
+    assert still_same_page(page)
+    wait_run(run, "completed")
+    gate = run.gates.get()
+    assert gate.status == "accepted" and gate.comment == "" and gate.surface == "console"
+    screenshot(page, "run-completed")
+
+    page.goto(console_server + "/")
+    expect(page.locator("#inbox")).to_contain_text(f"Run {run.pk}")
+
+
+def test_feedback_turns_the_button_to_continue_and_reaches_the_next_prompt(
+    live_worker, bundled, operator, console_server, page
+):
+    run = services.start_run(bundled["guided-refine"], user=operator, message="a limerick")
+    log_in(page, console_server, "otto")
+    page.goto(console_server + run.get_absolute_url())
+    mark_page(page)
+    primary = page.locator("[data-gate-primary]")
+    expect(primary).to_have_text("Accept & complete")
+
+    feedback = page.locator("[data-gate-feedback]")
+    feedback.fill("Mention the weather, please")
+    expect(primary).to_have_text("Continue")
+    feedback.fill("   ")
+    expect(primary).to_have_text("Accept & complete")
+    feedback.fill("Mention the weather, please")
+    expect(primary).to_have_text("Continue")
+    primary.click()
+
+    # The next iteration appears live; its prompt (as sent) carries the feedback.
+    newest = page.locator("#timeline .iteration").first
+    expect(newest).to_contain_text("refine · iteration 2")
+    expect(newest.locator(".feedback")).to_contain_text("Mention the weather, please")
+    newest.locator("details.prompt summary").click()
+    expect(newest.locator("details.prompt pre")).to_contain_text(
+        "Reviewer feedback to address: Mention the weather, please"
+    )
+    expect(page.locator("#gate-panel")).to_contain_text("iteration 2")
+    expect(page.locator("#run-header .badge").first).to_have_text("paused")
+    assert still_same_page(page)
+    second = Iteration.objects.get(run=run, number=2)
+    assert "Mention the weather, please" in second.prompt
+    screenshot(page, "run-page")
+
+    # The inbox lists the gate that is waiting, and drops it live once decided.
+    page.goto(console_server + "/")
+    waiting = page.locator("#inbox section").first
+    expect(waiting).to_contain_text(f"Run {run.pk}")
+    screenshot(page, "inbox")
+    services.approve(run.gates.get(status="pending"), user=operator, surface="cli")
+    expect(waiting).to_contain_text("Nothing is waiting for you.")
+
+
+def test_a_second_decision_shows_already_decided(
+    live_worker, bundled, operator, editor, console_server, page, chromium
+):
+    run = services.start_run(bundled["guided-refine"], user=operator, message="two browsers")
+    wait_run(run, "paused")
+    log_in(page, console_server, "otto")
+    page.goto(console_server + run.get_absolute_url())
+    other = chromium.new_context().new_page()
+    # The second browser gets no live updates, so it still shows the form when it decides.
+    other.route("**/live/**", lambda route: route.abort())
+    log_in(other, console_server, "edie")
+    other.goto(console_server + run.get_absolute_url())
+    expect(other.locator("[data-gate-primary]")).to_be_visible()
+
+    page.locator("[data-gate-primary]").click()
+    expect(page.locator("#gate-panel")).to_contain_text("by otto")
+    other.locator("[data-gate-feedback]").fill("one more pass")
+    other.locator("[data-gate-primary]").click()
+    expect(other.locator("#gate-panel .notice")).to_contain_text("already decided by otto")
+    expect(other.locator("#gate-panel")).to_contain_text("by otto")
+    other.context.close()
+    assert run.gates.get().decided_by == operator

@@ -1,0 +1,147 @@
+"""The live stream (server-sent events from an async view reading Redis pub/sub)."""
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.test import AsyncClient
+from django.urls import reverse
+
+from runs import live
+from runs.live_views import run_change_events, sse
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def broker():
+    if settings.EMBEDDED_BROKER:
+        from console import embedded
+
+        embedded.start()
+
+
+def read_stream(user, url, *, until, then=None, headers=None):
+    """Open the stream, run `then`, read until `until` shows up, close the stream."""
+    client = AsyncClient()
+    client.force_login(user)
+
+    async def go():
+        response = await client.get(url, headers=headers or {})
+        assert response.status_code == 200
+        assert response["Content-Type"] == "text/event-stream"
+        stream = response.streaming_content.__aiter__()
+        received = (await anext(stream)).decode()  # retry: ...
+        if then:
+            then()
+        while until not in received:
+            received += (await anext(stream)).decode()
+        await stream.aclose()
+        return received
+
+    return async_to_sync(go)()
+
+
+def test_catch_up_on_connect(viewer, gated_run):
+    run, _ = gated_run
+    text = read_stream(viewer, reverse("run_live", args=[run.pk]) + "?after=0", until="gate-")
+    assert "retry: 1000" in text
+    assert f"event: run-changed\nid: {run.last_seq}" in text
+    assert "event: gate-changed" in text
+
+
+def test_last_event_id_means_nothing_missed(viewer, gated_run):
+    run, _ = gated_run
+    run.refresh_from_db()
+
+    def publish():
+        live.publish_output(run.pk, 42, "<img src=x onerror=alert(1)>\nnext line")
+
+    text = read_stream(
+        viewer,
+        reverse("run_live", args=[run.pk]),
+        then=publish,
+        headers={"Last-Event-ID": str(run.last_seq)},
+        until="next line",
+    )
+    assert "run-changed" not in text
+    assert "event: output-42\ndata: &lt;img src=x onerror=alert(1)&gt;\ndata: next line" in text
+
+
+def test_published_events_name_the_fragments_to_refresh(viewer, gated_run):
+    run, _ = gated_run
+    run.refresh_from_db()
+
+    def publish():
+        live.publish_event(
+            run.pk, {"seq": run.last_seq + 1, "kind": "gate_decided", "step": "refine", "data": {}}
+        )
+
+    text = read_stream(
+        viewer,
+        reverse("run_live", args=[run.pk]) + f"?after={run.last_seq}",
+        then=publish,
+        until="gate-changed",
+    )
+    assert f"event: run-changed\nid: {run.last_seq + 1}" in text
+    assert "event: gate-changed" in text
+
+
+def test_inbox_stream_says_inbox_changed(viewer, gated_run):
+    run, _ = gated_run
+
+    def publish():
+        live.publish_event(run.pk, {"seq": 99, "kind": "run_completed", "step": "", "data": {}})
+
+    client = AsyncClient()
+    client.force_login(viewer)
+
+    async def go():
+        response = await client.get(reverse("inbox_live"))
+        stream = response.streaming_content.__aiter__()
+        first = (await anext(stream)).decode()
+        publish()
+        second = (await anext(stream)).decode()
+        await stream.aclose()
+        return first + second
+
+    text = async_to_sync(go)()
+    assert "event: inbox-changed" in text
+
+
+def test_change_event_names():
+    assert run_change_events({"node_completed"}) == ["run-changed"]
+    assert run_change_events({"iteration_started"}) == ["run-changed", "iterations-changed"]
+    assert "gate-changed" in run_change_events({"approval_requested"})
+    assert sse("x", "a\nb", 3) == "event: x\nid: 3\ndata: a\ndata: b\n\n"
+
+
+def test_permissions_and_unknown_run(viewer, outsider, gated_run):
+    run, _ = gated_run
+
+    async def status(user, url):
+        client = AsyncClient()
+        await client.aforce_login(user)
+        return (await client.get(url)).status_code
+
+    assert async_to_sync(status)(outsider, reverse("run_live", args=[run.pk])) == 403
+    assert async_to_sync(status)(viewer, reverse("run_live", args=[999999])) == 404
+    assert async_to_sync(status)(outsider, reverse("inbox_live")) == 403
+
+
+def test_under_wsgi_the_stream_answers_once_and_ends(client, viewer, gated_run):
+    run, _ = gated_run
+    run.refresh_from_db()
+    client.force_login(viewer)
+    url = reverse("run_live", args=[run.pk])
+    behind = b"".join(client.get(url + "?after=0").streaming_content).decode()
+    assert behind.startswith("retry: 3000") and f"event: run-changed\nid: {run.last_seq}" in behind
+    current = b"".join(client.get(url, HTTP_LAST_EVENT_ID=str(run.last_seq)).streaming_content)
+    assert current.decode() == "retry: 3000\n\n"
+    inbox = b"".join(client.get(reverse("inbox_live")).streaming_content).decode()
+    assert inbox == "retry: 3000\n\n"
+
+
+def test_post_is_405(client, viewer, gated_run):
+    run, _ = gated_run
+    client.force_login(viewer)
+    assert client.post(reverse("run_live", args=[run.pk])).status_code == 405

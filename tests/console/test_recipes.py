@@ -1,0 +1,132 @@
+"""Recipe list, recipe page (source, problems, graph, versions), and the Start-run form."""
+
+import pytest
+from django.urls import reverse
+
+from recipes.models import Recipe
+from runs.models import Run
+from tests.console.conftest import login
+
+pytestmark = pytest.mark.django_db
+
+TYPED = """
+name: typed
+inputs:
+  title: {type: text, label: Title, required: true}
+  notes: {type: textarea, description: Anything else}
+  dry_run: {type: boolean, label: Dry run, default: true}
+  size: {type: select, options: [small, large], default: small}
+  count: {type: number, default: 2}
+nodes:
+  - id: hello
+    bash: echo hi
+"""
+
+
+def test_list_shows_kind_version_validity(client, viewer, bundled):
+    body = login(client, viewer).get(reverse("recipe_list")).content.decode()
+    assert "guided-refine" in body and "workflow" in body and "v1" in body and "valid" in body
+    assert "Start run" not in body
+
+
+def test_operator_sees_start_links(client, operator, bundled):
+    body = login(client, operator).get(reverse("recipe_list")).content.decode()
+    assert reverse("recipe_start", args=["guided-refine"]) in body
+
+
+def test_detail_shows_source_graph_and_versions(client, viewer, bundled):
+    body = (
+        login(client, viewer)
+        .get(reverse("recipe_detail", args=["writer-reviewer"]))
+        .content.decode()
+    )
+    assert 'id="L1"' in body and "name: writer-reviewer" in body
+    assert "draft-loop" in body and "Body, repeated each iteration" in body
+    assert '<code class="node-id">review</code>' in body
+    assert "v1" in body and "(current)" in body
+
+
+def test_detail_lists_problems(client, viewer, make_recipe):
+    recipe = make_recipe(
+        "name: warn\nnodes:\n  - id: a\n    bash: echo\n    surprise: 1\n", slug="warn"
+    )
+    Recipe.objects.filter(pk=recipe.pk).update(
+        valid=False,
+        problems={
+            "errors": [{"path": "nodes[0]", "line": 3, "message": "bad <b>"}],
+            "warnings": [],
+        },
+    )
+    body = login(client, viewer).get(reverse("recipe_detail", args=["warn"])).content.decode()
+    assert 'href="#L3"' in body and "bad &lt;b&gt;" in body
+
+
+def test_start_form_has_typed_fields(client, operator, make_recipe):
+    make_recipe(TYPED, slug="typed")
+    body = login(client, operator).get(reverse("recipe_start", args=["typed"])).content.decode()
+    assert 'name="input_title"' in body and 'type="text"' in body
+    assert '<textarea name="input_notes"' in body and "Anything else" in body
+    assert 'type="checkbox" name="input_dry_run"' in body and "checked" in body
+    assert '<select name="input_size"' in body and 'type="number" name="input_count"' in body
+
+
+def test_start_validates_beside_the_field(client, operator, make_recipe):
+    make_recipe(TYPED, slug="typed")
+    response = login(client, operator).post(
+        reverse("recipe_start", args=["typed"]),
+        {"message": "m", "input_title": "", "input_count": "many", "input_size": "small"},
+    )
+    body = response.content.decode()
+    assert response.status_code == 200 and Run.objects.count() == 0
+    assert "title: this input is required" in body and "count: must be a number" in body
+
+
+def test_start_creates_the_run_and_redirects(client, operator, make_recipe):
+    make_recipe(TYPED, slug="typed")
+    response = login(client, operator).post(
+        reverse("recipe_start", args=["typed"]),
+        {"message": "go", "input_title": "T", "input_count": "3.5", "input_size": "large"},
+    )
+    run = Run.objects.get()
+    assert response.status_code == 302 and response.url == run.get_absolute_url()
+    assert run.inputs == {
+        "title": "T",
+        "notes": "",
+        "dry_run": False,
+        "size": "large",
+        "count": 3.5,
+    }
+    assert run.message == "go" and run.started_by == operator
+
+
+def test_start_on_a_disabled_recipe_says_why(client, operator, bundled):
+    Recipe.objects.filter(slug="counter-loop").update(enabled=False)
+    response = login(client, operator).post(
+        reverse("recipe_start", args=["counter-loop"]), {"message": ""}
+    )
+    assert response.status_code == 200 and "is disabled" in response.content.decode()
+
+
+def test_viewer_cannot_start(client, viewer, bundled):
+    client = login(client, viewer)
+    assert client.get(reverse("recipe_start", args=["counter-loop"])).status_code == 403
+    assert client.post(reverse("recipe_start", args=["counter-loop"])).status_code == 403
+
+
+def test_outsider_is_forbidden(client, outsider, bundled):
+    client = login(client, outsider)
+    assert client.get(reverse("recipe_list")).status_code == 403
+    assert client.get(reverse("recipe_detail", args=["counter-loop"])).status_code == 403
+
+
+def test_unknown_recipe_is_404(client, operator):
+    client = login(client, operator)
+    assert client.get(reverse("recipe_detail", args=["nope"])).status_code == 404
+    assert client.get(reverse("recipe_start", args=["nope"])).status_code == 404
+
+
+def test_wrong_methods_are_405(client, operator, bundled):
+    client = login(client, operator)
+    assert client.post(reverse("recipe_list")).status_code == 405
+    assert client.post(reverse("recipe_detail", args=["counter-loop"])).status_code == 405
+    assert client.put(reverse("recipe_start", args=["counter-loop"])).status_code == 405
