@@ -11,7 +11,7 @@ import difflib
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Q
+from django.db.models import Count, Q, Sum
 
 from recipes.models import Recipe
 from runs.models import Gate, Iteration, NodeRun, Run, RunEvent
@@ -144,7 +144,33 @@ def iterations(run: Run, *, before: int | None = None) -> tuple[list[Iteration],
     more = len(page) > TIMELINE_PAGE
     page = page[:TIMELINE_PAGE]
     _attach_previous_outputs(run, page)
+    _attach_worktree_diffs(run, page)
     return page, (page[-1].pk if more else None)
+
+
+def _attach_worktree_diffs(run: Run, page: list[Iteration]) -> None:
+    """The git diff each iteration left in the run's worktree (one query for the page)."""
+    for it in page:
+        it.worktree_diff = None
+    if not page:
+        return
+    found = RunEvent.objects.filter(
+        run=run,
+        kind="worktree_diff",
+        step__in={it.node_id for it in page},
+        data__iteration__in=sorted({it.number for it in page}),
+    ).values_list("step", "data")
+    by_key = {(step, data.get("iteration")): data for step, data in found}
+    for it in page:
+        it.worktree_diff = by_key.get((it.node_id, it.number))
+
+
+def usage(run: Run) -> dict:
+    """Tokens and cost of the whole run, where providers reported them."""
+    totals = run.iterations.aggregate(
+        tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost_usd=Sum("cost_usd")
+    )
+    return {"usage": totals if any(v is not None for v in totals.values()) else None}
 
 
 def _attach_previous_outputs(run: Run, page: list[Iteration]) -> None:
@@ -212,6 +238,7 @@ def run_page(run: Run) -> dict:
     event_rows, earlier_events = events(run)
     return {
         "run": run,
+        **usage(run),
         "nodes": nodes(run),
         **gate_state(run),
         "iterations": timeline,

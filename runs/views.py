@@ -87,7 +87,7 @@ def run_detail(request, run_id):
 
 # The parts of the run page that refresh on their own when the live stream says so.
 PARTS = {
-    "header": ("runs/_header.html", lambda run: {}),
+    "header": ("runs/_header.html", queries.usage),
     "nodes": ("runs/_nodes.html", lambda run: {"nodes": queries.nodes(run)}),
     "gate": ("runs/_gate.html", queries.gate_state),
     "timeline": ("runs/_timeline.html", lambda run: _timeline(run)),
