@@ -12,8 +12,38 @@ class RunAdmin(admin.ModelAdmin):
 
 @admin.register(Gate)
 class GateAdmin(admin.ModelAdmin):
-    list_display = ["id", "run", "node_id", "kind", "status", "decided_by", "decided_at", "surface"]
-    list_filter = ["status", "kind", "surface"]
+    """The audit log of decisions: who decided which gate, when, what, and from where.
+    Read-only: a decision is history, changed only through the services."""
+
+    list_display = [
+        "decided_at",
+        "decided_by",
+        "surface",
+        "status",
+        "decision",
+        "comment_excerpt",
+        "run",
+        "node_id",
+        "kind",
+        "created_at",
+    ]
+    list_filter = ["status", "kind", "surface", "decided_by"]
+    search_fields = ["comment", "node_id", "decided_by__username"]
+    date_hierarchy = "created_at"
+    list_select_related = ["run", "decided_by"]
+
+    @admin.display(description="comment")
+    def comment_excerpt(self, gate):
+        return (gate.comment[:80] + "…") if len(gate.comment) > 80 else gate.comment
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 from runs import admin_providers  # noqa: E402, F401
