@@ -78,7 +78,7 @@ class Command(BaseCommand):
             url = f"http://{options['host']}:{options['port']}/"
             self.stdout.write(self.style.SUCCESS(f"\nLoop Console is running at {url}"))
             self.stdout.write(
-                f"log in with the account printed above (or: {sys.argv[0]} createsuperuser)"
+                "log in with the account printed when it was first created (another: manage.py createsuperuser)"
             )
             self.stdout.write("press Ctrl-C to stop\n")
             while not stopping:
