@@ -299,4 +299,8 @@ def _apply(
         and not NodeRun.objects.filter(run=run, status=NodeRun.Status.PAUSED).exists()
     ):
         run.set_status(Run.Status.RUNNING)
-    enqueue("advance_run", run.pk)
+    if row.status != NodeRun.Status.RUNNING:
+        # A node that keeps running has sent its own next step (the iteration, or the
+        # group's advance); the scheduler has nothing to do, and an extra advance_run would
+        # only contend for the run's lock with the next iteration's claim.
+        enqueue("advance_run", run.pk)

@@ -24,7 +24,7 @@ def start_node(node_run_id: int) -> None:
 
 @shared_task(name="runs.tasks.run_iteration")
 def run_iteration(iteration_id: int) -> None:
-    on_fresh_connection(loop.run_iteration, iteration_id)
+    loop.run_chain(iteration_id)
 
 
 @shared_task(name="runs.tasks.finish_group_iteration")

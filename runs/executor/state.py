@@ -3,16 +3,52 @@ All of these run inside a transaction that holds the run's row lock."""
 
 from __future__ import annotations
 
+import threading
+
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from runs.models import Gate, Iteration, NodeRun, Run
+
+_worker = threading.local()
+
+
+class Handoff:
+    """The next iteration a finishing iteration created, for its own task to run next.
+
+    Open only while a `run_iteration` task runs an iteration. The first `run_iteration`
+    enqueued in that time is handed over here (once its transaction commits) instead of
+    being sent; the task then runs it at once or sends it after all (see loop.run_chain).
+    Either way the iteration is a committed pending row, claimed like any other, and the
+    sweep re-sends it if the worker dies before claiming it.
+    """
+
+    def __init__(self):
+        self.taken = False
+        self.iteration_id: int | None = None
+
+    def __enter__(self):
+        _worker.handoff = self
+        return self
+
+    def __exit__(self, *exc):
+        _worker.handoff = None
+
+    def take(self, task_name: str, args: tuple) -> bool:
+        if self.taken or task_name != "run_iteration":
+            return False
+        self.taken = True
+        transaction.on_commit(lambda: setattr(self, "iteration_id", args[0]))
+        return True
 
 
 def enqueue(task_name: str, *args) -> None:
     """Send a task once the transaction commits, so a worker never sees uncommitted rows."""
     from runs import tasks
 
+    handoff = getattr(_worker, "handoff", None)
+    if handoff is not None and handoff.take(task_name, args):
+        return
     task = getattr(tasks, task_name)
     transaction.on_commit(lambda: task.delay(*args))
 

@@ -71,23 +71,58 @@ class Run(models.Model):
 
         connection = transaction.get_connection()
         assert connection.in_atomic_block, "append_event needs a transaction"
-        # One round trip (UPDATE ... RETURNING) instead of an update and a read: events are
-        # appended several times per iteration.
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {Run._meta.db_table} SET last_seq = last_seq + 1 WHERE id = %s "
-                "RETURNING last_seq",
-                [self.pk],
+        created_at = timezone.now()
+        if connection.vendor == "postgresql":
+            event_id, seq = self._append_in_one_statement(
+                connection, event_kind, step, data, created_at
             )
-            seq = cursor.fetchone()[0]
+        else:  # SQLite cannot update inside a CTE: bump, then insert
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"UPDATE {Run._meta.db_table} SET last_seq = last_seq + 1 WHERE id = %s "
+                    "RETURNING last_seq",
+                    [self.pk],
+                )
+                seq = cursor.fetchone()[0]
+            event_id = None
         self.last_seq = seq
-        event = RunEvent.objects.create(
-            run_id=self.pk, seq=seq, kind=event_kind, step=step, data=data
-        )
+        if event_id is None:
+            event = RunEvent.objects.create(
+                run_id=self.pk, seq=seq, kind=event_kind, step=step, data=data
+            )
+        else:
+            event = RunEvent(
+                id=event_id,
+                run_id=self.pk,
+                seq=seq,
+                kind=event_kind,
+                step=step,
+                data=data,
+                created_at=created_at,
+            )
+            event._state.adding = False
+            event._state.db = connection.alias
         from runs import live
 
         transaction.on_commit(lambda: live.publish_event(self.pk, event.as_dict()))
         return event
+
+    def _append_in_one_statement(self, connection, event_kind, step, data, created_at):
+        """One round trip: the CTE bumps the run's counter (which also takes the row lock
+        that serialises writers) and inserts the event under the number it got."""
+        from . import RunEvent
+
+        data_param = RunEvent._meta.get_field("data").get_db_prep_value(data, connection)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"WITH bumped AS (UPDATE {Run._meta.db_table} SET last_seq = last_seq + 1 "
+                "WHERE id = %s RETURNING last_seq) "
+                f"INSERT INTO {RunEvent._meta.db_table} "
+                "(run_id, seq, kind, step, data, created_at) "
+                "SELECT %s, last_seq, %s, %s, %s, %s FROM bumped RETURNING id, seq",
+                [self.pk, self.pk, event_kind, step, data_param, created_at],
+            )
+            return cursor.fetchone()
 
     def set_status(self, status: str, *, error: str | None = None, **data) -> bool:
         """Move to `status` (no-op when already there) and log it."""
