@@ -207,16 +207,12 @@ def _cell(value) -> str:
 
 
 def make_recipe(source: str, slug: str):
-    from recipes.models import Recipe
-    from recipes.validation import apply_result, validate_source
+    from recipes.editing import SourceInvalid, create_recipe
 
-    result = validate_source(source)
-    if not result.ok:
-        sys.exit(f"benchmark recipe {slug} is invalid: {[str(p) for p in result.errors]}")
-    recipe = Recipe(slug=slug, source=source, origin=Recipe.Origin.CONSOLE)
-    apply_result(recipe, result)
-    recipe.save()
-    recipe.record_version(source)
+    try:
+        recipe, _ = create_recipe(source, slug=slug)
+    except SourceInvalid as exc:
+        sys.exit(f"benchmark recipe {slug} is invalid: {[str(p) for p in exc.result.errors]}")
     return recipe
 
 

@@ -3,8 +3,8 @@ from django.http import JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from console.permissions import viewer_required
 from runs import queries
-from runs.views import viewer_required
 
 
 @require_GET

@@ -66,16 +66,26 @@ def save_source(recipe: Recipe, source: str, *, user=None, note: str = "") -> Lo
 
 
 def create_recipe(
-    source: str, *, slug: str = "", user=None, note: str = "", enabled: bool = True
+    source: str,
+    *,
+    slug: str = "",
+    user=None,
+    note: str = "",
+    enabled: bool = True,
+    origin: str = Recipe.Origin.CONSOLE,
+    source_path: str = "",
 ) -> tuple[Recipe, LoadResult]:
-    """A new console recipe from valid source; the slug defaults to the recipe's name."""
-    result = validate_source(source)
+    """A new recipe from valid source (a console one unless told otherwise); the slug
+    defaults to the recipe's name. `source_path` locates its `commands/` folder."""
+    result = validate_source(source, source_path)
     if not result.ok:
         raise SourceInvalid(result)
     slug = check_slug(slug) if slug else slug_from(result)
     try:
         with transaction.atomic():
-            recipe = Recipe(slug=slug, source=source, origin=Recipe.Origin.CONSOLE, enabled=enabled)
+            recipe = Recipe(
+                slug=slug, source=source, origin=origin, enabled=enabled, source_path=source_path
+            )
             apply_result(recipe, result)
             recipe.save()
             recipe.record_version(source, author=user, note=(note or "created")[:200])

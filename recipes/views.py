@@ -1,28 +1,15 @@
-from functools import wraps
-
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
+from console.permissions import operator_required, recipe_reader_required
 from recipes.forms import StartRunForm
 from recipes.graph import graph
 from recipes.models import Recipe
 from recipes.validation import validate_source
 from runs import services
-from runs.views import operator_required
 
 VERSIONS_SHOWN = 20
-
-
-def recipe_reader_required(view):
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        if not request.user.has_perm("recipes.view_recipe"):
-            raise PermissionDenied
-        return view(request, *args, **kwargs)
-
-    return login_required(wrapper)
 
 
 @require_GET

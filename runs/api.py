@@ -22,6 +22,7 @@ from recipes.api import Text
 from recipes.models import Recipe
 from runs import services
 from runs.models import Gate, Iteration, Run
+from runs.queries import take_page
 from runs.serializers import run_summary
 
 router = Router()
@@ -247,9 +248,7 @@ def list_runs(request, filters: Query[RunFilters]):
         runs = runs.filter(recipe__slug=filters.recipe)
     if filters.cursor:
         runs = runs.filter(id__lt=filters.cursor)
-    page = list(runs[: filters.limit + 1])
-    more = len(page) > filters.limit
-    page = page[: filters.limit]
+    page, more = take_page(runs, filters.limit)
     items = [
         {
             "id": r.pk,
@@ -289,9 +288,7 @@ def list_iterations(request, filters: Query[IterationFilters], run_id: int = Run
         rows = rows.filter(node_id=filters.node)
     if filters.cursor:
         rows = rows.filter(id__gt=filters.cursor)
-    page = list(rows[: filters.limit + 1])
-    more = len(page) > filters.limit
-    page = page[: filters.limit]
+    page, more = take_page(rows, filters.limit)
     items = [
         {
             "id": it.pk,

@@ -27,6 +27,13 @@ DIFF_INPUT_LIMIT = 200_000
 # --- inbox ---------------------------------------------------------------------------------
 
 
+def take_page(rows, size: int) -> tuple[list, bool]:
+    """The first `size` rows of a keyset-ordered queryset, and whether more follow (one
+    query, one extra row, never a COUNT)."""
+    page = list(rows[: size + 1])
+    return page[:size], len(page) > size
+
+
 def inbox() -> dict:
     gates = list(
         Gate.objects.filter(status=Gate.Status.PENDING)
@@ -74,9 +81,7 @@ def run_list(*, status: str = "", recipe: str = "", search: str = "", before: in
         runs = runs.filter(message__icontains=search)
     if before:
         runs = runs.filter(pk__lt=before)
-    page = list(runs[: RUN_LIST_PAGE + 1])
-    more = len(page) > RUN_LIST_PAGE
-    page = page[:RUN_LIST_PAGE]
+    page, more = take_page(runs, RUN_LIST_PAGE)
     return page, (page[-1].pk if more else None)
 
 
@@ -140,9 +145,7 @@ def iterations(run: Run, *, before: int | None = None) -> tuple[list[Iteration],
     rows = run.iterations.order_by("-id")
     if before:
         rows = rows.filter(pk__lt=before)
-    page = list(rows[: TIMELINE_PAGE + 1])
-    more = len(page) > TIMELINE_PAGE
-    page = page[:TIMELINE_PAGE]
+    page, more = take_page(rows, TIMELINE_PAGE)
     _attach_previous_outputs(run, page)
     _attach_worktree_diffs(run, page)
     return page, (page[-1].pk if more else None)
@@ -226,9 +229,7 @@ def events(run: Run, *, before: int | None = None) -> tuple[list[RunEvent], int 
     rows = run.events.order_by("-seq")
     if before:
         rows = rows.filter(seq__lt=before)
-    page = list(rows[: EVENTS_PAGE + 1])
-    more = len(page) > EVENTS_PAGE
-    page = page[:EVENTS_PAGE]
+    page, more = take_page(rows, EVENTS_PAGE)
     page.reverse()
     return page, (page[0].seq if more else None)
 

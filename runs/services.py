@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from recipes.models import Recipe
 from runs.executor import group as group_exec
-from runs.executor.spec import node_spec, spec_for
+from runs.executor.spec import SpecError, node_spec, spec_for, spec_of
 from runs.executor.state import (
     complete_node,
     enqueue,
@@ -125,15 +125,12 @@ def start_run(
 
 
 def _declared_inputs(recipe, version) -> dict:
-    from recipes.loader import load_recipe
-    from recipes.sources import commands_dirs
-
-    result = load_recipe(version.source, commands_dirs=commands_dirs(recipe.source_path))
-    if not result.ok:
-        raise Conflict(
-            f"Recipe '{recipe.slug}' v{version.number} does not load: {result.errors[0]}"
-        )
-    return dict(getattr(result.spec, "inputs", {}) or {})
+    # The same cached parse the engine uses for this version: a start parses it once.
+    try:
+        spec = spec_of(recipe, version)
+    except SpecError as exc:
+        raise Conflict(f"Recipe '{recipe.slug}' v{version.number} does not load: {exc}") from None
+    return dict(getattr(spec, "inputs", {}) or {})
 
 
 def rerun(run: Run, *, user=None) -> Run:

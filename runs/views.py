@@ -2,41 +2,17 @@
 (included) and an htmx refresh (rendered alone); every action also works as a plain POST
 that redirects back to the run with a message."""
 
-from functools import wraps
-
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from console.permissions import operator_required, viewer_required
 from runs import queries, services
 from runs.forms import ApproveForm, RejectForm, RunFilterForm
 from runs.models import Gate, Run
-
-
-def viewer_required(view):
-    """Logged in and allowed to read runs (viewer, operator, editor); anyone else: 403."""
-
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        if not request.user.has_perm("runs.view_run"):
-            raise PermissionDenied
-        return view(request, *args, **kwargs)
-
-    return login_required(wrapper)
-
-
-def operator_required(view):
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        if not services.can_operate(request.user):
-            raise PermissionDenied
-        return view(request, *args, **kwargs)
-
-    return login_required(wrapper)
 
 
 def _run_or_404(run_id: int) -> Run:

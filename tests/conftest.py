@@ -59,16 +59,13 @@ def admin_user(django_user_model):
 @pytest.fixture
 def make_recipe(db):
     """Create a Recipe (with its first version) from YAML text."""
-    from recipes.models import Recipe
-    from recipes.validation import apply_result, validate_source
+    from recipes.editing import SourceInvalid, create_recipe
 
     def make(source: str, slug: str = "test-recipe", **fields):
-        result = validate_source(source)
-        assert result.ok, [str(p) for p in result.errors]
-        recipe = Recipe(slug=slug, source=source, origin=Recipe.Origin.CONSOLE, **fields)
-        apply_result(recipe, result)
-        recipe.save()
-        recipe.record_version(source)
+        try:
+            recipe, _ = create_recipe(source, slug=slug, **fields)
+        except SourceInvalid as exc:
+            raise AssertionError([str(p) for p in exc.result.errors]) from None
         return recipe
 
     return make
@@ -100,6 +97,10 @@ def _database_url() -> str:
 
 
 class Worker:
+    """A `celery worker` process on the queue and database named in `env`."""
+
+    name_prefix = "test"
+
     def __init__(self, log_path: Path, env: dict):
         self.log_path = log_path
         self.env = env
@@ -120,12 +121,12 @@ class Worker:
                 "--concurrency",
                 str(concurrency),
                 "-Q",
-                settings.CELERY_TASK_DEFAULT_QUEUE,
+                self.env["LOOP_QUEUE"],
                 "--without-gossip",
                 "--without-mingle",
                 "--without-heartbeat",
                 "-n",
-                f"test-{os.getpid()}-{time.monotonic_ns()}@%h",
+                f"{self.name_prefix}-{os.getpid()}-{time.monotonic_ns()}@%h",
             ],
             cwd=ROOT,
             env=self.env,

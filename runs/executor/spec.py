@@ -18,9 +18,12 @@ def _load(version_id: int, source: str, source_path: str):
     return result.spec
 
 
+def spec_of(recipe, version):
+    return _load(version.pk, version.source, recipe.source_path)
+
+
 def spec_for(run):
-    version = run.recipe_version
-    return _load(version.pk, version.source, run.recipe.source_path)
+    return spec_of(run.recipe, run.recipe_version)
 
 
 def node_spec(spec, node_id: str):

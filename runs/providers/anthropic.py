@@ -8,11 +8,9 @@ is re-asked by the engine.
 
 from __future__ import annotations
 
-import json
-
-from . import history, pricing
+from . import history
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
-from .http import HttpStream, api_key
+from .http import HttpStream, api_key, json_event
 
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 8192
@@ -93,26 +91,18 @@ class AnthropicProvider:
                 )
             elif kind == "message_stop":
                 break
-        text = "".join(parts)
-        history.save(session_id, self.name, messages + [{"role": "assistant", "content": text}])
-        return AgentResult(
-            text=text,
-            session_id=session_id,
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            cost_usd=pricing.cost(self.options, tokens_in, tokens_out),
+        return history.finish_turn(
+            self,
+            session_id,
+            messages,
+            "".join(parts),
+            tokens_in,
+            tokens_out,
             timed_out=stream.timed_out,
         )
 
     def _parse(self, data: str) -> dict:
-        try:
-            parsed = json.loads(data)
-        except ValueError:
-            raise ProviderError(
-                f"provider '{self.name}': the server sent an event that is not JSON: {data[:200]}",
-                permanent=False,
-            ) from None
-        return parsed if isinstance(parsed, dict) else {}
+        return json_event(self.name, data)
 
 
 def _input_tokens(usage: dict) -> int | None:

@@ -6,6 +6,9 @@ import uuid
 
 from runs.models import Conversation
 
+from . import pricing
+from .base import AgentResult
+
 
 def load(session_id: str | None) -> tuple[str, list[dict]]:
     """(session id, earlier messages). No session id: a fresh conversation."""
@@ -18,4 +21,27 @@ def load(session_id: str | None) -> tuple[str, list[dict]]:
 def save(session_id: str, provider: str, messages: list[dict]) -> None:
     Conversation.objects.update_or_create(
         session_id=session_id, defaults={"provider": provider, "messages": messages}
+    )
+
+
+def finish_turn(
+    provider,
+    session_id: str,
+    messages: list[dict],
+    text: str,
+    tokens_in,
+    tokens_out,
+    *,
+    timed_out: bool,
+) -> AgentResult:
+    """Keep a finished turn in the conversation and report it, priced when the provider's
+    options give prices. Saved only now, so a retried request never duplicates a message."""
+    save(session_id, provider.name, messages + [{"role": "assistant", "content": text}])
+    return AgentResult(
+        text=text,
+        session_id=session_id,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        cost_usd=pricing.cost(provider.options, tokens_in, tokens_out),
+        timed_out=timed_out,
     )

@@ -184,3 +184,15 @@ class HttpStream:
         self._lines.put(
             ProviderError(f"provider '{self.provider}': {message}", permanent=permanent)
         )
+
+
+def json_event(provider: str, data: str, what: str = "an event") -> dict:
+    """One streamed JSON object; anything else is a (transient) protocol error."""
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        raise ProviderError(
+            f"provider '{provider}': the server sent {what} that is not JSON: {data[:200]}",
+            permanent=False,
+        ) from None
+    return parsed if isinstance(parsed, dict) else {}

@@ -10,11 +10,9 @@ re-asks instead.
 
 from __future__ import annotations
 
-import json
-
-from . import history, pricing
+from . import history
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
-from .http import HttpStream, api_key
+from .http import HttpStream, api_key, json_event
 
 
 class OpenAIProvider:
@@ -85,29 +83,20 @@ class OpenAIProvider:
                 if text:
                     parts.append(text)
                     on_chunk(text)
-        text = "".join(parts)
-        history.save(session_id, self.name, messages + [{"role": "assistant", "content": text}])
-        tokens_in = usage.get("prompt_tokens")
-        tokens_out = usage.get("completion_tokens")
-        return AgentResult(
-            text=text,
-            session_id=session_id,
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            cost_usd=pricing.cost(self.options, tokens_in, tokens_out),
+        return history.finish_turn(
+            self,
+            session_id,
+            messages,
+            "".join(parts),
+            usage.get("prompt_tokens"),
+            usage.get("completion_tokens"),
             timed_out=stream.timed_out,
         )
 
     def _parse(self, data: str) -> dict:
-        try:
-            chunk = json.loads(data)
-        except ValueError:
-            raise ProviderError(
-                f"provider '{self.name}': the server sent a line that is not JSON: {data[:200]}",
-                permanent=False,
-            ) from None
-        if isinstance(chunk, dict) and chunk.get("error"):
+        chunk = json_event(self.name, data, "a line")
+        if chunk.get("error"):
             err = chunk["error"]
             message = err.get("message") if isinstance(err, dict) else str(err)
             raise ProviderError(f"provider '{self.name}': {message}", permanent=False)
-        return chunk if isinstance(chunk, dict) else {}
+        return chunk

@@ -1,6 +1,7 @@
 """The source editor in a real browser: line numbers, error lines marked, no CSP breakage."""
 
 import pytest
+from playwright.sync_api import sync_playwright
 
 from recipes.models import Recipe
 
@@ -19,11 +20,10 @@ BROKEN = GOOD + "  - id: again\n    depends_on: [nowhere]\n    bash: echo again\
 
 @pytest.fixture
 def page(live_server, monkeypatch):
-    playwright_api = pytest.importorskip("playwright.sync_api")
     # Playwright's sync API runs an event loop in this thread; the ORM calls made by the
     # test around it are still plain synchronous ones.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with playwright_api.sync_playwright() as p:
+    with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS
         )

@@ -117,7 +117,7 @@ nodes:
 
 
 def test_command_node_and_loop_command_resolve_from_the_commands_dir(
-    live_worker, make_recipe, tmp_path, settings
+    live_worker, make_recipe, tmp_path
 ):
     project = tmp_path / "project"
     (project / "commands").mkdir(parents=True)
@@ -132,16 +132,7 @@ nodes:
 """
     path = project / "cmd.yaml"
     path.write_text(source)
-    recipe = make_recipe.__wrapped__(source) if hasattr(make_recipe, "__wrapped__") else None
-    from recipes.models import Recipe
-    from recipes.validation import apply_result, validate_source
-
-    result = validate_source(source, str(path))
-    assert result.ok, result.errors
-    recipe = Recipe(slug="cmd", source=source, source_path=str(path), origin="project")
-    apply_result(recipe, result)
-    recipe.save()
-    recipe.record_version(source)
+    recipe = make_recipe(source, slug="cmd", origin="project", source_path=str(path))
     run = services.start_run(recipe)
     wait_run(run, "completed", "failed")
     assert node(run, "greet").output == "hello from a command file"

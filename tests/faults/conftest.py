@@ -12,7 +12,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -23,7 +22,7 @@ import redis
 from celery import Celery
 from django.db import transaction
 
-from tests.conftest import ROOT, Worker, wait_for
+from tests.conftest import Worker, wait_for
 
 # A fake command-line agent. It reads the prompt, then writes timestamped markers (start,
 # ticks, output, said, end) to a file while it works, from a background subshell: like a
@@ -237,43 +236,12 @@ def fault_redis(tmp_path_factory):
 
 
 class FaultWorker(Worker):
-    """A worker on the fault suite's own queue (the shared Worker listens on the suite's)."""
+    """A worker on the fault suite's own queue and Redis (both named in its env)."""
+
+    name_prefix = "fault"
 
     def start(self, concurrency: int = 2):
-        self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "console",
-                "worker",
-                "--loglevel",
-                "INFO",
-                "--concurrency",
-                str(concurrency),
-                "-Q",
-                self.env["LOOP_QUEUE"],
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "-n",
-                f"fault-{uuid.uuid4().hex[:8]}@%h",
-            ],
-            cwd=ROOT,
-            env=self.env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        wait_for(self._ready, 60, interval=0.1, message="the worker to be ready")
-        return self
-
-    def _ready(self) -> bool:
-        if self.proc.poll() is not None:
-            raise RuntimeError("worker died:\n" + self.log_path.read_text()[-3000:])
-        return b"ready." in self.log_path.read_bytes()
+        return super().start(concurrency)
 
     def kill(self) -> None:
         """SIGKILL the whole worker (main process and pool), as a lost machine would."""

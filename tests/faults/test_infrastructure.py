@@ -98,7 +98,9 @@ def test_runs_resume_after_database_connections_drop(
     fault_engine, make_recipe, bundled, agent_script, tmp_path
 ):
     if connection.vendor != "postgresql":
-        pytest.skip("dropping connections needs PostgreSQL")
+        pytest.skip(
+            "needs PostgreSQL: SQLite has no server connections to drop (CI runs on PostgreSQL)"
+        )
     fault_engine.start_worker(concurrency=4, LOOP_DEMO_DELAY="0.01")
     markers = tmp_path / "markers.log"
     runs = start_mixed_runs(make_recipe, bundled, agent_script, markers)
