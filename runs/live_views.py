@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 
 import redis.asyncio as aioredis
@@ -40,11 +41,18 @@ POLL_SECONDS = 1.0
 WSGI_RETRY_MS = 3000
 
 
+# The browser ends a field at CR, LF or CRLF: each of them must start a new `data:` line,
+# or text an agent wrote could add its own `id:`, `event:` or `retry:` field.
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
 def sse(event: str, data: str = "", event_id: int | None = None) -> str:
-    lines = [f"event: {event}"]
+    """One server-sent event. Only the `data:` lines carry content; the event name and id
+    are ours, and a line break in them could never come from content."""
+    lines = [f"event: {LINE_BREAK.sub('', event)}"]
     if event_id is not None:
-        lines.append(f"id: {event_id}")
-    lines += [f"data: {line}" for line in (data.split("\n") if data else [""])]
+        lines.append(f"id: {int(event_id)}")
+    lines += [f"data: {line}" for line in LINE_BREAK.split(data)]
     return "\n".join(lines) + "\n\n"
 
 

@@ -145,3 +145,65 @@ def test_post_is_405(client, viewer, gated_run):
     run, _ = gated_run
     client.force_login(viewer)
     assert client.post(reverse("run_live", args=[run.pk])).status_code == 405
+
+
+def parse_sse(text: str) -> list[dict]:
+    """The browser's reading of a stream (the HTML spec's algorithm): a field ends at CR,
+    LF or CRLF; a blank line dispatches the event."""
+    events, fields, data = [], {}, []
+    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        if not line:
+            if data or fields:
+                events.append({**fields, "data": "\n".join(data)})
+            fields, data = {}, []
+            continue
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "data":
+            data.append(value)
+        elif name in ("event", "id", "retry"):
+            fields[name] = value
+    return events
+
+
+HOSTILE_OUTPUT = "one\rid: 999\r\nevent: x\nretry: 1\r\rtwo\n\nthree"
+
+
+def test_output_cannot_add_fields_to_the_stream(viewer, gated_run):
+    run, _ = gated_run
+    run.refresh_from_db()
+
+    def publish():
+        live.publish_output(run.pk, 42, HOSTILE_OUTPUT)
+        live.publish_event(
+            run.pk, {"seq": run.last_seq + 1, "kind": "gate_decided", "step": "", "data": {}}
+        )
+
+    text = read_stream(
+        viewer,
+        reverse("run_live", args=[run.pk]) + f"?after={run.last_seq}",
+        then=publish,
+        until="gate-changed",
+    )
+    events = parse_sse(text)
+    assert not any(e.get("event") == "x" or e.get("id") == "999" for e in events)
+    assert not any("retry" in e for e in events[1:])  # only the stream's own, first
+    outputs = [e for e in events if e.get("event", "").startswith("output")]
+    assert len(outputs) == 1
+    # Every line the agent wrote arrives as data, none as a field.
+    assert outputs[0]["data"].split("\n") == [
+        "one",
+        "id: 999",
+        "event: x",
+        "retry: 1",
+        "",
+        "two",
+        "",
+        "three",
+    ]
+    assert [e["id"] for e in events if "id" in e] == [str(run.last_seq + 1)] * 2
+
+
+def test_sse_splits_every_kind_of_line_break():
+    assert sse("x", "a\rb\r\nc\nd") == "event: x\ndata: a\ndata: b\ndata: c\ndata: d\n\n"
+    assert sse("x\rid: 9", "") == "event: xid: 9\ndata: \n\n"
