@@ -1,0 +1,44 @@
+"""Loops written in Python (seed 002): agents, a loop with a stop condition, and sequential
+and parallel workflows that all share `await x.run(input)`.
+
+    from recipes.python import Agent, LoopWorkflow, score_at_least
+"""
+
+from .agents import Agent
+from .conditions import StopCondition, contains_keyword, min_iterations_and_length, score_at_least
+from .hosts import DirectHost
+from .results import (
+    AgentFailed,
+    AgentResult,
+    GateDecision,
+    GateRejected,
+    GateRequest,
+    RunCancelled,
+    Status,
+    Usage,
+    WorkflowError,
+    WorkflowResult,
+)
+from .workflows import LoopWorkflow, ParallelWorkflow, SequentialWorkflow
+
+__all__ = [
+    "Agent",
+    "AgentFailed",
+    "AgentResult",
+    "DirectHost",
+    "GateDecision",
+    "GateRejected",
+    "GateRequest",
+    "LoopWorkflow",
+    "ParallelWorkflow",
+    "RunCancelled",
+    "SequentialWorkflow",
+    "Status",
+    "StopCondition",
+    "Usage",
+    "WorkflowError",
+    "WorkflowResult",
+    "contains_keyword",
+    "min_iterations_and_length",
+    "score_at_least",
+]

@@ -1,0 +1,91 @@
+"""Hosts execute a workflow's agent calls and gates. `DirectHost` calls the providers and
+records nothing; the recording host (recipes.python.recording) puts every call, check and
+gate of the run on the console's run kernel."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import shutil
+import tempfile
+
+from .agents import Agent, call_provider
+from .context import Scope
+from .results import GateDecision, GateRequest, WorkflowError
+
+
+def django_configured() -> bool:
+    from django.conf import settings
+
+    return settings.configured or bool(os.environ.get("DJANGO_SETTINGS_MODULE"))
+
+
+def resolve_provider(provider):
+    """A provider object as is; a name (or None, the default) through the console's
+    registry, so admin-configured providers work; without Django only `demo` exists."""
+    if provider is not None and not isinstance(provider, str):
+        return provider
+    if django_configured():
+        from runs.providers import registry
+
+        return registry.resolve(provider, None)
+    if provider in (None, "demo"):
+        from runs.providers.demo import DemoProvider
+
+        return DemoProvider(delay=0)
+    raise WorkflowError(
+        f"provider {provider!r} needs the console's settings (DJANGO_SETTINGS_MODULE)"
+    )
+
+
+class DirectHost:
+    """Run agents in this process, record nothing. `decide(request) -> GateDecision`
+    answers gates (without it, a workflow that reaches a gate stops with an error)."""
+
+    def __init__(self, *, decide=None, workdir: str | None = None, on_output=None):
+        self.decide = decide
+        self.workdir = workdir
+        self.on_output = on_output
+        self._made_workdir = False
+
+    async def open(self, root, text: str) -> None:
+        if self.workdir is None:
+            self.workdir = tempfile.mkdtemp(prefix="loop-python-")
+            self._made_workdir = True
+
+    async def close(self, result=None, error: BaseException | None = None) -> None:
+        if self._made_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir, self._made_workdir = None, False
+
+    async def call(self, agent: Agent, scope: Scope, prompt: str):
+        def work():
+            on_chunk = self.on_output or (lambda chunk: None)
+            return call_provider(
+                agent,
+                resolve_provider(agent.provider),
+                prompt,
+                iteration=scope.iteration,
+                workdir=self.workdir,
+                on_chunk=on_chunk,
+                node_id=".".join(scope.path),
+            )
+
+        return await asyncio.to_thread(work)
+
+    async def note(self, path: tuple[str, ...], kind: str, **data) -> None:
+        return None
+
+    async def ask(self, request: GateRequest) -> GateDecision:
+        if self.decide is None:
+            raise WorkflowError(
+                f"the loop asks a person after iteration {request.iteration}: run it with the "
+                "console's settings so the gate opens in the inbox"
+            )
+        decision = self.decide(request)
+        return await decision if inspect.isawaitable(decision) else decision
+
+
+def default_host():
+    return DirectHost()
