@@ -2,6 +2,12 @@
 
 Publishing is best effort: the database is the record, this only makes open pages update
 sooner. A page that missed a message catches up from the event log.
+
+Streamed output is also appended to a short-lived Redis buffer per iteration, in the same
+MULTI as its publication, and each chunk carries its offset: a page that opens (or
+reconnects) while an agent is writing gets the buffer first and then every later chunk, so
+it can show every byte in order even though the database copy is flushed only every
+half second.
 """
 
 import json
@@ -25,6 +31,22 @@ def channel(run_id: int) -> str:
 
 
 INBOX_CHANNEL = f"{PREFIX}:inbox"
+# A buffer outlives its iteration by this long at most (refreshed by every chunk).
+OUTPUT_BUFFER_SECONDS = 3600
+
+
+def output_target(iteration_id: int) -> str:
+    """Names a live output: an iteration's ("it-5") or a plain node run's ("node-7", passed
+    here as a negative id)."""
+    return f"it-{iteration_id}" if iteration_id > 0 else f"node-{-iteration_id}"
+
+
+def output_key(run_id: int, target: str) -> str:
+    return f"{PREFIX}:out:{run_id}:{target}"
+
+
+def output_targets_key(run_id: int) -> str:
+    return f"{PREFIX}:outs:{run_id}"
 
 
 def _client():
@@ -60,5 +82,22 @@ def publish_event(run_id: int, event: dict) -> None:
     publish(run_id, {"type": "event", "run": run_id, **event})
 
 
-def publish_output(run_id: int, iteration_id: int, chunk: str) -> None:
-    publish(run_id, {"type": "output", "run": run_id, "iteration": iteration_id, "chunk": chunk})
+def publish_output(run_id: int, iteration_id: int, chunk: str, offset: int = 0) -> None:
+    """`offset`: how many characters of this output were published before `chunk`."""
+    client = _client()
+    if client is None or not chunk:
+        return
+    target = output_target(iteration_id)
+    message = {"type": "output", "run": run_id, "target": target, "offset": offset}
+    try:
+        # One round trip; MULTI so a reader of the buffer sees a chunk there exactly when
+        # its publication is already on its way to subscribers.
+        pipe = client.pipeline(transaction=True)
+        pipe.append(output_key(run_id, target), chunk)
+        pipe.expire(output_key(run_id, target), OUTPUT_BUFFER_SECONDS)
+        pipe.sadd(output_targets_key(run_id), target)
+        pipe.expire(output_targets_key(run_id), OUTPUT_BUFFER_SECONDS)
+        pipe.publish(channel(run_id), json.dumps({**message, "chunk": chunk}))
+        pipe.execute()
+    except (redis.RedisError, OSError) as exc:  # the row's flushed copy is the record
+        log.debug("live output publish failed: %s", exc)

@@ -4,7 +4,8 @@ Under ASGI (uvicorn) an open stream is a coroutine waiting on a socket, not a th
 hundred open run pages cost the server almost nothing. The stream carries no page state:
 it tells htmx *which* fragments changed (`run-changed`, `gate-changed`,
 `iterations-changed`, `inbox-changed`) and htmx re-fetches them; streamed agent output
-goes out as escaped text (`output-<iteration id>`) appended to the running iteration.
+goes out as `output` events (JSON: target, offset, text) that the page's script places
+into the running iteration as text.
 Each message carries the run's event seq as its id, so a page that reconnects (or that
 was rendered before its stream opened) catches up from `Last-Event-ID` / `?after=`.
 """
@@ -16,16 +17,14 @@ import json
 import re
 import time
 
-import redis.asyncio as aioredis
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.db import connection
 from django.http import Http404, HttpResponseForbidden, StreamingHttpResponse
-from django.utils.html import escape
 from django.views.decorators.http import require_GET
 
-from runs import live
+from runs import live, live_hub
 from runs.models import Run
 
 HEARTBEAT_SECONDS = 15
@@ -136,26 +135,42 @@ async def _run_events(run_id: int, after: int):
         if batch is None:
             yield ": keep-alive\n\n"
             continue
-        outputs: dict[int, list[str]] = {}
         kinds: set[str] = set()
+        outputs = []
         for message in batch:
             if message.get("type") == "output":
-                outputs.setdefault(message["iteration"], []).append(message.get("chunk", ""))
+                outputs.append(message)
             elif message.get("type") == "event" and message.get("seq", 0) > after:
                 after = message["seq"]
                 kinds.add(message.get("kind", ""))
             elif message.get("type") == "catch-up" and message["seq"] > after:
                 after = message["seq"]
                 kinds.add("run_catch_up")
-        parts = []
-        for iteration_id, chunks in outputs.items():
-            name = f"output-{iteration_id}" if iteration_id > 0 else f"output-node-{-iteration_id}"
-            parts.append(sse(name, escape("".join(chunks))))
+        parts = [sse("output", json.dumps(o)) for o in merge_output(outputs)]
         if kinds:
             parts += [sse(name, "", after) for name in run_change_events(kinds)]
         if parts or prefix:
             yield prefix + "".join(parts)
             prefix = ""
+
+
+def merge_output(messages: list[dict]) -> list[dict]:
+    """Chunks of one batch as `{"target", "offset", "text"}`, adjoining chunks of a target
+    joined. The page places each at its offset (as text, never as markup), so chunks it
+    already has are skipped and none is lost to a card that was not drawn yet."""
+    merged: list[dict] = []
+    ends: dict[str, dict] = {}
+    for message in messages:
+        target, offset, text = message.get("target"), message.get("offset"), message.get("chunk")
+        if not isinstance(target, str) or not isinstance(offset, int) or not text:
+            continue
+        last = ends.get(target)
+        if last is not None and last["offset"] + len(last["text"]) == offset:
+            last["text"] += text
+        else:
+            ends[target] = {"target": target, "offset": offset, "text": text}
+            merged.append(ends[target])
+    return merged
 
 
 @require_GET
@@ -182,52 +197,25 @@ async def _messages(channel: str, coalesce: float, run_id: int | None = None):
     """Batches of decoded pub/sub messages, or None when it is time for a heartbeat.
 
     The first batch comes right after subscribing: for a run, a catch-up marker with the
-    run's current seq (read *after* subscribing, so nothing in between is lost); for the
-    inbox, an empty batch.
+    run's current seq and what its agents have written so far (both read *after*
+    subscribing, so nothing in between is lost); for the inbox, an empty batch.
     """
     deadline = time.monotonic() + MAX_STREAM_SECONDS
     if not settings.LIVE_REDIS_URL:
         async for batch in _poll(run_id, deadline):
             yield batch
         return
-    client = aioredis.from_url(settings.LIVE_REDIS_URL)
-    pubsub = client.pubsub()
-    try:
-        await pubsub.subscribe(channel)
+    async with live_hub.hub().listen(channel) as listener:
         if run_id is not None:
-            yield [{"type": "catch-up", "seq": await _last_seq(run_id) or 0}]
+            seq = await _last_seq(run_id) or 0
+            yield [{"type": "catch-up", "seq": seq}, *await live_hub.output_snapshot(run_id)]
         else:
             yield []
-        quiet_since = time.monotonic()
         while time.monotonic() < deadline:
-            first = await pubsub.get_message(
-                ignore_subscribe_messages=True, timeout=HEARTBEAT_SECONDS
-            )
-            if first is None:
-                # None also answers the (ignored) subscribe confirmation: only a quiet
-                # stretch as long as the heartbeat interval deserves a heartbeat.
-                if time.monotonic() - quiet_since >= HEARTBEAT_SECONDS:
-                    quiet_since = time.monotonic()
-                    yield None
-                continue
-            quiet_since = time.monotonic()
-            batch = [first]
-            until = time.monotonic() + coalesce
-            while (left := until - time.monotonic()) > 0:
-                more = await pubsub.get_message(ignore_subscribe_messages=True, timeout=left)
-                if more is not None:
-                    batch.append(more)
-            yield [_decode(m) for m in batch]
-    finally:
-        await pubsub.aclose()
-        await client.aclose()
-
-
-def _decode(message) -> dict:
-    try:
-        return json.loads(message["data"])
-    except (TypeError, ValueError, KeyError):
-        return {}
+            batch = await listener.batch(HEARTBEAT_SECONDS, coalesce)
+            if batch is None:
+                return  # cut off: the browser reconnects and catches up
+            yield batch or None
 
 
 async def _poll(run_id: int | None, deadline: float):

@@ -175,6 +175,27 @@ def worker_env(django_db_setup, django_db_blocker, tmp_path_factory):
     return env
 
 
+@pytest.fixture(scope="session", autouse=True)
+def fresh_live_buffers():
+    """Live output buffers are keyed by run id, and a new test database numbers runs from
+    1 again: a buffer left by an earlier session must not show up on this one's pages."""
+    if not settings.LIVE_REDIS_URL:
+        return
+    import redis
+
+    from runs import live
+
+    client = redis.Redis.from_url(settings.LIVE_REDIS_URL)
+    try:
+        for pattern in (f"{live.PREFIX}:out:*", f"{live.PREFIX}:outs:*"):
+            for key in client.scan_iter(match=pattern, count=1000):
+                client.delete(key)
+    except (redis.RedisError, OSError):
+        pass  # no Redis running (embedded mode starts it later): nothing was left either
+    finally:
+        client.close()
+
+
 @pytest.fixture(scope="session")
 def celery_worker(worker_env, tmp_path_factory):
     """One real worker process for the whole session, on the test database and broker."""

@@ -33,6 +33,7 @@ class OutputStream:
         self.field = field
         self.parts: list[str] = []
         self.unpublished: list[str] = []
+        self.published_length = 0  # the offset open pages place the next chunk at
         self.last_flush = time.monotonic()
         self.last_publish = 0.0
 
@@ -55,7 +56,9 @@ class OutputStream:
         self.last_publish = time.monotonic()
         if self.unpublished:
             target = self.pk if self.field == "raw_output" else -self.pk
-            live.publish_output(self.run_id, target, "".join(self.unpublished))
+            chunk = "".join(self.unpublished)
+            live.publish_output(self.run_id, target, chunk, offset=self.published_length)
+            self.published_length += len(chunk)
             self.unpublished.clear()
 
     def flush(self) -> None:

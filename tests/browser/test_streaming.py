@@ -41,3 +41,85 @@ def test_output_streams_into_the_open_page(
     expect(page.locator("#timeline .iteration").first).to_contain_text("completed via until")
     assert still_same_page(page)
     wait_run(run, "completed")
+
+
+RECORDER = """
+window.__liveTexts = {};
+const record = () => {
+  for (const pre of document.querySelectorAll('pre[data-live-output]')) {
+    const seen = (window.__liveTexts[pre.dataset.liveOutput] ||= []);
+    if (seen[seen.length - 1] !== pre.textContent) seen.push(pre.textContent);
+  }
+};
+new MutationObserver(record).observe(document.body,
+  {childList: true, subtree: true, characterData: true});
+record();
+"""
+LINES = "".join(f"line {i}\n" for i in range(1, 6))
+
+
+def numbered_lines_recipe(go_file) -> str:
+    """Five numbered lines half a second apart, then the agent waits for the test's go
+    (so "still running" never depends on how fast the machine is)."""
+    command = (
+        'for i in 1 2 3 4 5; do echo "line $i"; sleep 0.5; done; '
+        f"until rm {go_file} 2>/dev/null; do sleep 0.05; done"
+    )
+    return f"""
+name: numbered
+providers:
+  printer:
+    kind: command
+    command: '{command}'
+nodes:
+  - id: print
+    provider: printer
+    loop:
+      prompt: Print lines.
+      until: NEVER-SAID
+      max_iterations: 3
+"""
+
+
+def open_recording(page, server, run):
+    page.goto(server + run.get_absolute_url())
+    page.evaluate(RECORDER)
+    mark_page(page)
+
+
+def texts_seen(page, iteration) -> list[str]:
+    return page.evaluate(f"window.__liveTexts['it-{iteration.pk}'] || []")
+
+
+def test_every_line_reaches_the_open_page_in_order(
+    live_worker, make_recipe, operator, console_server, page, chromium, tmp_path
+):
+    go = tmp_path / "go"
+    run = services.start_run(make_recipe(numbered_lines_recipe(go), slug="numbered"), user=operator)
+    log_in(page, console_server, "otto")
+    open_recording(page, console_server, run)
+    late_tab = None
+    for number in (1, 2, 3):
+        it = wait_for(
+            lambda n=number: run.iterations.filter(number=n, status="running").first(),
+            60,
+            message=f"iteration {number} running",
+        )
+        if number == 2:
+            # A second tab, opened once the agent has written some of its lines.
+            wait_for(lambda pk=it.pk: "line 2" in run.iterations.get(pk=pk).raw_output, 60)
+            late_tab = page.context.new_page()
+            open_recording(late_tab, console_server, run)
+        live_output = page.locator(f'pre[data-live-output="it-{it.pk}"]')
+        expect(live_output).to_contain_text("line 5")
+        for tab in [page] + ([late_tab] if number >= 2 else []):
+            expect(tab.locator(f'pre[data-live-output="it-{it.pk}"]')).to_contain_text("line 5")
+            seen = texts_seen(tab, it)
+            # Every state the card went through is the agent's output so far: line 1 first,
+            # no line missing, none twice.
+            assert seen and all(LINES.startswith(text.lstrip("\n")) for text in seen), seen
+            assert seen[-1] == LINES
+        assert run.iterations.get(pk=it.pk).status == "running"
+        go.touch()
+    wait_run(run, "completed", "failed")
+    assert still_same_page(page) and still_same_page(late_tab)

@@ -1,5 +1,7 @@
 """The live stream (server-sent events from an async view reading Redis pub/sub)."""
 
+import json
+
 import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
@@ -7,7 +9,7 @@ from django.test import AsyncClient
 from django.urls import reverse
 
 from runs import live
-from runs.live_views import run_change_events, sse
+from runs.live_views import merge_output, run_change_events, sse
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +66,48 @@ def test_last_event_id_means_nothing_missed(viewer, gated_run):
         until="next line",
     )
     assert "run-changed" not in text
-    assert "event: output-42\ndata: &lt;img src=x onerror=alert(1)&gt;\ndata: next line" in text
+    # JSON the page's script places as text, never as markup.
+    [event] = [e for e in parse_sse(text) if e.get("event") == "output"]
+    assert json.loads(event["data"]) == {
+        "target": "it-42",
+        "offset": 0,
+        "text": "<img src=x onerror=alert(1)>\nnext line",
+    }
+
+
+def test_a_page_opened_mid_iteration_gets_what_was_written_before(viewer, gated_run):
+    """The agent wrote two chunks before the page opened (the database copy may not have
+    them yet): the stream starts with both, then carries on from their end."""
+    run, _ = gated_run
+    live.publish_output(run.pk, 7, "line 1\n", offset=0)
+    live.publish_output(run.pk, 7, "line 2\n", offset=7)
+    live.publish_output(run.pk, -3, "node text", offset=0)
+
+    text = read_stream(
+        viewer,
+        reverse("run_live", args=[run.pk]),
+        then=lambda: live.publish_output(run.pk, 7, "line 3\n", offset=14),
+        headers={"Last-Event-ID": str(run.last_seq)},
+        until="line 3",
+    )
+    outputs = [json.loads(e["data"]) for e in parse_sse(text) if e.get("event") == "output"]
+    assert {"target": "it-7", "offset": 0, "text": "line 1\nline 2\n"} in outputs
+    assert {"target": "node-3", "offset": 0, "text": "node text"} in outputs
+    assert outputs[-1] == {"target": "it-7", "offset": 14, "text": "line 3\n"}
+
+
+def test_chunks_of_one_batch_are_joined_per_target():
+    chunks = [
+        {"type": "output", "target": "it-1", "offset": 0, "chunk": "a"},
+        {"type": "output", "target": "it-2", "offset": 5, "chunk": "x"},
+        {"type": "output", "target": "it-1", "offset": 1, "chunk": "b"},
+        {"type": "output", "target": "it-1", "offset": 9, "chunk": "after a gap"},
+    ]
+    assert merge_output(chunks) == [
+        {"target": "it-1", "offset": 0, "text": "ab"},
+        {"target": "it-2", "offset": 5, "text": "x"},
+        {"target": "it-1", "offset": 9, "text": "after a gap"},
+    ]
 
 
 def test_published_events_name_the_fragments_to_refresh(viewer, gated_run):
@@ -188,19 +231,8 @@ def test_output_cannot_add_fields_to_the_stream(viewer, gated_run):
     events = parse_sse(text)
     assert not any(e.get("event") == "x" or e.get("id") == "999" for e in events)
     assert not any("retry" in e for e in events[1:])  # only the stream's own, first
-    outputs = [e for e in events if e.get("event", "").startswith("output")]
-    assert len(outputs) == 1
-    # Every line the agent wrote arrives as data, none as a field.
-    assert outputs[0]["data"].split("\n") == [
-        "one",
-        "id: 999",
-        "event: x",
-        "retry: 1",
-        "",
-        "two",
-        "",
-        "three",
-    ]
+    [output] = [json.loads(e["data"]) for e in events if e.get("event") == "output"]
+    assert output["text"] == HOSTILE_OUTPUT  # every byte, carriage returns included
     assert [e["id"] for e in events if "id" in e] == [str(run.last_seq + 1)] * 2
 
 

@@ -95,7 +95,7 @@ def test_running_iteration_streams_into_a_live_block(client, viewer, guided_run)
     run, row = guided_run
     it = add_iteration(run, row, 1, status="running", raw_output="partial <b>text</b>")
     body = login(client, viewer).get(reverse("run_detail", args=[run.pk])).content.decode()
-    assert f'sse-swap="output-{it.pk}"' in body
+    assert f'data-live-output="it-{it.pk}" data-live-length="{len(it.raw_output)}"' in body
     assert "partial &lt;b&gt;text&lt;/b&gt;" in body
     assert reverse("run_live", args=[run.pk]) in body
 
