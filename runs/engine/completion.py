@@ -24,10 +24,14 @@ STATUS_MET_ONE = "✅ Completion condition met via "
 STATUS_MET_MANY = "✅ Completion conditions met via "
 STATUS_NOT_MET = "⚠️ No completion condition met in this iteration"
 
-_TAG_RE = re.compile(r"<\s*promise\s*>.*?<\s*/\s*promise\s*>", re.IGNORECASE | re.DOTALL)
+# Opening and closing tags are found separately and paired by a forward scan: one regex
+# spanning "open .*? close" rescans the rest of the output from every unclosed opening tag,
+# which is quadratic in hostile output (thousands of "<promise>" with no closing tag).
+_OPEN_TAG_RE = re.compile(r"<\s*promise\s*>", re.IGNORECASE)
+_CLOSE_TAG_RE = re.compile(r"<\s*/\s*promise\s*>", re.IGNORECASE)
 # Characters tolerated after a plain signal at the very end of the output.
-_TRAILING = r"[\s.,;:!?)\]}'\"*_`~]*"
-_WORD = r"A-Za-z0-9_"
+_TRAILING_CHARS = " \t\n\r\f\v.,;:!?)]}'\"*_`~"
+_WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 def detect_signal(output: str, signal: str) -> bool:
@@ -46,28 +50,86 @@ def detect_signal(output: str, signal: str) -> bool:
     tag = re.compile(rf"<\s*promise\s*>\s*{sig}\s*<\s*/\s*promise\s*>", re.IGNORECASE)
     if tag.search(output):
         return True
-    at_end = re.compile(rf"(?<![{_WORD}]){sig}{_TRAILING}\Z")
-    if at_end.search(output):
+    if _signal_at_end(output, signal):
         return True
-    own_line = re.compile(rf"^[ \t]*{sig}[ \t]*\r?$", re.MULTILINE)
-    return own_line.search(output) is not None
+    return any(_line_is_signal(line, signal) for line in output.split("\n"))
+
+
+def _signal_at_end(output: str, signal: str) -> bool:
+    """The signal followed only by tolerated trailing characters, not glued to a word."""
+    first_end = len(output.rstrip(_TRAILING_CHARS))
+
+    def starts_word(start: int) -> bool:
+        return (
+            start >= 0
+            and output.startswith(signal, start)
+            and (start == 0 or output[start - 1] not in _WORD_CHARS)
+        )
+
+    # The signal ends where the trailing run starts, or inside the run when the signal
+    # itself ends with tolerated characters (``DONE!``): a bounded number of places.
+    last_end = min(len(output), first_end + len(signal))
+    if any(starts_word(end - len(signal)) for end in range(first_end, last_end + 1)):
+        return True
+    if signal.strip(_TRAILING_CHARS):
+        return False
+    # A signal made only of tolerated characters may sit anywhere in the trailing run.
+    found = output.find(signal, first_end + 1)
+    return found >= 0 and starts_word(found)
+
+
+def _line_is_signal(line: str, signal: str) -> bool:
+    if line.endswith("\r"):
+        line = line[:-1]
+    return line.strip(" \t") == signal
+
+
+def _tag_spans(output: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each ``<promise>…</promise>``: an opening tag paired with the
+    first closing tag after it, scanning forward only (linear time)."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    while True:
+        opening = _OPEN_TAG_RE.search(output, pos)
+        if opening is None:
+            break
+        closing = _CLOSE_TAG_RE.search(output, opening.end())
+        if closing is None:
+            # No closing tag after this opening one means none after any later one either.
+            break
+        spans.append((opening.start(), closing.end()))
+        pos = closing.end()
+    return spans
 
 
 def strip_signal_tags(output: str) -> str:
     """Remove every ``<promise>…</promise>`` and tidy what is left behind."""
-    if not _TAG_RE.search(output):
+    spans = _tag_spans(output)
+    if not spans:
         return output.rstrip()
-    marker = "\ue000"
-    while marker in output:
-        marker += "\ue001"
-    marked = _TAG_RE.sub(marker, output)
+    # A line that held a tag loses its trailing blanks, and disappears if nothing is left.
     lines: list[str] = []
-    for line in marked.split("\n"):
-        if marker in line:
-            line = line.replace(marker, "").rstrip()
+    current: list[str] = []
+    tagged = False
+
+    def finish_line() -> None:
+        line = "".join(current)
+        if tagged:
+            line = line.rstrip()
             if not line.strip():
-                continue
+                return
         lines.append(line)
+
+    pos = 0
+    for start, end in [*spans, (len(output), len(output))]:
+        first, *rest = output[pos:start].split("\n")
+        current.append(first)
+        for part in rest:
+            finish_line()
+            current, tagged = [part], False
+        tagged = tagged or start < end
+        pos = end
+    finish_line()
     text = "\n".join(lines)
     text = re.sub(r"\n[ \t]*\n(?:[ \t]*\n)+", "\n\n", text)
     text = re.sub(r"\A(?:[ \t]*\n)+", "", text)

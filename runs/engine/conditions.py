@@ -109,6 +109,11 @@ class Condition:
     root: Expr
 
 
+# A ``when:`` is a short expression; anything nested deeper (parentheses, ``not`` chains,
+# long ``and``/``or`` chains) is refused at validation rather than overflowing the stack
+# of the parser or of the evaluator, which both recurse.
+MAX_CONDITION_DEPTH = 64
+
 # --------------------------------------------------------------------------- lexer
 
 _NODE_ID = r"[A-Za-z0-9_-]+"
@@ -187,6 +192,16 @@ class _Parser:
         self.src = src
         self.toks = _tokenize(src)
         self.i = 0
+        self.depth = 0
+
+    def nest(self, tok: _Tok) -> None:
+        self.depth += 1
+        if self.depth > MAX_CONDITION_DEPTH:
+            raise ConditionError(
+                f"condition nests more than {MAX_CONDITION_DEPTH} levels deep at column"
+                f" {tok.col}; split it or simplify it",
+                tok.col,
+            )
 
     def peek(self) -> _Tok:
         return self.toks[self.i]
@@ -213,32 +228,40 @@ class _Parser:
         return node
 
     def or_expr(self) -> Expr:
+        start = self.depth
         node = self.and_expr()
         while self.at_op("or", "||"):
-            self.take()
+            # Each operator adds a level to the (left-deep) tree the evaluator walks.
+            self.nest(self.take())
             node = Or(node, self.and_expr())
+        self.depth = start
         return node
 
     def and_expr(self) -> Expr:
+        start = self.depth
         node = self.not_expr()
         while self.at_op("and", "&&"):
-            self.take()
+            self.nest(self.take())
             node = And(node, self.not_expr())
+        self.depth = start
         return node
 
     def not_expr(self) -> Expr:
         if self.at_op("not", "!"):
-            self.take()
-            return Not(self.not_expr())
+            self.nest(self.take())
+            node = Not(self.not_expr())
+            self.depth -= 1
+            return node
         return self.primary()
 
     def primary(self) -> Expr:
         if self.at_op("("):
-            self.take()
+            self.nest(self.take())
             node = self.or_expr()
             if not self.at_op(")"):
                 raise self.fail(self.peek(), "')'")
             self.take()
+            self.depth -= 1
             return node
         left_tok = self.peek()
         left = self.operand()

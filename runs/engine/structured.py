@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -12,12 +13,31 @@ __all__ = ["extract_json", "reask_prompt", "schema_prompt_suffix", "validate_pay
 
 _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
 _DECODER = json.JSONDecoder()
+# Far deeper than any real structured answer, far shallower than Python's recursion limit:
+# agent output nested deeper is refused with a clear error instead of a RecursionError.
+MAX_JSON_DEPTH = 100
+# JSON strings (possibly unterminated) are dropped whole, so that brackets inside them do
+# not count toward the depth; then everything but brackets.
+_JSON_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*+"?', re.DOTALL)
+_NOT_BRACKETS_RE = re.compile(r"[^\[\]{}]+")
+_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def nesting_depth(text: str) -> int:
+    """How deep brackets nest in ``text`` outside JSON strings (linear, at C speed).
+
+    Stray closing brackets in prose can only make the figure smaller; the parsers below
+    still catch a RecursionError as a backstop."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return 0
+    brackets = _NOT_BRACKETS_RE.sub("", _JSON_STRING_RE.sub("", text))
+    return max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0)
 
 
 def _loads(text: str) -> tuple[bool, object]:
     try:
         return True, json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False, None
 
 
@@ -28,7 +48,7 @@ def _last_object(text: str) -> tuple[bool, object]:
     while pos >= 0:
         try:
             value, end = _DECODER.raw_decode(text, pos)
-        except ValueError:
+        except (ValueError, RecursionError):
             pos = text.find("{", pos + 1)
             continue
         if isinstance(value, dict):
@@ -43,10 +63,13 @@ def extract_json(text: str) -> tuple[object | None, str | None]:
     Tried in order: the whole text as one JSON document; the last fenced
     block labelled ``json`` (then the last unlabelled fence) that parses; the
     last top-level ``{...}`` object in the text. ``error`` is None on success
-    (so a bare ``null`` document yields ``(None, None)``).
+    (so a bare ``null`` document yields ``(None, None)``). Output nesting brackets more
+    than ``MAX_JSON_DEPTH`` levels deep is refused before any parsing.
     """
     if not isinstance(text, str) or not text.strip():
         return None, "output is empty; expected a JSON document"
+    if nesting_depth(text) > MAX_JSON_DEPTH:
+        return None, f"output nests brackets more than {MAX_JSON_DEPTH} levels deep; refused"
     ok, value = _loads(text.strip())
     if ok:
         return value, None

@@ -25,8 +25,11 @@ from .base import AgentRequest, AgentResult, OnChunk
 SIGNAL_TAG = re.compile(r"<promise>\s*([A-Za-z0-9_-]+)\s*</promise>", re.I)
 SIGNAL_ASK = re.compile(r"\boutput:?\s+([A-Z][A-Z0-9_]{2,})\b")
 AFTER = re.compile(r"after\s+(\d+)\s+iterations?", re.I)
-FILE_NAME = re.compile(r"[\w./-]+\.(?:txt|md|json)\b")
-FAILING = re.compile(r"(\d+)\s+failing")
+# Each pattern may only start where its run of characters starts (the lookbehinds): one
+# allowed to start anywhere rescans a long run from every position, quadratic in the
+# prompt, and a 100,000-character message would pin a worker for most of a minute.
+FILE_NAME = re.compile(r"(?<![\w./-])[\w./-]+\.(?:txt|md|json)\b")
+FAILING = re.compile(r"(?<!\d)(\d+)\s+failing")
 
 
 class DemoProvider:
