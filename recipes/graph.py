@@ -1,6 +1,7 @@
 """A recipe's nodes as nested layers, for a graph readable without JavaScript.
 
-Layer k holds the nodes whose dependencies all sit in earlier layers; a loop_group carries
+Layer k holds the nodes whose dependencies all sit in earlier layers (the spec computes the
+layers with runs.engine.dag, the one DAG module); a loop_group carries
 its body as layers of its own.
 """
 
@@ -23,17 +24,17 @@ def graph(spec) -> list[list[GraphNode]]:
     nodes = getattr(spec, "nodes", None)
     if not nodes:
         return []
-    return _layers(spec.layers(), {node.id: node for node in nodes})
+    return _as_graph_nodes(spec.layers(), {node.id: node for node in nodes})
 
 
-def _layers(layer_ids: list[list[str]], by_id: dict) -> list[list[GraphNode]]:
+def _as_graph_nodes(layer_ids: list[list[str]], by_id: dict) -> list[list[GraphNode]]:
     return [[_node(by_id[node_id]) for node_id in layer] for layer in layer_ids]
 
 
 def _node(node) -> GraphNode:
     body = []
     if node.loop_group is not None:
-        body = _layers(node.loop_group.layers(), {n.id: n for n in node.loop_group.nodes})
+        body = _as_graph_nodes(node.loop_group.layers(), {n.id: n for n in node.loop_group.nodes})
     return GraphNode(
         id=node.id,
         kind=node.kind,

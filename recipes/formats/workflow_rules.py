@@ -4,96 +4,69 @@
 on a :class:`RuleContext`, and returns a cleaned copy (ignored fields dropped,
 node kinds derived, command files loaded) for pydantic to type-check.  Rules stay
 quiet about values of the wrong type: pydantic reports those.
+
+A rule about one node that only reports (it does not reshape the node) is a function
+in ``NODE_RULES``: add one there to check something new about every node.
 """
 
 from __future__ import annotations
 
-import re
-import warnings
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from recipes.formats.workflow import CommandError, find_cycles, resolve_command
-from recipes.loader import LineMap, Problem, child_path, short_repr
-
-KIND_KEYS = ("bash", "prompt", "command", "loop", "loop_group", "approval", "cancel")
-# Node kinds other tools define that Loop Console does not run.
-UNSUPPORTED_KIND_KEYS = tuple(
-    "script workflow fan_out fan_in include parallel map for_each foreach sub_workflow "
-    "subworkflow switch router http webhook python".split()
+from recipes.formats.field_rules import (
+    check_approval,
+    check_controls,
+    check_input,
+    check_loop,
+    check_output_schema,
+    load_command,
 )
-COMMON_NODE_FIELDS = frozenset(
-    "id depends_on when trigger_rule provider model output_format idle_timeout timeout "
-    "retry always_run".split()
+from recipes.formats.rule_context import (
+    COMMON_NODE_FIELDS,
+    FOREIGN_NODE_FIELDS,
+    GROUP_FIELDS,
+    ID_PATTERN,
+    KIND_KEYS,
+    KIND_LIST,
+    LOOP_DISCARDED_FIELDS,
+    TOP_LEVEL_FIELDS,
+    UNSUPPORTED_KIND_KEYS,
+    RuleContext,
+    drop_nulls,
+    is_blank,
+    require_text,
 )
-# Fields other tools understand; Loop Console accepts them but does nothing with them.
-FOREIGN_NODE_FIELDS = frozenset(
-    "effort thinking agents output_type sandbox worktree mutates_checkout persist_session "
-    "allowed_tools denied_tools hooks mcp skills context with returns fallback_model betas "
-    "max_budget_usd system_prompt settings_sources max_turns env".split()
-)
-LOOP_DISCARDED_FIELDS = ("hooks", "mcp", "skills", "allowed_tools", "denied_tools", "context")
-TOP_LEVEL_FIELDS = frozenset(
-    {"name", "description", "interactive", "provider", "model", "providers", "inputs", "nodes"}
-)
-_CONTROL_FIELDS = (
-    "until",
-    "until_bash",
-    "max_iterations",
-    "fresh_context",
-    "interactive",
-    "gate_message",
-    "signal_completes",
-)
-LOOP_FIELDS = frozenset({"prompt", "command", "until_field", *_CONTROL_FIELDS})
-GROUP_FIELDS = frozenset({"nodes", *_CONTROL_FIELDS})
-INPUT_FIELDS = frozenset({"type", "label", "description", "required", "default", "options"})
-APPROVAL_FIELDS = frozenset({"message", "decisions", "capture_response"})
+from recipes.problems import child_path, short_repr
+from runs.engine.dag import find_cycles
 
-ID_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-_KIND_LIST = ", ".join(KIND_KEYS)
+__all__ = ["NODE_RULES", "NodeRule", "NodeSite", "check_workflow"]
 
 
-@dataclass
-class RuleContext:
-    lines: LineMap
-    commands_dirs: tuple[Path, ...] = ()
-    workflow_interactive: bool = False
-    errors: list[Problem] = field(default_factory=list)
-    warnings: list[Problem] = field(default_factory=list)
+@dataclass(frozen=True)
+class NodeSite:
+    """One authored node as a rule sees it: the raw mapping and where it sits."""
 
-    def error(self, path: str, message: str) -> None:
-        self.errors.append(self.lines.problem(path, _cap(message)))
-
-    def warn(self, path: str, message: str) -> None:
-        self.warnings.append(self.lines.problem(path, _cap(message)))
-
-    @staticmethod
-    def is_derived(path: str) -> bool:
-        """Paths pydantic may complain about that the author never wrote."""
-        return path.endswith("].kind") and not path.startswith("providers.")
+    raw: dict
+    path: str
+    label: str  # how messages name the node: "node 'build'" or "node #3"
+    kind: str | None  # derived from the kind key; None when that is already an error
+    group: str | None  # id of the enclosing loop_group, None at the top level
 
 
-def _cap(message: str, limit: int = 500) -> str:
-    return message if len(message) <= limit else message[: limit - 3] + "..."
+NodeRule = Callable[[NodeSite, RuleContext], None]
 
 
-def _blank(value: Any) -> bool:
-    return isinstance(value, str) and not value.strip()
+def _timeout_applies(node: NodeSite, ctx: RuleContext) -> None:
+    if node.raw.get("timeout") is not None and node.kind != "bash":
+        ctx.warn(
+            child_path(node.path, "timeout"), f"{node.label}: 'timeout' only applies to bash nodes"
+        )
 
 
-def _require_text(raw: dict, key: str, path: str, ctx: RuleContext, missing: str) -> None:
-    """Error when ``key`` is absent, null or blank (other types are pydantic's job)."""
-    value = raw.get(key)
-    if value is None:
-        ctx.error(child_path(path, key), missing)
-    elif _blank(value):
-        ctx.error(child_path(path, key), "must not be empty")
-
-
-def _drop_nulls(raw: dict, keep: tuple[str, ...] = ()) -> dict:
-    return {k: v for k, v in raw.items() if v is not None or k in keep}
+# Rules that report about every node (top level and loop_group bodies), in this order.
+NODE_RULES: list[NodeRule] = [_timeout_applies]
 
 
 # ------------------------------------------------------------------------ top level
@@ -108,15 +81,15 @@ def check_workflow(data: dict, ctx: RuleContext) -> dict:
 
     if data.get("name") is None:
         ctx.error("name", "a workflow needs a 'name'")
-    elif _blank(data["name"]):
+    elif is_blank(data["name"]):
         ctx.error("name", "must not be empty")
     if cleaned.get("description") is None:
         cleaned["description"] = ""
-    cleaned = _drop_nulls(cleaned, keep=("name", "nodes"))
+    cleaned = drop_nulls(cleaned, keep=("name", "nodes"))
 
     inputs = cleaned.get("inputs")
     if isinstance(inputs, dict):
-        cleaned["inputs"] = {name: _check_input(name, spec, ctx) for name, spec in inputs.items()}
+        cleaned["inputs"] = {name: check_input(name, spec, ctx) for name, spec in inputs.items()}
 
     nodes = data.get("nodes")
     if nodes is None:
@@ -128,23 +101,6 @@ def check_workflow(data: dict, ctx: RuleContext) -> dict:
     else:
         cleaned["nodes"] = _check_nodes(nodes, "nodes", ctx, group=None, outer_ids=frozenset())
     return cleaned
-
-
-def _check_input(name: str, spec: Any, ctx: RuleContext) -> Any:
-    path = child_path("inputs", name)
-    if not ID_PATTERN.fullmatch(name):
-        ctx.error(path, f"invalid input name {short_repr(name)}: use letters, digits, '_' or '-'")
-    if spec is None:
-        return {}
-    if not isinstance(spec, dict):
-        return spec
-    for key in spec:
-        if key not in INPUT_FIELDS:
-            ctx.warn(
-                child_path(path, key),
-                f"input {short_repr(name)}: unknown field {short_repr(key)} is ignored",
-            )
-    return _drop_nulls({k: v for k, v in spec.items() if k in INPUT_FIELDS}, keep=("default",))
 
 
 # ---------------------------------------------------------------------------- nodes
@@ -165,7 +121,7 @@ def _check_nodes(
         node_path = child_path(path, index)
         if not isinstance(raw, dict):
             ctx.error(
-                node_path, f"each node must be a mapping with an 'id' and one of: {_KIND_LIST}"
+                node_path, f"each node must be a mapping with an 'id' and one of: {KIND_LIST}"
             )
             cleaned.append(raw)
             continue
@@ -263,11 +219,11 @@ def _node_kind(raw: dict, path: str, label: str, ctx: RuleContext, group: str | 
     if len(kinds) == 1:
         return kinds[0]
     if not kinds and not unsupported:
-        ctx.error(path, f"{label} has no kind: give it exactly one of {_KIND_LIST}")
+        ctx.error(path, f"{label} has no kind: give it exactly one of {KIND_LIST}")
     elif len(kinds) > 1:
         ctx.error(
             child_path(path, kinds[1]),
-            f"{label} has several kinds ({', '.join(kinds)}); use exactly one of {_KIND_LIST}",
+            f"{label} has several kinds ({', '.join(kinds)}); use exactly one of {KIND_LIST}",
         )
     return None
 
@@ -296,7 +252,7 @@ def _check_node(
             )
         else:
             ctx.warn(key_path, f"{label}: unknown field {short_repr(key)} is ignored")
-    out = _drop_nulls(out, keep=("id", *KIND_KEYS))
+    out = drop_nulls(out, keep=("id", *KIND_KEYS))
     if kind is not None:
         out["kind"] = kind
 
@@ -307,8 +263,6 @@ def _check_node(
             "iterations; use max_iterations)",
         )
         del out["retry"]
-    if "timeout" in out and kind != "bash":
-        ctx.warn(child_path(path, "timeout"), f"{label}: 'timeout' only applies to bash nodes")
     if "output_format" in out:
         if kind == "loop_group":
             ctx.error(
@@ -318,164 +272,24 @@ def _check_node(
             )
             del out["output_format"]
         else:
-            _check_output_schema(out["output_format"], child_path(path, "output_format"), ctx)
+            check_output_schema(out["output_format"], child_path(path, "output_format"), ctx)
+
+    for rule in NODE_RULES:
+        rule(NodeSite(raw, path, label, kind, group), ctx)
 
     if kind in ("bash", "prompt", "cancel"):
         what = {"bash": "a script", "prompt": "prompt text", "cancel": "a reason"}[kind]
-        _require_text(raw, kind, path, ctx, f"{label}: a {kind} node needs {what}")
+        require_text(raw, kind, path, ctx, f"{label}: a {kind} node needs {what}")
     elif kind == "command":
-        body = _load_command(raw.get("command"), child_path(path, "command"), ctx)
+        body = load_command(raw.get("command"), child_path(path, "command"), ctx)
         out["prompt"] = body
     elif kind == "approval":
-        out["approval"] = _check_approval(raw.get("approval"), child_path(path, "approval"), ctx)
+        out["approval"] = check_approval(raw.get("approval"), child_path(path, "approval"), ctx)
     elif kind == "loop":
-        out["loop"] = _check_loop(raw, child_path(path, "loop"), label, ctx)
+        out["loop"] = check_loop(raw, child_path(path, "loop"), label, ctx)
     elif kind == "loop_group":
         out["loop_group"] = _check_group(raw, child_path(path, "loop_group"), label, ctx, visible)
     return out
-
-
-def _check_output_schema(schema: Any, path: str, ctx: RuleContext) -> None:
-    if not isinstance(schema, dict):
-        return  # pydantic: must be a mapping
-    from jsonschema import exceptions as js_exceptions
-    from jsonschema import validators
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            validators.validator_for(schema).check_schema(schema)
-    except js_exceptions.SchemaError as exc:
-        where = path
-        for part in exc.path:
-            where = child_path(where, part)
-        ctx.error(where, f"output_format is not a valid JSON Schema: {exc.message}")
-    except Exception as exc:  # noqa: BLE001 - hostile schemas must not crash loading
-        ctx.error(path, f"output_format is not a valid JSON Schema ({type(exc).__name__})")
-
-
-def _check_approval(value: Any, path: str, ctx: RuleContext) -> Any:
-    if value is None:
-        ctx.error(path, "an approval node needs a message (approval: {message: ...})")
-        return value
-    if isinstance(value, str):
-        if not value.strip():
-            ctx.error(path, "must not be empty")
-        return value
-    if not isinstance(value, dict):
-        return value
-    for key in value:
-        if key not in APPROVAL_FIELDS:
-            ctx.warn(child_path(path, key), f"approval: unknown field {short_repr(key)} is ignored")
-    _require_text(value, "message", path, ctx, "an approval needs a message")
-    decisions = value.get("decisions")
-    if isinstance(decisions, list):
-        seen: set[str] = set()
-        for j, decision in enumerate(decisions):
-            ident = decision.get("id") if isinstance(decision, dict) else decision
-            if isinstance(ident, str):
-                if ident in seen:
-                    ctx.error(
-                        child_path(child_path(path, "decisions"), j),
-                        f"duplicate decision {short_repr(ident)}",
-                    )
-                seen.add(ident)
-    return _drop_nulls({k: v for k, v in value.items() if k in APPROVAL_FIELDS}, ("message",))
-
-
-# ------------------------------------------------------------------- loop controls
-
-
-def _check_controls(block: dict, path: str, label: str, ctx: RuleContext, what: str) -> None:
-    """Rules shared by ``loop`` and ``loop_group``."""
-    channels = ("until", "until_bash", "until_field") if what == "loop" else ("until", "until_bash")
-    if all(block.get(name) is None for name in channels):
-        names = " / ".join(channels)
-        ctx.error(path, f"{label}: a {what} needs at least one completion condition ({names})")
-    for name in (*channels, "gate_message"):
-        if _blank(block.get(name)):
-            ctx.error(child_path(path, name), "must not be empty")
-    if block.get("max_iterations") is None:
-        ctx.error(
-            child_path(path, "max_iterations"),
-            f"{label}: max_iterations is required (a positive integer)",
-        )
-    if block.get("interactive") is True:
-        if block.get("gate_message") is None:
-            ctx.error(
-                child_path(path, "interactive"),
-                f"{label}: an interactive {what} needs a gate_message",
-            )
-        if not ctx.workflow_interactive:
-            ctx.warn(
-                child_path(path, "interactive"),
-                f"{label}: interactive {what}, but the workflow itself is not interactive; "
-                "add 'interactive: true' at the top level or the gate will not pause correctly",
-            )
-    if block.get("signal_completes") is True and block.get("interactive") is not True:
-        ctx.warn(
-            child_path(path, "signal_completes"),
-            f"{label}: signal_completes only matters for interactive {what}s and has no effect",
-        )
-
-
-def _check_loop(raw: dict, path: str, label: str, ctx: RuleContext) -> Any:
-    block = raw.get("loop")
-    if not isinstance(block, dict):
-        if block is None:
-            ctx.error(path, f"{label}: 'loop' needs a mapping (prompt, until, max_iterations, ...)")
-        return block
-    for key in block:
-        if key not in LOOP_FIELDS:
-            ctx.warn(
-                child_path(path, key), f"{label}: unknown loop field {short_repr(key)} is ignored"
-            )
-    out = _drop_nulls({k: v for k, v in block.items() if k in LOOP_FIELDS})
-    has_prompt = block.get("prompt") is not None
-    has_command = block.get("command") is not None
-    if has_prompt and has_command:
-        ctx.error(
-            child_path(path, "command"),
-            f"{label}: a loop takes either 'prompt' or 'command', not both",
-        )
-    elif not has_prompt and not has_command:
-        ctx.error(path, f"{label}: a loop needs exactly one of 'prompt' or 'command'")
-    elif has_prompt and _blank(block["prompt"]):
-        ctx.error(child_path(path, "prompt"), "must not be empty")
-    elif has_command:
-        body = _load_command(block["command"], child_path(path, "command"), ctx)
-        out["prompt"] = body if body is not None else "(unresolved command)"
-    if not has_prompt and not has_command:
-        out["prompt"] = "(missing prompt)"
-    _check_controls(block, path, label, ctx, "loop")
-    _check_until_field(block.get("until_field"), raw.get("output_format"), path, label, ctx)
-    return out
-
-
-def _check_until_field(name: Any, schema: Any, path: str, label: str, ctx: RuleContext) -> None:
-    if not isinstance(name, str) or not name.strip():
-        return
-    where = child_path(path, "until_field")
-    prefix = f"{label}: until_field {short_repr(name)}"
-    if not isinstance(schema, dict):
-        ctx.error(where, f"{prefix} needs this node to declare an output_format")
-        return
-    properties = schema.get("properties")
-    prop = properties.get(name) if isinstance(properties, dict) else None
-    if not isinstance(properties, dict) or name not in properties:
-        ctx.error(where, f"{prefix} is not a property in output_format.properties")
-    required = schema.get("required")
-    if not isinstance(required, list) or name not in required:
-        ctx.error(
-            where,
-            f"{prefix} must be listed in output_format.required (an omitted field would "
-            "never end the loop)",
-        )
-    if isinstance(prop, dict) and "type" in prop and prop["type"] not in ("boolean", ["boolean"]):
-        ctx.error(
-            where,
-            f"{prefix} must have type boolean in output_format, not {short_repr(prop['type'])}",
-        )
 
 
 def _check_group(raw: dict, path: str, label: str, ctx: RuleContext, visible: frozenset) -> Any:
@@ -499,8 +313,8 @@ def _check_group(raw: dict, path: str, label: str, ctx: RuleContext, visible: fr
             )
         elif key not in GROUP_FIELDS:
             ctx.warn(key_path, f"{label}: unknown loop_group field {short_repr(key)} is ignored")
-    out = _drop_nulls({k: v for k, v in block.items() if k in GROUP_FIELDS})
-    _check_controls(block, path, label, ctx, "loop_group")
+    out = drop_nulls({k: v for k, v in block.items() if k in GROUP_FIELDS})
+    check_controls(block, path, label, ctx, "loop_group")
     body = block.get("nodes")
     body_path = child_path(path, "nodes")
     if body is None:
@@ -511,22 +325,3 @@ def _check_group(raw: dict, path: str, label: str, ctx: RuleContext, visible: fr
         group_id = raw.get("id") if isinstance(raw.get("id"), str) else label
         out["nodes"] = _check_nodes(body, body_path, ctx, group=group_id, outer_ids=visible)
     return out
-
-
-# ---------------------------------------------------------------------- commands
-
-
-def _load_command(name: Any, path: str, ctx: RuleContext) -> str | None:
-    """Body of ``<dir>/<name>.md`` from the first commands dir that has it."""
-    if not isinstance(name, str):
-        if name is None:
-            ctx.error(path, "a command name is required")
-        return None
-    if not name.strip():
-        ctx.error(path, "must not be empty")
-        return None
-    try:
-        return resolve_command(name, ctx.commands_dirs)
-    except CommandError as exc:
-        ctx.error(path, str(exc))
-        return None

@@ -1,7 +1,13 @@
-"""DAG helpers: topological layering, cycle detection and trigger rules."""
+"""The one DAG module: topological layering, cycle detection and trigger rules.
+
+Recipe validation (cycles, with every ring reported), the spec's layers, the recipe
+graph on pages and the engine's scheduler all use these functions.
+"""
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Sequence
 from typing import Literal
 
 __all__ = [
@@ -10,6 +16,7 @@ __all__ = [
     "CycleError",
     "UnknownDependencyError",
     "find_cycle",
+    "find_cycles",
     "layers",
     "trigger_decision",
 ]
@@ -44,58 +51,98 @@ def _check_known(deps: dict[str, list[str]]) -> None:
                 raise UnknownDependencyError(node, parent)
 
 
-def find_cycle(deps: dict[str, list[str]]) -> list[str] | None:
-    """Return one cycle as a closed path following ``depends_on`` edges, or None.
-
-    ``["a", "b", "a"]`` means a depends on b and b depends on a. Dependencies on
-    ids outside ``deps`` are ignored here. Iterative, so deep graphs are fine.
-    """
-    white, grey, black = 0, 1, 2
-    color = dict.fromkeys(deps, white)
-    for start in deps:
-        if color[start] != white:
-            continue
-        path: list[str] = [start]
-        iters = [iter(deps[start])]
-        color[start] = grey
-        while iters:
-            nxt = next(iters[-1], None)
-            if nxt is None:
-                color[path.pop()] = black
-                iters.pop()
-                continue
-            if nxt not in color:
-                continue
-            if color[nxt] == grey:
-                return path[path.index(nxt) :] + [nxt]
-            if color[nxt] == white:
-                color[nxt] = grey
-                path.append(nxt)
-                iters.append(iter(deps[nxt]))
-    return None
-
-
 def layers(deps: dict[str, list[str]]) -> list[list[str]]:
     """Kahn layering: each layer only depends on earlier layers.
 
-    Inside a layer, nodes keep the insertion order of ``deps``. Raises
-    CycleError (naming one cycle) or UnknownDependencyError.
+    Inside a layer, nodes keep the insertion order of ``deps``; linear in the number of
+    edges. Raises CycleError (naming one cycle) or UnknownDependencyError.
     """
     _check_known(deps)
-    remaining = {node: set(parents) for node, parents in deps.items()}
+    position = {node: i for i, node in enumerate(deps)}
+    indegree = dict.fromkeys(deps, 0)
+    dependents: dict[str, list[str]] = {node: [] for node in deps}
+    for node, parents in deps.items():
+        for parent in dict.fromkeys(parents):
+            indegree[node] += 1
+            dependents[parent].append(node)
+    current = [node for node in deps if indegree[node] == 0]
     result: list[list[str]] = []
-    while remaining:
-        ready = [node for node, parents in remaining.items() if not parents]
-        if not ready:
-            sub = {node: deps[node] for node in remaining}
-            raise CycleError(find_cycle(sub) or list(remaining))
-        result.append(ready)
-        for node in ready:
-            del remaining[node]
-        done = set(ready)
-        for parents in remaining.values():
-            parents -= done
+    placed = 0
+    while current:
+        result.append(current)
+        placed += len(current)
+        ready: list[tuple[int, str]] = []
+        for node in current:
+            for child in dependents[node]:
+                indegree[child] -= 1
+                if indegree[child] == 0:
+                    heapq.heappush(ready, (position[child], child))
+        current = [heapq.heappop(ready)[1] for _ in range(len(ready))]
+    if placed != len(deps):
+        stuck = {node: parents for node, parents in deps.items() if indegree[node] > 0}
+        raise CycleError(find_cycle(stuck) or list(stuck))
     return result
+
+
+def find_cycle(deps: dict[str, list[str]]) -> list[str] | None:
+    """One cycle as a closed path following ``depends_on`` edges, or None.
+
+    ``["a", "b", "a"]`` means a depends on b and b depends on a. Dependencies on ids
+    outside ``deps`` are ignored here.
+    """
+    rings = find_cycles(deps, list(deps), limit=1)
+    return [*rings[0], rings[0][0]] if rings else None
+
+
+def find_cycles(
+    deps: dict[str, list[str]], order: Sequence[str], *, limit: int = 10
+) -> list[list[str]]:
+    """Distinct dependency cycles (at most ``limit``), each as a ring that starts at its
+    first member in ``order``.
+
+    Every member of a returned ring depends on the next one, and the last on the first.
+    Iterative and bounded, so a hostile graph can neither exhaust the stack nor make the
+    search quadratic.
+    """
+    position = {node_id: i for i, node_id in enumerate(order)}
+    finished: set[str] = set()
+    on_path: dict[str, int] = {}  # node -> index in ``trail``
+    seen: set[frozenset[str]] = set()
+    rings: list[list[str]] = []
+    budget = limit * 10  # back edges we are willing to turn into rings
+    for start in order:
+        if start in finished:
+            continue
+        stack: list[tuple[str, int]] = [(start, 0)]
+        trail = [start]
+        on_path[start] = 0
+        while stack:
+            node, next_index = stack[-1]
+            parents = deps.get(node, [])
+            if next_index >= len(parents):
+                stack.pop()
+                trail.pop()
+                del on_path[node]
+                finished.add(node)
+                continue
+            stack[-1] = (node, next_index + 1)
+            parent = parents[next_index]
+            if parent in on_path:
+                if budget <= 0:
+                    continue
+                budget -= 1
+                cycle = trail[on_path[parent] :]
+                if frozenset(cycle) not in seen:
+                    seen.add(frozenset(cycle))
+                    at = cycle.index(min(cycle, key=lambda n: position.get(n, 0)))
+                    rings.append(cycle[at:] + cycle[:at])
+                    if len(rings) >= limit:
+                        return rings
+            elif parent not in finished:
+                on_path[parent] = len(trail)
+                stack.append((parent, 0))
+                trail.append(parent)
+    return rings
 
 
 def trigger_decision(rule: str, dep_statuses: list[str]) -> Decision:

@@ -5,6 +5,7 @@ from runs.engine.dag import (
     CycleError,
     UnknownDependencyError,
     find_cycle,
+    find_cycles,
     layers,
     trigger_decision,
 )
@@ -185,3 +186,35 @@ def test_empty_rule_defaults_to_all_success():
 def test_unknown_rule_raises():
     with pytest.raises(ValueError, match="unknown trigger_rule 'always'"):
         trigger_decision("always", ["completed"])
+
+
+# --- find_cycles (every ring, for validation messages) -------------------------------------
+
+
+def test_find_cycles_reports_each_ring_once_starting_at_its_first_declared_node():
+    deps = {"a": ["b"], "b": ["a"], "c": ["d"], "d": ["e"], "e": ["c"], "f": []}
+    assert find_cycles(deps, list(deps)) == [["a", "b"], ["c", "d", "e"]]
+
+
+def test_find_cycles_stops_at_the_limit():
+    deps = {f"n{i}": [f"m{i}"] for i in range(50)} | {f"m{i}": [f"n{i}"] for i in range(50)}
+    assert len(find_cycles(deps, list(deps), limit=3)) == 3
+
+
+def test_spec_layers_and_engine_layers_are_one_implementation():
+    from recipes.loader import load_recipe
+
+    source = (
+        "name: x\nprovider: demo\nnodes:\n"
+        "  - {id: z, bash: 'true'}\n  - {id: a, bash: 'true'}\n"
+        "  - {id: c, bash: 'true', depends_on: [z]}\n  - {id: b, bash: 'true', depends_on: [a]}\n"
+    )
+    spec = load_recipe(source).spec
+    assert (
+        spec.layers()
+        == layers({n.id: n.depends_on for n in spec.nodes})
+        == [
+            ["z", "a"],
+            ["c", "b"],
+        ]
+    )

@@ -1,0 +1,70 @@
+"""Command files: a node's ``command: NAME`` is the body of ``NAME.md`` in a commands folder."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from recipes.problems import short_repr
+from recipes.yaml_reader import MAX_SOURCE_BYTES
+
+__all__ = ["CommandError", "resolve_command"]
+
+
+class CommandError(ValueError):
+    """A command name that is unsafe, missing, or whose file cannot be used."""
+
+
+_UNSAFE_COMMAND = re.compile(r"[/\\\x00-\x1f]|\.\.|^\.")
+
+
+def resolve_command(name: str, commands_dirs: Sequence[Path]) -> str:
+    """Body of ``<dir>/<name>.md`` from the first directory that has the file.
+
+    A file that exists but cannot be used fails closed: later directories are not
+    consulted.  Raises :class:`CommandError` with a readable reason.
+    """
+    if len(name) > 200:
+        raise CommandError(f"command name {short_repr(name)} is too long")
+    if _UNSAFE_COMMAND.search(name):
+        raise CommandError(
+            f"unsafe command name {short_repr(name)}: names cannot contain '/', '\\' or '..' "
+            "and cannot start with '.'"
+        )
+    if not commands_dirs:
+        raise CommandError(
+            f"command {short_repr(name)} not found: no commands directories are configured"
+        )
+    for directory in map(Path, commands_dirs):
+        candidate = directory / f"{name}.md"
+        try:
+            if not candidate.exists():
+                continue
+            if not candidate.is_file():
+                raise CommandError(f"command {short_repr(name)}: {candidate} is not a file")
+            if not candidate.resolve().is_relative_to(directory.resolve()):
+                raise CommandError(
+                    f"command {short_repr(name)}: {candidate} points outside {directory}"
+                )
+            with candidate.open("rb") as handle:
+                data = handle.read(MAX_SOURCE_BYTES + 1)
+        except OSError as exc:
+            raise CommandError(
+                f"command {short_repr(name)}: cannot read {candidate} ({exc.strerror or exc})"
+            ) from None
+        if len(data) > MAX_SOURCE_BYTES:
+            raise CommandError(
+                f"command {short_repr(name)}: {candidate} is larger than {MAX_SOURCE_BYTES} bytes"
+            )
+        try:
+            body = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CommandError(
+                f"command {short_repr(name)}: {candidate} is not valid UTF-8 text"
+            ) from None
+        if not body.strip():
+            raise CommandError(f"command {short_repr(name)}: {candidate} is empty")
+        return body
+    searched = ", ".join(str(d) for d in commands_dirs)
+    raise CommandError(f"command {short_repr(name)} not found: no {name}.md in {searched}")

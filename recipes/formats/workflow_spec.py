@@ -1,0 +1,260 @@
+"""The spec of a ``kind: workflow`` recipe: a DAG of nodes, some of which iterate.
+
+These pydantic models are what the engine and the pages read.  They type-check a
+document the rules in :mod:`recipes.formats.workflow_rules` have already cleaned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from recipes.problems import short_repr
+from runs.engine import dag
+
+__all__ = [
+    "ApprovalSpec",
+    "DecisionSpec",
+    "InputOption",
+    "InputSpec",
+    "LoopGroupSpec",
+    "LoopSpec",
+    "NodeSpec",
+    "ProviderSpec",
+    "RetrySpec",
+    "WorkflowSpec",
+]
+
+NodeKind = Literal["bash", "prompt", "command", "loop", "loop_group", "approval", "cancel"]
+TriggerRule = Literal["all_success", "one_success", "none_failed_min_one_success", "all_done"]
+InputType = Literal["text", "textarea", "boolean", "select", "number", "branch", "task"]
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_not_blank)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", protected_namespaces=())
+
+
+class ProviderSpec(_Spec):
+    kind: Text
+    command: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _collect_options(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        known = {k: v for k, v in data.items() if k in cls.model_fields}
+        extra = {k: v for k, v in data.items() if k not in cls.model_fields}
+        if extra:
+            options = known.get("options")
+            if options is None or isinstance(options, dict):
+                known["options"] = {**(options or {}), **extra}
+        return known
+
+
+class InputOption(_Spec):
+    value: str
+    label: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"value": data, "label": data}
+        if isinstance(data, dict) and "label" not in data and isinstance(data.get("value"), str):
+            return {**data, "label": data["value"]}
+        return data
+
+
+_DEFAULT_TYPES: dict[str, tuple[type, ...]] = {
+    "boolean": (bool,),
+    "number": (int, float),
+}
+
+
+class InputSpec(_Spec):
+    type: InputType = "text"
+    label: str | None = None
+    description: str | None = None
+    required: bool = False
+    options: list[InputOption] = Field(default_factory=list, validate_default=True)
+    default: str | bool | int | float | None = None
+
+    @field_validator("options")
+    @classmethod
+    def _select_needs_options(cls, value: list[InputOption], info: ValidationInfo) -> Any:
+        if info.data.get("type") == "select" and not value:
+            raise ValueError("a select input needs a non-empty list of options")
+        return value
+
+    @field_validator("default", mode="before")
+    @classmethod
+    def _default_matches_type(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            return value
+        kind = info.data.get("type", "text")
+        if kind == "boolean":
+            ok = isinstance(value, bool)
+            expected = "true or false"
+        elif kind == "number":
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            expected = "a number"
+        else:
+            ok = isinstance(value, str)
+            expected = "a string"
+        if not ok:
+            raise ValueError(
+                f"default of a {kind} input must be {expected}, not {short_repr(value)}"
+            )
+        options = info.data.get("options")
+        if kind == "select" and options and value not in {o.value for o in options}:
+            allowed = ", ".join(repr(o.value) for o in options)
+            raise ValueError(f"default {short_repr(value)} is not one of the options ({allowed})")
+        return value
+
+
+class RetrySpec(_Spec):
+    max_attempts: int = Field(ge=1, le=10)
+    delay_ms: int = Field(default=1000, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, int) and not isinstance(data, bool):
+            return {"max_attempts": data}
+        return data
+
+
+class DecisionSpec(_Spec):
+    id: Text
+    label: Text
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"id": data, "label": data}
+        if isinstance(data, dict) and "label" not in data and isinstance(data.get("id"), str):
+            return {**data, "label": data["id"]}
+        return data
+
+
+class ApprovalSpec(_Spec):
+    message: Text
+    decisions: list[DecisionSpec] = Field(default_factory=list)
+    capture_response: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"message": data}
+        return data
+
+
+class LoopSpec(_Spec):
+    prompt: str
+    command: Text | None = None
+    until: Text | None = None
+    until_bash: Text | None = None
+    until_field: Text | None = None
+    max_iterations: PositiveInt
+    fresh_context: bool = False
+    interactive: bool = False
+    gate_message: Text | None = None
+    signal_completes: bool = False
+
+
+class LoopGroupSpec(_Spec):
+    until: Text | None = None
+    until_bash: Text | None = None
+    max_iterations: PositiveInt
+    fresh_context: bool = False
+    interactive: bool = False
+    gate_message: Text | None = None
+    signal_completes: bool = False
+    nodes: list[NodeSpec] = Field(min_length=1)
+
+    def layers(self) -> list[list[str]]:
+        return _layers(self.nodes)
+
+
+class NodeSpec(_Spec):
+    id: Text
+    kind: NodeKind
+    depends_on: list[str] = Field(default_factory=list)
+    when: str | None = None
+    trigger_rule: TriggerRule = "all_success"
+    provider: Text | None = None
+    model: Text | None = None
+    output_format: dict[str, Any] | None = None
+    idle_timeout: PositiveInt | None = None
+    timeout: PositiveInt | None = None
+    retry: RetrySpec | None = None
+    always_run: bool = False
+    bash: Text | None = None
+    prompt: Text | None = None
+    command: Text | None = None
+    loop: LoopSpec | None = None
+    loop_group: LoopGroupSpec | None = None
+    approval: ApprovalSpec | None = None
+    cancel: Text | None = None
+
+
+class WorkflowSpec(_Spec):
+    name: Text
+    description: str = ""
+    interactive: bool = False
+    provider: Text | None = None
+    model: Text | None = None
+    providers: dict[str, ProviderSpec] = Field(default_factory=dict)
+    inputs: dict[str, InputSpec] = Field(default_factory=dict)
+    nodes: list[NodeSpec] = Field(min_length=1)
+
+    def node(self, node_id: str) -> NodeSpec:
+        """Top-level node by id; ``group.child`` reaches into loop_group bodies."""
+        nodes = self.nodes
+        found: NodeSpec | None = None
+        for part in node_id.split("."):
+            found = next((n for n in nodes if n.id == part), None)
+            if found is None:
+                raise KeyError(node_id)
+            nodes = found.loop_group.nodes if found.loop_group is not None else []
+        if found is None:
+            raise KeyError(node_id)
+        return found
+
+    def layers(self) -> list[list[str]]:
+        return _layers(self.nodes)
+
+
+LoopGroupSpec.model_rebuild()
+
+
+def _layers(nodes: Sequence[NodeSpec]) -> list[list[str]]:
+    """Topological layers; inside a layer nodes keep their declaration order."""
+    return dag.layers({node.id: list(node.depends_on) for node in nodes})
