@@ -33,56 +33,71 @@ MAX_PENDING = 2000
 IDLE_SECONDS = 30.0
 RECONNECT_SECONDS = 1.0
 SUBSCRIBE_TIMEOUT = 10.0
+# How the hub's connection shows in Redis's CLIENT LIST (one per server process).
+HUB_CLIENT_NAME = f"{live.PREFIX}:hub".replace(" ", "_")
+
+
+class Batch(list):
+    """Messages of one channel that arrived within its coalescing window, shared by every
+    listener of the channel; `rendered` lets the streams format what is the same for all
+    pages once instead of once per page."""
+
+    def __init__(self, messages=()):
+        super().__init__(messages)
+        self.rendered: dict[str, str] = {}
 
 
 class Listener:
     def __init__(self, channel: str):
         self.channel = channel
-        self.messages: collections.deque[dict] = collections.deque()
+        self.batches: collections.deque[Batch] = collections.deque()
         self.wake = asyncio.Event()
         self.lost = False  # the stream must end; the page reconnects and catches up
 
-    def push(self, message: dict) -> None:
-        if len(self.messages) >= MAX_PENDING:
+    def push(self, batch: Batch) -> None:
+        if len(self.batches) >= MAX_PENDING:
             self.lose()
             return
-        self.messages.append(message)
+        self.batches.append(batch)
         self.wake.set()
 
     def lose(self) -> None:
         self.lost = True
-        self.messages.clear()
+        self.batches.clear()
         self.wake.set()
 
-    async def batch(self, timeout: float, coalesce: float) -> list[dict] | None:
-        """The messages waiting (after `coalesce` seconds more, so a burst goes out as
-        one batch); [] when `timeout` passed with none; None once the listener is lost."""
-        if not self.messages and not self.lost:
+    async def next_batches(self, timeout: float) -> list[Batch] | None:
+        """The batches waiting; [] when `timeout` passed with none; None once the listener
+        is lost."""
+        if not self.batches and not self.lost:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), timeout)
-        if self.messages and coalesce and not self.lost:
-            await asyncio.sleep(coalesce)
+                async with asyncio.timeout(timeout):
+                    await self.wake.wait()
         self.wake.clear()
         if self.lost:
             return None
-        batch = list(self.messages)
-        self.messages.clear()
-        return batch
+        batches = list(self.batches)
+        self.batches.clear()
+        return batches
 
 
 class Hub:
     def __init__(self):
         self.listeners: dict[bytes, set[Listener]] = {}
+        self.coalesce: dict[bytes, float] = {}
+        self.pending: dict[bytes, Batch] = {}
         self.ready = asyncio.Event()
         self.task: asyncio.Task | None = None
         self.client = aioredis.from_url(settings.LIVE_REDIS_URL)  # commands, not pub/sub
 
     @contextlib.asynccontextmanager
-    async def listen(self, channel: str):
+    async def listen(self, channel: str, coalesce: float = 0.0):
         """A listener for `channel`; on entry the subscription is live, so anything
-        published from then on reaches it."""
+        published from then on reaches it. Messages arriving within `coalesce` seconds of
+        each other reach it as one batch (a burst refreshes each fragment once)."""
         listener = Listener(channel)
         key = channel.encode()
+        self.coalesce[key] = coalesce
         self.listeners.setdefault(key, set()).add(listener)
         try:
             if self.task is None or self.task.done():
@@ -96,6 +111,7 @@ class Hub:
                 group.discard(listener)
                 if not group:
                     del self.listeners[key]
+                    self.coalesce.pop(key, None)
 
     def count(self) -> int:
         return sum(len(group) for group in self.listeners.values())
@@ -103,7 +119,7 @@ class Hub:
     async def _run(self) -> None:
         idle_since = None
         while True:
-            client = aioredis.from_url(settings.LIVE_REDIS_URL)
+            client = aioredis.from_url(settings.LIVE_REDIS_URL, client_name=HUB_CLIENT_NAME)
             pubsub = client.pubsub()
             try:
                 await pubsub.psubscribe(f"{live.PREFIX}:*")
@@ -138,15 +154,23 @@ class Hub:
                     await client.aclose()
 
     def _deliver(self, channel: bytes, data: bytes) -> None:
-        group = self.listeners.get(channel)
-        if not group:
+        if channel not in self.listeners:
             return  # no page of this process shows that run: not even decoded
         try:
             message = json.loads(data)
         except (TypeError, ValueError):
             return
-        for listener in list(group):
-            listener.push(message)
+        batch = self.pending.get(channel)
+        if batch is None:
+            batch = self.pending[channel] = Batch()
+            delay = self.coalesce.get(channel, 0.0)
+            asyncio.get_running_loop().call_later(delay, self._flush, channel)
+        batch.append(message)
+
+    def _flush(self, channel: bytes) -> None:
+        batch = self.pending.pop(channel, None)
+        for listener in list(self.listeners.get(channel, ())):
+            listener.push(batch)
 
 
 # One hub per event loop: uvicorn runs one loop per process; tests may run several in turn.

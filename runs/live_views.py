@@ -136,22 +136,31 @@ async def _run_events(run_id: int, after: int):
             yield ": keep-alive\n\n"
             continue
         kinds: set[str] = set()
-        outputs = []
         for message in batch:
-            if message.get("type") == "output":
-                outputs.append(message)
-            elif message.get("type") == "event" and message.get("seq", 0) > after:
+            if message.get("type") == "event" and message.get("seq", 0) > after:
                 after = message["seq"]
                 kinds.add(message.get("kind", ""))
             elif message.get("type") == "catch-up" and message["seq"] > after:
                 after = message["seq"]
                 kinds.add("run_catch_up")
-        parts = [sse("output", json.dumps(o)) for o in merge_output(outputs)]
+        parts = [_rendered_output(batch)]
         if kinds:
             parts += [sse(name, "", after) for name in run_change_events(kinds)]
-        if parts or prefix:
+        if any(parts) or prefix:
             yield prefix + "".join(parts)
             prefix = ""
+
+
+def _rendered_output(batch: list[dict]) -> str:
+    """The batch's output events, formatted once for all the pages that share it."""
+    rendered = getattr(batch, "rendered", None)
+    if rendered is not None and "output" in rendered:
+        return rendered["output"]
+    outputs = [m for m in batch if m.get("type") == "output"]
+    text = "".join(sse("output", json.dumps(o)) for o in merge_output(outputs))
+    if rendered is not None:
+        rendered["output"] = text
+    return text
 
 
 def merge_output(messages: list[dict]) -> list[dict]:
@@ -205,17 +214,20 @@ async def _messages(channel: str, coalesce: float, run_id: int | None = None):
         async for batch in _poll(run_id, deadline):
             yield batch
         return
-    async with live_hub.hub().listen(channel) as listener:
+    async with live_hub.hub().listen(channel, coalesce) as listener:
         if run_id is not None:
             seq = await _last_seq(run_id) or 0
             yield [{"type": "catch-up", "seq": seq}, *await live_hub.output_snapshot(run_id)]
         else:
             yield []
         while time.monotonic() < deadline:
-            batch = await listener.batch(HEARTBEAT_SECONDS, coalesce)
-            if batch is None:
+            batches = await listener.next_batches(HEARTBEAT_SECONDS)
+            if batches is None:
                 return  # cut off: the browser reconnects and catches up
-            yield batch or None
+            if not batches:
+                yield None
+            for batch in batches:
+                yield batch
 
 
 async def _poll(run_id: int | None, deadline: float):

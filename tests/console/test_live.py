@@ -239,3 +239,64 @@ def test_output_cannot_add_fields_to_the_stream(viewer, gated_run):
 def test_sse_splits_every_kind_of_line_break():
     assert sse("x", "a\rb\r\nc\nd") == "event: x\ndata: a\ndata: b\ndata: c\ndata: d\n\n"
     assert sse("x\rid: 9", "") == "event: xid: 9\ndata: \n\n"
+
+
+@pytest.mark.skipif(not settings.LIVE_REDIS_URL, reason="the hub exists only with Redis")
+def test_open_pages_of_a_process_share_one_redis_subscriber(viewer, gated_run):
+    """Five open pages, one Redis pub/sub connection; one event reaches all five."""
+    import redis
+
+    from runs import live_hub
+
+    run, _ = gated_run
+    run.refresh_from_db()
+    client = AsyncClient()
+    client.force_login(viewer)
+    url = reverse("run_live", args=[run.pk]) + f"?after={run.last_seq}"
+    redis_client = redis.Redis.from_url(settings.LIVE_REDIS_URL)
+
+    def hub_connections() -> int:
+        listed = redis_client.client_list(_type="pubsub")
+        return sum(1 for c in listed if c.get("name") == live_hub.HUB_CLIENT_NAME)
+
+    async def go():
+        streams = []
+        for _ in range(5):
+            response = await client.get(url)
+            stream = response.streaming_content.__aiter__()
+            await anext(stream)  # subscribed
+            streams.append(stream)
+        connections = hub_connections()
+        live.publish_event(
+            run.pk, {"seq": run.last_seq + 1, "kind": "gate_decided", "step": "", "data": {}}
+        )
+        received = []
+        for stream in streams:
+            text = ""
+            while "gate-changed" not in text:
+                text += (await anext(stream)).decode()
+            received.append(text)
+            await stream.aclose()
+        return connections, received
+
+    connections, received = async_to_sync(go)()
+    redis_client.close()
+    assert connections == 1
+    assert all(f"event: gate-changed\nid: {run.last_seq + 1}" in text for text in received)
+
+
+def test_a_page_that_falls_behind_is_cut_off_to_catch_up():
+    from runs.live_hub import MAX_PENDING, Batch, Listener
+
+    async def go():
+        listener = Listener("channel")
+        for _ in range(MAX_PENDING):
+            listener.push(Batch([{"type": "event"}]))
+        kept = len(await listener.next_batches(1))
+        for _ in range(MAX_PENDING + 1):
+            listener.push(Batch([{"type": "event"}]))
+        return kept, await listener.next_batches(1)
+
+    kept, after_overflow = async_to_sync(go)()
+    assert kept == MAX_PENDING
+    assert after_overflow is None  # the stream ends; the browser reconnects with Last-Event-ID
