@@ -130,10 +130,34 @@ ASGI_APPLICATION = "console.asgi.application"
 
 # --- Database -------------------------------------------------------------------------------
 DATABASE_URL = env_url("DATABASE_URL", ("postgres", "postgresql", "sqlite"))
+# Set by console/asgi.py and console/wsgi.py: this process serves web requests.
+WEB_PROCESS = env_bool("LOOP_WEB_PROCESS", False)
+# Most connections one web process opens to PostgreSQL. A request waits (up to
+# LOOP_DB_POOL_TIMEOUT seconds) for a free one rather than opening more, so a flood of
+# requests cannot exhaust the server's max_connections and starve the workers.
+LOOP_DB_POOL_SIZE = env_int("LOOP_DB_POOL_SIZE", 8)
+LOOP_DB_POOL_TIMEOUT = env_int("LOOP_DB_POOL_TIMEOUT", 20)
+if LOOP_DB_POOL_SIZE < 1:
+    raise ImproperlyConfigured("LOOP_DB_POOL_SIZE must be at least 1")
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
     if DATABASES["default"]["ENGINE"].endswith("postgresql"):
         DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+        if WEB_PROCESS:
+            # Under ASGI each request runs on its own thread, and a persistent connection
+            # per thread is a connection per concurrent request: the pool bounds them and
+            # takes each one back when its request ends (pooling requires CONN_MAX_AGE 0).
+            DATABASES["default"]["CONN_MAX_AGE"] = 0
+            DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
+            options = DATABASES["default"].setdefault("OPTIONS", {})
+            # Named, so `pg_stat_activity` tells the web's connections from the workers'.
+            options.setdefault("application_name", "loop-console-web")
+            options["pool"] = {
+                "min_size": 1,
+                "max_size": LOOP_DB_POOL_SIZE,
+                "timeout": LOOP_DB_POOL_TIMEOUT,
+                "max_idle": 300,
+            }
 else:
     DATABASES = {
         "default": {
@@ -207,9 +231,12 @@ LOGIN_REDIRECT_URL = "inbox"
 LOGOUT_REDIRECT_URL = "login"
 
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG and not TESTING and bool(DATABASE_URL))
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+# Off unless asked for (or implied by redirecting to HTTPS): which database is configured
+# says nothing about whether the browser reaches the console over HTTPS, and a secure
+# cookie over plain HTTP means nobody can log in.
+SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", SECURE_SSL_REDIRECT)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", SECURE_HSTS_SECONDS > 0)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", SECURE_HSTS_SECONDS > 0)
