@@ -19,7 +19,7 @@ from django.utils.text import slugify
 from recipes import diff, editing
 from recipes.loader import Problem
 from recipes.models import Recipe, RecipeVersion
-from recipes.validation import apply_result, validate_source
+from recipes.validation import validate_source
 
 MAX_IMPORT_BYTES = 1_000_000
 
@@ -154,11 +154,14 @@ class RecipeAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         note = form.cleaned_data.get("note") or ("edited in the admin" if change else "created")
-        if not change:
-            obj.origin = Recipe.Origin.CONSOLE
-            apply_result(obj, form.validation)
-            obj.save()
-        result = editing.save_source(obj, obj.source, user=request.user, note=note)
+        if change:
+            result = editing.save_source(obj, obj.source, user=request.user, note=note)
+        else:
+            recipe, result = editing.create_recipe(
+                obj.source, slug=obj.slug, user=request.user, note=note, enabled=obj.enabled
+            )
+            obj.pk = recipe.pk
+            obj.refresh_from_db()
         for warning in result.warnings:
             self.message_user(request, f"Warning: {warning}", messages.WARNING)
 

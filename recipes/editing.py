@@ -1,12 +1,13 @@
-"""Changing a recipe's source from the admin or the API: validate, then version.
+"""The one way recipes are created and changed: admin, API, CLI and sync all call here.
 
-Both surfaces call these functions, so "an invalid source is refused, every saved change is
-a new version, a synced recipe edited here is protected from the next sync" lives here once.
+So "an invalid source is refused, every saved change is a new version, a synced recipe
+edited in the console is protected from the next file load" lives here once.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
@@ -65,6 +66,27 @@ def save_source(recipe: Recipe, source: str, *, user=None, note: str = "") -> Lo
     return result
 
 
+def _insert(
+    slug: str,
+    source: str,
+    result: LoadResult,
+    *,
+    origin: str,
+    source_path: str = "",
+    enabled: bool = True,
+    user=None,
+    note: str,
+) -> Recipe:
+    """The only place a Recipe row is born: with its verdict and its first version."""
+    recipe = Recipe(
+        slug=slug, source=source, origin=origin, enabled=enabled, source_path=source_path
+    )
+    apply_result(recipe, result)
+    recipe.save()
+    recipe.record_version(source, author=user, note=note[:200])
+    return recipe
+
+
 def create_recipe(
     source: str,
     *,
@@ -83,15 +105,77 @@ def create_recipe(
     slug = check_slug(slug) if slug else slug_from(result)
     try:
         with transaction.atomic():
-            recipe = Recipe(
-                slug=slug, source=source, origin=origin, enabled=enabled, source_path=source_path
+            recipe = _insert(
+                slug,
+                source,
+                result,
+                origin=origin,
+                source_path=source_path,
+                enabled=enabled,
+                user=user,
+                note=note or "created",
             )
-            apply_result(recipe, result)
-            recipe.save()
-            recipe.record_version(source, author=user, note=(note or "created")[:200])
     except IntegrityError:
         raise SlugTaken(f"A recipe with the slug '{slug}' already exists.") from None
     return recipe, result
+
+
+# --- recipe files (sync, `run start PATH`) ---------------------------------------------------
+
+
+def kept_from_files(recipe: Recipe) -> str:
+    """Why a recipe file may not overwrite `recipe` ("" when it may): the console's work
+    wins over files unless the caller forces it."""
+    if recipe.edited_locally:
+        return "edited in the console"
+    if recipe.origin == Recipe.Origin.CONSOLE:
+        return "created in the console"
+    return ""
+
+
+@dataclass
+class FileLoad:
+    action: str  # created / updated / unchanged / kept
+    recipe: Recipe
+    result: LoadResult | None  # None when kept: the file was not read into the recipe
+    reason: str = ""  # why it was kept
+
+
+@transaction.atomic
+def load_file(
+    slug: str,
+    source: str,
+    *,
+    origin: str,
+    source_path: str,
+    note: str,
+    force: bool = False,
+    require_valid: bool = False,
+) -> FileLoad:
+    """Make a recipe file's text the recipe `slug`, following the precedence rule: a recipe
+    created or edited in the console is kept unless `force`. An invalid file is stored
+    marked invalid (a folder's broken file shows up as broken), or refused with
+    `require_valid`."""
+    recipe = Recipe.objects.select_for_update().filter(slug=slug).first()
+    if recipe is not None and not force:
+        reason = kept_from_files(recipe)
+        if reason:
+            return FileLoad("kept", recipe, None, reason)
+    result = validate_source(source, source_path)
+    if require_valid and not result.ok:
+        raise SourceInvalid(result)
+    if recipe is None:
+        recipe = _insert(slug, source, result, origin=origin, source_path=source_path, note=note)
+        return FileLoad("created", recipe, result)
+    unchanged = recipe.source == source and recipe.origin == origin
+    apply_result(recipe, result)
+    recipe.origin = origin
+    recipe.source_path = source_path
+    recipe.edited_locally = False
+    recipe.source = source
+    recipe.save()
+    recipe.record_version(source, note=note[:200])
+    return FileLoad("unchanged" if unchanged else "updated", recipe, result)
 
 
 def free_slug(base: str) -> str:
@@ -105,17 +189,14 @@ def free_slug(base: str) -> str:
 
 def duplicate(recipe: Recipe, *, user=None) -> Recipe:
     """A console copy named `<slug>-copy` (or -copy-2, ...), starting a history of its own."""
-    slug = free_slug(f"{recipe.slug}-copy")
-    copy = Recipe(
-        slug=slug,
-        source=recipe.source,
-        origin=Recipe.Origin.CONSOLE,
-        enabled=recipe.enabled,
-        name=recipe.name,
-        description=recipe.description,
-    )
-    apply_result(copy, validate_source(recipe.source, recipe.source_path))
     with transaction.atomic():
-        copy.save()
-        copy.record_version(recipe.source, author=user, note=f"duplicated from {recipe.slug}")
-    return copy
+        return _insert(
+            free_slug(f"{recipe.slug}-copy"),
+            recipe.source,
+            validate_source(recipe.source, recipe.source_path),
+            origin=Recipe.Origin.CONSOLE,
+            source_path=recipe.source_path,
+            enabled=recipe.enabled,
+            user=user,
+            note=f"duplicated from {recipe.slug}",
+        )

@@ -2,8 +2,8 @@
 
 Sources, lowest precedence first: bundled (shipped in recipes/builtin), user (a folder in
 the user's config directory), project (each folder of LOOP_RECIPE_DIRS). The same slug from
-a higher source shadows a lower one. A recipe edited in the console is left alone unless
-`force` is set.
+a higher source shadows a lower one. A recipe created or edited in the console is left
+alone unless `force` is set (the rule lives in recipes.editing.load_file).
 """
 
 from __future__ import annotations
@@ -11,12 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.db import transaction
 from django.utils.text import slugify
 
+from recipes import editing
 from recipes.models import Recipe
 from recipes.sources import BUILTIN_DIR, project_dirs, user_dir
-from recipes.validation import apply_result, validate_source
 
 
 @dataclass
@@ -75,31 +74,21 @@ def sync(*, force: bool = False) -> list[SyncReport]:
     return reports
 
 
-@transaction.atomic
 def _sync_one(item: Found, source: str, force: bool) -> SyncReport:
-    recipe = Recipe.objects.select_for_update().filter(slug=item.slug).first()
-    if recipe and recipe.edited_locally and not force:
-        return SyncReport(
-            item.slug, "kept", recipe.origin, str(item.path), "edited in the console; use --force"
-        )
-    if recipe and recipe.origin == Recipe.Origin.CONSOLE and not force:
-        return SyncReport(
-            item.slug, "kept", recipe.origin, str(item.path), "created in the console; use --force"
-        )
-    created = recipe is None
-    recipe = recipe or Recipe(slug=item.slug)
-    unchanged = not created and recipe.source == source and recipe.origin == item.origin
-    result = validate_source(source, str(item.path))
-    apply_result(recipe, result)
-    recipe.origin = item.origin
-    recipe.source_path = str(item.path)
-    recipe.edited_locally = False
-    recipe.source = source
-    recipe.save()
-    recipe.record_version(source, note=f"synced from {item.origin}")
-    action = "created" if created else "unchanged" if unchanged else "updated"
+    loaded = editing.load_file(
+        item.slug,
+        source,
+        origin=item.origin,
+        source_path=str(item.path),
+        note=f"synced from {item.origin}",
+        force=force,
+    )
+    if loaded.action == "kept":
+        detail = f"{loaded.reason}; use --force"
+        return SyncReport(item.slug, "kept", loaded.recipe.origin, str(item.path), detail)
+    action = loaded.action
     detail = f"shadows {', '.join(item.shadows)}" if item.shadows else ""
-    if not result.ok:
+    if not loaded.result.ok:
         action = f"{action} (invalid)"
-        detail = str(result.errors[0])
+        detail = str(loaded.result.errors[0])
     return SyncReport(item.slug, action, item.origin, str(item.path), detail)

@@ -110,6 +110,7 @@ def test_adding_a_recipe_creates_its_first_version(editor_client, staff_editor):
     assert recipe.origin == Recipe.Origin.CONSOLE
     assert recipe.name == "hello"
     assert recipe.current_version.number == 1 and recipe.current_version.author == staff_editor
+    assert recipe.current_version.note == "created" and recipe.versions.count() == 1
 
 
 def test_versions_are_listed_and_diffed(editor_client, recipe):

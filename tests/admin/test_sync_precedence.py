@@ -130,3 +130,60 @@ def test_invalid_file_is_synced_but_marked_invalid(sources):
     recipe = Recipe.objects.get(slug="broken")
     assert not recipe.valid
     assert "invalid" in report.action and "line 2" in report.detail
+
+
+# --- `manage.py run start PATH` follows the same rule ----------------------------------------
+
+
+def start_file(path: Path, *extra: str) -> str:
+    from io import StringIO
+
+    out = StringIO()
+    call_command("run", "start", str(path), *extra, stdout=out)
+    return out.getvalue().strip()
+
+
+def test_run_start_file_does_not_overwrite_a_console_edit(sources, editor):
+    from django.core.management.base import CommandError
+
+    from recipes.editing import save_source
+    from runs.models import Run
+
+    path = write(sources["project"], "counter-loop.yaml", variant("file"))
+    start_file(path)
+    recipe = Recipe.objects.get(slug="counter-loop")
+    edited = recipe.source + "# edited in the console\n"
+    save_source(recipe, edited, user=editor, note="mine")
+
+    write(sources["project"], "counter-loop.yaml", variant("file, changed"))
+    with pytest.raises(CommandError, match="edited in the console.*--force"):
+        start_file(path)
+    recipe.refresh_from_db()
+    assert recipe.source == edited and recipe.edited_locally
+    assert Run.objects.count() == 1
+
+    run_id = int(start_file(path, "--force"))
+    recipe.refresh_from_db()
+    assert "(file, changed)" in recipe.source and not recipe.edited_locally
+    assert Run.objects.get(pk=run_id).recipe_version == recipe.current_version
+
+
+def test_run_start_file_reloads_a_changed_file(sources):
+    path = write(sources["project"], "counter-loop.yaml", variant("one"))
+    start_file(path)
+    write(sources["project"], "counter-loop.yaml", variant("two"))
+    start_file(path)
+    recipe = Recipe.objects.get(slug="counter-loop")
+    assert "(two)" in recipe.source
+    assert [v.note for v in recipe.versions.order_by("number")] == ["started from a file"] * 2
+
+
+def test_run_start_file_with_the_console_text_starts_it(sources, make_recipe):
+    from runs.models import Run
+
+    mine = make_recipe(variant("console"), slug="counter-loop")
+    path = write(sources["project"], "counter-loop.yaml", variant("console"))
+    run_id = int(start_file(path))
+    assert Run.objects.get(pk=run_id).recipe_id == mine.pk
+    mine.refresh_from_db()
+    assert mine.origin == Recipe.Origin.CONSOLE

@@ -7,9 +7,9 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from recipes import editing
 from recipes.models import Recipe
 from recipes.sync import slug_for
-from recipes.validation import apply_result, validate_source
 from runs import services
 from runs.models import Run
 from runs.serializers import run_summary
@@ -27,6 +27,11 @@ class Command(BaseCommand):
         start.add_argument("--workdir", default="")
         start.add_argument("--wait", action="store_true", help="wait until terminal or paused")
         start.add_argument("--timeout", type=float, default=3600)
+        start.add_argument(
+            "--force",
+            action="store_true",
+            help="let a recipe file replace a recipe created or edited in the console",
+        )
         for name in ("status", "cancel", "resume", "approve", "reject"):
             p = sub.add_parser(name)
             p.add_argument("run_id", type=int)
@@ -75,21 +80,30 @@ class Command(BaseCommand):
             raise CommandError(f"No run {run_id}")
         return run
 
-    def _recipe(self, target: str) -> Recipe:
+    def _recipe(self, target: str, force: bool = False) -> Recipe:
         path = Path(target)
         if path.is_file():
             source = path.read_text(encoding="utf-8")
-            result = validate_source(source, str(path))
-            if not result.ok:
-                raise CommandError("\n".join(str(p) for p in result.errors))
-            recipe, _ = Recipe.objects.get_or_create(
-                slug=slug_for(path), defaults={"source": source, "origin": Recipe.Origin.PROJECT}
-            )
-            if recipe.source != source or recipe.current_version is None:
-                apply_result(recipe, result)
-                recipe.source_path = str(path.resolve())
-                recipe.save()
-                recipe.record_version(source, note="started from a file")
+            try:
+                loaded = editing.load_file(
+                    slug_for(path),
+                    source,
+                    origin=Recipe.Origin.PROJECT,
+                    source_path=str(path.resolve()),
+                    note="started from a file",
+                    force=force,
+                    require_valid=True,
+                )
+            except editing.SourceInvalid as exc:
+                raise CommandError("\n".join(str(p) for p in exc.result.errors)) from None
+            recipe = loaded.recipe
+            if loaded.action == "kept" and recipe.source != source:
+                # Same rule as sync: the console's work is not overwritten by a file.
+                raise CommandError(
+                    f"Recipe '{recipe.slug}' was {loaded.reason}, so {path.name} did not "
+                    f"replace it. Run the console's version with `run start {recipe.slug}`, "
+                    "or replace it with the file with --force."
+                )
             return recipe
         recipe = Recipe.objects.filter(slug=target).first()
         if recipe is None:
@@ -105,7 +119,7 @@ class Command(BaseCommand):
             inputs[key.strip()] = value
         try:
             run = services.start_run(
-                self._recipe(options["recipe"]),
+                self._recipe(options["recipe"], force=options["force"]),
                 message=options["message"],
                 inputs=inputs,
                 workdir=options["workdir"],
