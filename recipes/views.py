@@ -6,10 +6,21 @@ from console.permissions import operator_required, recipe_reader_required
 from recipes.forms import StartRunForm
 from recipes.graph import graph
 from recipes.models import Recipe
-from recipes.validation import validate_source
 from runs import services
+from runs.executor.spec import SpecError, spec_of
 
 VERSIONS_SHOWN = 20
+
+
+def current_spec(recipe: Recipe):
+    """The current version's spec from the per-version cache runs share (versions never
+    change), so a page does not parse the YAML again; None when the recipe is invalid."""
+    if not recipe.valid or recipe.current_version is None:
+        return None
+    try:
+        return spec_of(recipe, recipe.current_version)
+    except SpecError:
+        return None
 
 
 @require_GET
@@ -23,7 +34,7 @@ def recipe_list(request):
 @recipe_reader_required
 def recipe_detail(request, slug):
     recipe = get_object_or_404(Recipe.objects.select_related("current_version"), slug=slug)
-    result = validate_source(recipe.source, recipe.source_path)
+    spec = current_spec(recipe)
     return render(
         request,
         "recipes/detail.html",
@@ -32,7 +43,7 @@ def recipe_detail(request, slug):
             "lines": recipe.source.splitlines(),
             "errors": recipe.problems.get("errors", []),
             "warnings": recipe.problems.get("warnings", []),
-            "graph": graph(result.spec) if result.spec is not None else [],
+            "graph": graph(spec) if spec is not None else [],
             "versions": recipe.versions.select_related("author").order_by("-number")[
                 :VERSIONS_SHOWN
             ],
@@ -44,8 +55,7 @@ def recipe_detail(request, slug):
 @operator_required
 def recipe_start(request, slug):
     recipe = get_object_or_404(Recipe.objects.select_related("current_version"), slug=slug)
-    result = validate_source(recipe.source, recipe.source_path)
-    declared = dict(getattr(result.spec, "inputs", {}) or {})
+    declared = dict(getattr(current_spec(recipe), "inputs", {}) or {})
     form = StartRunForm(request.POST or None, declared=declared)
     if request.method == "POST" and form.is_valid():
         try:

@@ -130,3 +130,25 @@ def test_wrong_methods_are_405(client, operator, bundled):
     assert client.post(reverse("recipe_list")).status_code == 405
     assert client.post(reverse("recipe_detail", args=["counter-loop"])).status_code == 405
     assert client.put(reverse("recipe_start", args=["counter-loop"])).status_code == 405
+
+
+def test_pages_read_the_cached_spec_of_the_version(client, operator, make_recipe):
+    from recipes.validation import validate_source
+    from runs.executor import spec
+
+    recipe = make_recipe(TYPED, slug="typed")
+    spec._load.cache_clear()
+    client = login(client, operator)
+    assert "Title" in client.get(reverse("recipe_start", args=["typed"])).content.decode()
+    assert "hello" in client.get(reverse("recipe_detail", args=["typed"])).content.decode()
+    info = spec._load.cache_info()
+    assert (info.misses, info.hits) == (1, 1)  # parsed once, for the version, then reused
+
+    # A new version is a new cache entry: the page shows what the version says.
+    from recipes.editing import save_source
+
+    changed = TYPED.replace("label: Title", "label: Headline")
+    assert validate_source(changed).ok
+    save_source(recipe, changed)
+    assert "Headline" in client.get(reverse("recipe_start", args=["typed"])).content.decode()
+    assert spec._load.cache_info().misses == 2
