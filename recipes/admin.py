@@ -147,8 +147,10 @@ class RecipeAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         if obj is None:
             return []
-        # The slug ties a synced recipe to its file; renaming would orphan it.
-        return ["slug", *self.info_fields]
+        # The slug ties a synced recipe to its file; renaming would orphan it. A Python
+        # recipe's source is code: it changes in its file, never here.
+        source = ["source"] if obj.kind == Recipe.Kind.PYTHON else []
+        return ["slug", *source, *self.info_fields]
 
     # --- saving ----------------------------------------------------------------------------
 

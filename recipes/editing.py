@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
-from recipes.loader import LoadResult
+from recipes.loader import LoadResult, Problem
 from recipes.models import Recipe
 from recipes.validation import apply_result, validate_source
 
@@ -52,6 +52,12 @@ def slug_from(result: LoadResult, fallback: str = "recipe") -> str:
 
 def save_source(recipe: Recipe, source: str, *, user=None, note: str = "") -> LoadResult:
     """Validate and make `source` the recipe's current version; refuse it when it has errors."""
+    if recipe.kind == Recipe.Kind.PYTHON and source != recipe.source:
+        # Python recipes are code from a recipe folder: edited in their file, then synced.
+        problem = Problem(
+            "", 1, 1, "a Python recipe is read-only here: edit its .py file, then sync"
+        )
+        raise SourceInvalid(LoadResult(kind="python", spec=None, errors=[problem]))
     result = validate_source(source, recipe.source_path)
     if not result.ok:
         raise SourceInvalid(result)

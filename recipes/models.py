@@ -11,15 +11,23 @@ class Recipe(models.Model):
         WORKFLOW = "workflow", "Workflow (loop nodes)"
         PLANEAI = "planeai", "Step machine (planeai.loop.recipe.v1)"
         DRIVEN = "driven", "Agent-driven loop"
+        PYTHON = "python", "Python workflow (LoopWorkflow)"
 
     class Origin(models.TextChoices):
         BUILTIN = "builtin", "Bundled"
         USER = "user", "User"
         PROJECT = "project", "Project"
         CONSOLE = "console", "Created in the console"
+        SCRIPT = "script", "Recorded from a script"
 
     # Precedence when the same slug comes from several sources (seed 003): project > user > builtin.
-    ORIGIN_RANK = {Origin.BUILTIN: 0, Origin.USER: 1, Origin.PROJECT: 2, Origin.CONSOLE: 3}
+    ORIGIN_RANK = {
+        Origin.BUILTIN: 0,
+        Origin.SCRIPT: 0,
+        Origin.USER: 1,
+        Origin.PROJECT: 2,
+        Origin.CONSOLE: 3,
+    }
 
     slug = models.SlugField(max_length=100, unique=True)
     name = models.CharField(max_length=200)

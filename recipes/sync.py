@@ -27,7 +27,9 @@ class Found:
 
 
 def slug_for(path: Path) -> str:
-    return slugify(path.stem)[:100] or "recipe"
+    # Python files are named like modules (snake_case); their slugs read like the others.
+    stem = path.stem.replace("_", "-") if path.suffix == ".py" else path.stem
+    return slugify(stem)[:100] or "recipe"
 
 
 def discover() -> dict[str, Found]:
@@ -43,7 +45,9 @@ def discover() -> dict[str, Found]:
         for folder in folders:
             if not folder.is_dir():
                 continue
-            for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
+            files = [*folder.glob("*.yaml"), *folder.glob("*.yml"), *folder.glob("*.py")]
+            # Python recipes (a module-level `workflow`); `_helpers.py` files are not recipes.
+            for path in sorted(p for p in files if not p.name.startswith("_")):
                 slug = slug_for(path)
                 previous = found.get(slug)
                 shadows = (

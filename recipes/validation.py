@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from recipes.formats.python import is_python_path, parse_python
 from recipes.loader import LoadResult, load_recipe
 from recipes.sources import commands_dirs
 
 
 def validate_source(source: str, source_path: str = "") -> LoadResult:
+    if is_python_path(source_path):
+        return parse_python(source, Path(source_path).stem)
     return load_recipe(source, commands_dirs=commands_dirs(source_path))
 
 

@@ -266,10 +266,15 @@ def _decide(gate: Gate, action: str, *, user, comment: str, decision: str, surfa
 def _apply(
     run: Run, gate: Gate, row: NodeRun, status: str, comment: str, decision: str, who: str
 ) -> None:
-    if status == Gate.Status.REJECTED:
+    if run.recipe.kind == "python":
+        # A Python loop's own code decides what a decision means (recipes.python).
+        from recipes.python.recording import gate_decided
+
+        gate_decided(run, gate, row)
+    elif status == Gate.Status.REJECTED:
         fail_node(run, row, f"rejected at the gate by {who}" + (f": {comment}" if comment else ""))
         return
-    if gate.kind == Gate.Kind.APPROVAL:
+    elif gate.kind == Gate.Kind.APPROVAL:
         spec = spec_for(run)
         capture = node_spec(spec, row.node_id).approval.capture_response
         output = decision or (comment if capture else "") or "approved"

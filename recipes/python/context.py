@@ -29,11 +29,12 @@ class Scope:
     host: object
     path: tuple[str, ...] = ()
     iteration: int = 1
+    max_iterations: int | None = None  # of the enclosing loop
 
-    def child(self, name: str, iteration: int | None = None) -> Scope:
-        return Scope(
-            self.host, (*self.path, name), self.iteration if iteration is None else iteration
-        )
+    def child(self, name: str, iteration: int | None = None, max_iterations=None) -> Scope:
+        if iteration is None:
+            iteration, max_iterations = self.iteration, self.max_iterations
+        return Scope(self.host, (*self.path, name), iteration, max_iterations)
 
 
 def render_prompt(instructions: str, context: Context, iteration: int) -> str:

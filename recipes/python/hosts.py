@@ -88,4 +88,15 @@ class DirectHost:
 
 
 def default_host():
-    return DirectHost()
+    """In a process configured with the console's settings, record the run there."""
+    if not django_configured():
+        return DirectHost()
+    from django.apps import apps
+
+    if not apps.ready:
+        import django
+
+        django.setup()
+    from .recording import RecordingHost
+
+    return RecordingHost()

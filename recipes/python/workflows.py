@@ -114,7 +114,9 @@ class LoopWorkflow(_Composite):
                     stage_context = Context(
                         previous=current, previous_iteration=last_iteration, feedback=feedback
                     )
-                current = await stage._execute(stage_context, scope.child(name, iteration))
+                current = await stage._execute(
+                    stage_context, scope.child(name, iteration, self.max_iterations)
+                )
                 history += _flatten(current)
             feedback = ""
             last_iteration = current

@@ -2,8 +2,7 @@
 
 from functools import lru_cache
 
-from recipes.loader import load_recipe
-from recipes.sources import commands_dirs
+from recipes.validation import validate_source
 
 
 class SpecError(Exception):
@@ -12,7 +11,7 @@ class SpecError(Exception):
 
 @lru_cache(maxsize=256)
 def _load(version_id: int, source: str, source_path: str):
-    result = load_recipe(source, commands_dirs=commands_dirs(source_path))
+    result = validate_source(source, source_path)
     if not result.ok:
         raise SpecError("; ".join(str(p) for p in result.errors[:5]))
     return result.spec

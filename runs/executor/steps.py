@@ -57,6 +57,10 @@ def start_node(node_run_id: int) -> None:
         loop_exec.start_loop(run, spec, node, row)
     elif node.kind == "loop_group":
         group_exec.start_group(run, spec, node, row)
+    elif node.kind == "python":
+        from recipes.python import runner as python_runner
+
+        python_runner.execute(run, row)
     elif node.kind == "approval":
         with transaction.atomic():
             run = lock_run(run.pk)

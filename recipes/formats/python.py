@@ -1,0 +1,100 @@
+"""Python recipes (seed 002): a `.py` file that defines a module-level `workflow`.
+
+Validating one reads its syntax tree and never runs it: the web process learns the name
+(the docstring's first line), the description and whether `workflow` is defined. Only a
+worker executes the source, the run's pinned version of it (recipes.python.runner).
+
+The spec it yields looks like a one-node workflow to the run kernel: node `workflow`, kind
+`python`, which a worker claims and executes like any other node. The agents' own node
+rows (`writer`, `analysis.market`, ...) are created as the workflow calls them.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from recipes.loader import LoadResult, Problem
+
+WORKFLOW_NAME = "workflow"
+NODE_ID = "workflow"
+
+
+def is_python_path(source_path: str) -> bool:
+    return str(source_path or "").endswith(".py")
+
+
+@dataclass(frozen=True)
+class PythonNode:
+    id: str
+    kind: str
+    depends_on: tuple = ()
+    trigger_rule: str = "all_success"
+    when: str | None = None
+    output_format: dict | None = None
+    always_run: bool = False
+    provider: str | None = None
+    model: str | None = None
+    loop: object = None
+    loop_group: object = None
+    approval: object = None
+
+
+@dataclass
+class PythonSpec:
+    name: str
+    description: str = ""
+    source: str = ""
+    inputs: dict = field(default_factory=dict)
+    providers: dict = field(default_factory=dict)
+    provider: str | None = None
+    model: str | None = None
+    kind: str = "python"
+
+    @property
+    def nodes(self) -> list[PythonNode]:
+        return [PythonNode(id=NODE_ID, kind="python")]
+
+    def layers(self) -> list[list[str]]:
+        return [[NODE_ID]]
+
+    def node(self, node_id: str) -> PythonNode:
+        # Agent rows are named by the workflow at run time, not declared here.
+        return PythonNode(id=node_id, kind="python" if node_id == NODE_ID else "agent")
+
+
+def _assigns_workflow(tree: ast.Module) -> bool:
+    for statement in tree.body:
+        targets = []
+        if isinstance(statement, ast.Assign):
+            targets = statement.targets
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            targets = [statement.target]
+        if any(isinstance(t, ast.Name) and t.id == WORKFLOW_NAME for t in targets):
+            return True
+    return False
+
+
+def parse_python(source: str, fallback_name: str = "") -> LoadResult:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        problem = Problem("", exc.lineno or 1, exc.offset or 1, f"Python syntax: {exc.msg}")
+        return LoadResult(kind="python", spec=None, errors=[problem])
+    except ValueError as exc:  # e.g. a NUL byte in the source
+        return LoadResult(kind="python", spec=None, errors=[Problem("", 1, 1, str(exc))])
+    if not _assigns_workflow(tree):
+        problem = Problem(
+            WORKFLOW_NAME,
+            1,
+            1,
+            "a Python recipe defines a module-level `workflow` (for example "
+            "`workflow = LoopWorkflow(...)`)",
+        )
+        return LoadResult(kind="python", spec=None, errors=[problem])
+    doc = (ast.get_docstring(tree) or "").strip()
+    title, _, rest = doc.partition("\n")
+    spec = PythonSpec(
+        name=title.strip()[:200] or fallback_name, description=rest.strip(), source=source
+    )
+    return LoadResult(kind="python", spec=spec)

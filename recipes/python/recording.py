@@ -1,0 +1,447 @@
+"""The recording host: a Python workflow's calls, checks and gates on the run kernel.
+
+A Python run is a Run whose recipe has one node, `workflow` (kind `python`), claimed like
+any node: by a worker (recipes.python.runner) or by the script that called `run()`. Each
+agent call is an Iteration of the agent's own NodeRun (`writer`, `analysis.market`, ...),
+numbered by the enclosing loop's iteration. The `workflow` row holds the lease, renewed by
+a heartbeat; agent iterations hold none, so the sweep only ever re-sends the `workflow`
+node, whose next execution replays what is recorded: a completed iteration is returned as
+recorded instead of calling its agent again, a decided gate as decided. So a killed worker
+costs at most the agent call it was in.
+
+At a gate a worker does not wait: it pauses the `workflow` row and ends its task; the
+decision sends the node back to work (`gate_decided`). A script waits for the decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from datetime import timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from recipes.formats.python import NODE_ID
+from runs import live
+from runs.executor.context import run_dirs
+from runs.executor.state import complete_node, enqueue, fail_node, lock_run, open_gate
+from runs.models import Gate, Iteration, NodeRun, Run
+from runs.providers.base import Cancelled
+
+from .agents import Agent, call_provider
+from .context import Scope
+from .hosts import resolve_provider
+from .results import (
+    AgentFailed,
+    AgentResult,
+    GateDecision,
+    GateRequest,
+    RunCancelled,
+    Usage,
+    WorkflowError,
+)
+
+FLUSH_SECONDS = 0.5
+GATE_POLL_SECONDS = 0.5
+
+
+async def in_thread(work, *args):
+    """Database work off the event loop, in a pool thread whose connection is closed after
+    (pool threads come and go; an open connection would outlive its thread)."""
+
+    def closing():
+        try:
+            return work(*args)
+        finally:
+            connection.close()
+
+    return await asyncio.to_thread(closing)
+
+
+class Suspended(Exception):  # noqa: N818 - control flow, not an error
+    """A worker reached an undecided gate: stop here, the decision re-sends the node."""
+
+
+def node_id_for(agent: Agent, scope: Scope) -> str:
+    return ".".join(scope.path) or agent.name
+
+
+class RecordingHost:
+    def __init__(self, run: Run | None = None, workflow_row: NodeRun | None = None):
+        """With a claimed `workflow` row (a worker), execute it; without (a script), start
+        a run of the script's recipe on `open` and hold its node here."""
+        self.waits_at_gates = run is None  # a script waits; a worker suspends
+        self.run = run
+        self.row = workflow_row
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    async def open(self, root, text: str) -> None:
+        if self.run is None:
+            from .script import start_script_run
+
+            self.run, self.row = await in_thread(start_script_run, root, text)
+        self.attempt = self.row.attempts
+        self.workdir = str(run_dirs(self.run)[0])
+        self._heartbeat = threading.Thread(target=self._beat, daemon=True, name="loop-lease")
+        self._heartbeat.start()
+
+    async def close(self, result=None, error: BaseException | None = None) -> None:
+        self._stop.set()
+        if self._heartbeat is not None:
+            await asyncio.to_thread(self._heartbeat.join)
+        if isinstance(error, Suspended | RunCancelled) or self.lost.is_set():
+            return
+        if error is None:
+            await in_thread(self._complete, result)
+        elif isinstance(error, Exception):
+            await in_thread(self._fail, error)
+
+    def _beat(self) -> None:
+        """Renew the `workflow` row's lease; losing it (cancelled, or taken over after a
+        stall) stops this execution at its next step."""
+        every = max(1.0, settings.LOOP_LEASE_SECONDS / 3)
+        try:
+            while not self._stop.wait(every):
+                renewed = self._owned().update(
+                    lease_expires_at=timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS)
+                )
+                if not renewed:
+                    self.lost.set()
+                    return
+        finally:
+            connection.close()
+
+    def _owned(self):
+        return NodeRun.objects.filter(
+            pk=self.row.pk, status=NodeRun.Status.RUNNING, attempts=self.attempt
+        )
+
+    def _check(self) -> None:
+        if self.lost.is_set():
+            raise RunCancelled("the run was cancelled or taken over")
+
+    def _complete(self, result) -> None:
+        with transaction.atomic():
+            run = lock_run(self.run.pk, with_recipe=False)
+            if run.is_terminal or not self._owned().exists():
+                return
+            self._settle_agent_rows(run)
+            row = NodeRun.objects.select_for_update().get(pk=self.row.pk)
+            status = getattr(result, "status", "completed")
+            iterations = getattr(result, "iterations", 1)
+            row.state = {**row.state, "ended": status, "iterations": iterations}
+            row.iteration_count = iterations
+            complete_node(
+                run,
+                row,
+                result.text,
+                _jsonable(result.structured),
+                ended=status,
+                iterations=iterations,
+            )
+            run.set_status(Run.Status.COMPLETED, error="", ended=status, iterations=iterations)
+
+    def _fail(self, error: Exception) -> None:
+        if isinstance(error, WorkflowError):
+            message = str(error)
+        else:
+            message = f"the workflow raised {type(error).__name__}: {error}"
+        with transaction.atomic():
+            run = lock_run(self.run.pk, with_recipe=False)
+            if run.is_terminal or not self._owned().exists():
+                return
+            self._settle_agent_rows(run, failed=True)
+            row = NodeRun.objects.select_for_update().get(pk=self.row.pk)
+            fail_node(run, row, message)
+            run.set_status(Run.Status.FAILED, error=message)
+
+    def _settle_agent_rows(self, run: Run, failed: bool = False) -> None:
+        """The workflow ended: its agents' rows end with it."""
+        now = timezone.now()
+        open_rows = NodeRun.objects.filter(run=run, kind="agent").exclude(
+            status__in=NodeRun.TERMINAL
+        )
+        status = NodeRun.Status.CANCELLED if failed else NodeRun.Status.COMPLETED
+        open_rows.update(status=status, finished_at=now, lease_expires_at=None)
+        if failed:  # a parallel branch may still be in a call: it is stopped too
+            Iteration.objects.filter(run=run, status=Iteration.Status.RUNNING).update(
+                status=Iteration.Status.CANCELLED, finished_at=now, error="the workflow failed"
+            )
+
+    # --- agent calls ----------------------------------------------------------------
+
+    async def call(self, agent: Agent, scope: Scope, prompt: str) -> AgentResult:
+        return await in_thread(self._call, agent, scope, prompt)
+
+    def _call(self, agent: Agent, scope: Scope, prompt: str) -> AgentResult:
+        self._check()
+        node_id = node_id_for(agent, scope)
+        began = self._begin(agent, node_id, scope, prompt)
+        if isinstance(began, AgentResult):
+            return began  # recorded by an earlier execution: replayed, not re-asked
+        it = began
+        stream = IterationStream(it, self.run.pk)
+        started = time.monotonic()
+        try:
+            result = call_provider(
+                agent,
+                resolve_provider(agent.provider),
+                prompt,
+                iteration=scope.iteration,
+                workdir=self.workdir,
+                on_chunk=stream,
+                run_id=self.run.pk,
+                node_id=node_id,
+            )
+        except Cancelled:
+            raise RunCancelled("the run was cancelled") from None
+        except Exception as exc:
+            self._call_failed(it, str(exc), stream.text, started)
+            if isinstance(exc, WorkflowError):
+                raise
+            raise AgentFailed(f"agent {agent.name!r}: {type(exc).__name__}: {exc}") from exc
+        stream.publish()
+        self._call_done(it, result, stream.text)
+        return result
+
+    def _begin(self, agent: Agent, node_id: str, scope: Scope, prompt: str):
+        with transaction.atomic():
+            run = lock_run(self.run.pk, with_recipe=False)
+            if run.is_terminal:
+                raise RunCancelled(f"the run is {run.status}")
+            row, _ = NodeRun.objects.select_for_update().get_or_create(
+                run=run,
+                node_id=node_id,
+                iteration=0,
+                generation=0,
+                defaults={
+                    "kind": "agent",
+                    "status": NodeRun.Status.RUNNING,
+                    "started_at": timezone.now(),
+                    "max_iterations": scope.max_iterations,
+                    "state": {"provider": agent.provider_name},
+                },
+            )
+            it = Iteration.objects.filter(
+                node_run=row, generation=0, number=scope.iteration
+            ).first()
+            if it is not None and it.status == Iteration.Status.COMPLETED:
+                return recorded_result(agent, it)
+            now = timezone.now()
+            if it is None:
+                it = Iteration.objects.create(
+                    run=run,
+                    node_run=row,
+                    node_id=node_id,
+                    number=scope.iteration,
+                    status=Iteration.Status.RUNNING,
+                    prompt=prompt,
+                    attempts=1,
+                    queued_at=now,
+                    started_at=now,
+                )
+            else:  # an earlier execution died in this call: run it again
+                it.status = Iteration.Status.RUNNING
+                it.attempts += 1
+                it.prompt, it.raw_output, it.output, it.error = prompt, "", "", ""
+                it.started_at, it.finished_at = now, None
+                it.save()
+            if row.iteration_count < scope.iteration or row.status != NodeRun.Status.RUNNING:
+                row.iteration_count = max(row.iteration_count, scope.iteration)
+                row.status = NodeRun.Status.RUNNING
+                row.save(update_fields=["iteration_count", "status"])
+            run.append_event("iteration_started", node_id, iteration=it.number, attempt=it.attempts)
+            return it
+
+    def _call_done(self, it: Iteration, result: AgentResult, raw: str) -> None:
+        with transaction.atomic():
+            run = lock_run(self.run.pk, with_recipe=False)
+            done = Iteration.objects.filter(
+                pk=it.pk, status=Iteration.Status.RUNNING, attempts=it.attempts
+            ).update(
+                status=Iteration.Status.COMPLETED,
+                raw_output=raw or result.text,
+                output=result.text,
+                structured=_jsonable(result.structured),
+                tokens_in=result.usage.tokens_in,
+                tokens_out=result.usage.tokens_out,
+                cost_usd=result.cost,
+                finished_at=timezone.now(),
+                duration_ms=result.duration_ms,
+            )
+            if not done or run.is_terminal:
+                raise RunCancelled("the run was cancelled")
+            NodeRun.objects.filter(pk=it.node_run_id).update(
+                output=result.text, structured=_jsonable(result.structured)
+            )
+            run.append_event(
+                "iteration_completed",
+                it.node_id,
+                iteration=it.number,
+                duration_ms=result.duration_ms,
+                channels=[],
+                timed_out=False,
+            )
+
+    def _call_failed(self, it: Iteration, error: str, raw: str, started: float) -> None:
+        with transaction.atomic():
+            run = lock_run(self.run.pk, with_recipe=False)
+            failed = Iteration.objects.filter(
+                pk=it.pk, status=Iteration.Status.RUNNING, attempts=it.attempts
+            ).update(
+                status=Iteration.Status.FAILED,
+                error=error,
+                raw_output=raw,
+                finished_at=timezone.now(),
+                duration_ms=int((time.monotonic() - started) * 1000),
+            )
+            if failed and not run.is_terminal:
+                run.append_event("iteration_failed", it.node_id, iteration=it.number, error=error)
+                row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
+                fail_node(run, row, f"iteration {it.number} failed: {error}")
+
+    # --- checks and gates -----------------------------------------------------------
+
+    async def note(self, path: tuple[str, ...], kind: str, **data) -> None:
+        def work():
+            with transaction.atomic():
+                run = lock_run(self.run.pk, with_recipe=False)
+                step = ".".join(path) or NODE_ID
+                # An execution that replays a recorded run must not log its checks twice.
+                seen = run.events.filter(kind=kind, step=step, data__iteration=data["iteration"])
+                if not run.is_terminal and not seen.exists():
+                    run.append_event(kind, step, **data)
+
+        await in_thread(work)
+
+    async def ask(self, request: GateRequest) -> GateDecision:
+        while True:
+            decision = await in_thread(self._gate, request)
+            if decision is not None:
+                return decision
+            self._check()
+            await asyncio.sleep(GATE_POLL_SECONDS)
+
+    def _gate(self, request: GateRequest) -> GateDecision | None:
+        """The decision at this gate if there is one; else open the gate (once) and, in a
+        worker, suspend."""
+        with transaction.atomic():
+            run = lock_run(self.run.pk, with_recipe=False)
+            if run.is_terminal:
+                raise RunCancelled(f"the run is {run.status}")
+            node_id = ".".join(request.agent_path)
+            row = NodeRun.objects.select_for_update().get(run=run, node_id=node_id, iteration=0)
+            it = Iteration.objects.get(node_run=row, generation=0, number=request.iteration)
+            gate = Gate.objects.filter(node_run=row, iteration=it).order_by("-id").first()
+            if gate is not None and gate.status != Gate.Status.PENDING:
+                return decision_of(gate)
+            if gate is None:
+                open_gate(
+                    run,
+                    row,
+                    kind=Gate.Kind.LOOP,
+                    message=gate_message(request),
+                    iteration=it,
+                    fired=["gate"],
+                )
+            if self.waits_at_gates:
+                return None
+            paused = self._owned().update(status=NodeRun.Status.PAUSED, lease_expires_at=None)
+            if paused:
+                run.append_event("node_paused", NODE_ID, gate=True)
+        raise Suspended()  # after the commit: the gate and the pause must stay
+
+
+def gate_message(request: GateRequest) -> str:
+    head = (
+        f"Iteration {request.iteration} of at most {request.max_iterations} finished; "
+        "accept this result, or give feedback for another iteration."
+    )
+    return f"{head}\n{request.result.text}"
+
+
+def decision_of(gate: Gate) -> GateDecision:
+    who = gate.decided_by.get_username() if gate.decided_by_id else ""
+    if gate.status == Gate.Status.ACCEPTED:
+        return GateDecision(GateDecision.ACCEPT, gate.comment, who)
+    if gate.status == Gate.Status.ITERATED:
+        return GateDecision(GateDecision.ITERATE, gate.comment, who)
+    if gate.status == Gate.Status.REJECTED:
+        return GateDecision(GateDecision.REJECT, gate.comment, who)
+    raise RunCancelled("the gate was cancelled")
+
+
+def gate_decided(run: Run, gate: Gate, row: NodeRun) -> None:
+    """A person decided at a Python run's gate (inside the decision's transaction): the
+    agent row goes back to running and a suspended `workflow` node back to work, where its
+    execution replays to this gate and reads the decision. A waiting script reads it too."""
+    row.status = NodeRun.Status.RUNNING
+    row.save(update_fields=["status"])
+    workflow = NodeRun.objects.filter(
+        run=run, node_id=NODE_ID, iteration=0, status=NodeRun.Status.PAUSED
+    ).first()
+    if workflow is not None:
+        workflow.status = NodeRun.Status.PENDING
+        workflow.queued_at = timezone.now()
+        workflow.lease_expires_at = None
+        workflow.save(update_fields=["status", "queued_at", "lease_expires_at"])
+        run.append_event("node_queued", NODE_ID, kind="python")
+        enqueue("start_node", workflow.pk)
+
+
+def recorded_result(agent: Agent, it: Iteration) -> AgentResult:
+    return AgentResult(
+        agent=agent.name,
+        text=it.output,
+        output=agent.parse(it.structured) if agent.output_type else it.output,
+        structured=it.structured,
+        usage=Usage(it.tokens_in or 0, it.tokens_out or 0),
+        cost=Decimal(it.cost_usd) if it.cost_usd is not None else None,
+        iteration=it.number,
+        prompt=it.prompt,
+        duration_ms=it.duration_ms or 0,
+    )
+
+
+def _jsonable(value):
+    if value is None or isinstance(value, str | int | float | bool | list | dict):
+        return value
+    return str(value)
+
+
+class IterationStream:
+    """Live output for open pages, saved to the row twice a second; a save that finds the
+    iteration no longer running (cancelled) stops the agent."""
+
+    def __init__(self, it: Iteration, run_id: int):
+        self.it = it
+        self.run_id = run_id
+        self.parts: list[str] = []
+        self.last_flush = time.monotonic()
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    def __call__(self, chunk: str) -> None:
+        if chunk:
+            self.parts.append(chunk)
+            live.publish_output(self.run_id, self.it.pk, chunk)
+        if time.monotonic() - self.last_flush >= FLUSH_SECONDS:
+            self.last_flush = time.monotonic()
+            saved = Iteration.objects.filter(
+                pk=self.it.pk, status=Iteration.Status.RUNNING, attempts=self.it.attempts
+            ).update(raw_output=self.text)
+            if not saved:
+                raise Cancelled("the iteration was cancelled")
+
+    def publish(self) -> None:
+        return None
