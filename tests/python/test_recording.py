@@ -120,3 +120,23 @@ def test_the_pipeline_example_runs_each_stage_on_a_worker(live_worker, bundled):
     }
     editor = Iteration.objects.get(run=run, node_id="editor")
     assert '"score": 85' in editor.prompt and "A launch post" not in editor.prompt
+
+
+def test_the_recipe_page_shows_the_python_source_and_the_start_form_starts_it(
+    client, operator, bundled
+):
+    from django.urls import reverse
+
+    from tests.console.conftest import login
+
+    login(client, operator)
+    page = client.get(reverse("recipe_detail", args=["scored-writer-reviewer"]))
+    body = page.content.decode()
+    assert page.status_code == 200
+    assert "Scored writer and reviewer (Python)" in body and "quality_reached" in body
+    response = client.post(
+        reverse("recipe_start", args=["scored-writer-reviewer"]), {"message": "Copy please"}
+    )
+    run = Run.objects.get()
+    assert response.status_code == 302 and response["Location"] == run.get_absolute_url()
+    assert run.recipe.kind == "python" and run.message == "Copy please"
