@@ -1,0 +1,62 @@
+"""A Python recipe from every surface: the API, `manage.py run start`, and the bundled file
+run as a script in its own process, as docs/python.md shows."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from runs.models import Run
+from tests.api.conftest import client_for
+from tests.conftest import ROOT, wait_run
+
+
+def test_started_through_the_api(live_worker, bundled, operator):
+    response = client_for(operator).post(
+        "/api/runs", {"recipe": "scored-writer-reviewer", "message": "Via the API"}
+    )
+    assert response.status_code == 201, response.body
+    run = wait_run(Run.objects.get(pk=response.body["id"]), "completed", "failed", timeout=120)
+    assert run.status == "completed", run.error
+    assert run.iterations.filter(node_id="reviewer").count() == 3
+
+
+def run_command(worker_env, *args):
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env=worker_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_run_start_from_the_cli_waits_for_the_end(live_worker, worker_env):
+    assert run_command(worker_env, "manage.py", "recipe", "sync").returncode == 0
+    result = run_command(
+        worker_env,
+        "manage.py",
+        "run",
+        "start",
+        "content-pipeline",
+        "-m",
+        "CLI",
+        "--wait",
+        "--json",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert data["status"] == "completed" and data["recipe"] == "content-pipeline"
+
+
+def test_the_bundled_file_runs_as_a_script(transactional_db, worker_env, bundled):
+    result = run_command(
+        worker_env, "-m", "recipes.builtin.scored_writer_reviewer", "Write marketing copy"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "condition_met after 3 iterations: score 85" in result.stdout
+    run = Run.objects.get()
+    assert run.status == "completed" and run.recipe == bundled["scored-writer-reviewer"]
+    assert run.recipe.versions.count() == 1
