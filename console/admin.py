@@ -1,21 +1,46 @@
 from django.contrib import admin, messages
 from django.utils import timezone
 
-from console.models import ApiToken
+from console.models import DEFAULT_LIFETIME, ApiToken
 
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ["prefix", "name", "user", "created_at", "last_used_at", "revoked_at"]
-    list_filter = ["revoked_at"]
+    list_display = [
+        "prefix",
+        "name",
+        "user",
+        "scope",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    ]
+    list_filter = ["scope", "revoked_at", "expires_at"]
     search_fields = ["name", "prefix", "user__username"]
     raw_id_fields = ["user"]
     actions = ["revoke_tokens"]
 
     def get_fields(self, request, obj=None):
         if obj is None:
-            return ["user", "name"]
-        return ["user", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+            return ["user", "name", "scope", "expires_at"]
+        return [
+            "user",
+            "name",
+            "scope",
+            "expires_at",
+            "prefix",
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+        ]
+
+    def get_changeform_initial_data(self, request):
+        # A token made by hand lives for a bounded time unless the admin clears the date.
+        return {
+            **super().get_changeform_initial_data(request),
+            "expires_at": timezone.now() + DEFAULT_LIFETIME,
+        }
 
     def get_readonly_fields(self, request, obj=None):
         if obj is None:

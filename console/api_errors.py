@@ -56,9 +56,20 @@ def errors(*codes: int) -> dict:
     return dict.fromkeys({401, *codes}, ErrorOut)
 
 
+SCOPE_NEEDED = {"runs.operate_run": "operate"}
+
+
 def require(user, perm: str) -> None:
-    if not user.has_perm(perm):
-        raise services.NotAllowed("Your role does not allow this.")
+    if user.has_perm(perm):
+        return
+    token = getattr(user, "api_token", None)
+    if token is not None and not token.allows(perm):
+        needed = SCOPE_NEEDED.get(perm, "edit")
+        raise services.NotAllowed(
+            f"This API token's scope is '{token.scope}', which does not allow this;"
+            f" it needs a token with scope '{needed}'."
+        )
+    raise services.NotAllowed("Your role does not allow this.")
 
 
 def install(api) -> None:

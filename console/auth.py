@@ -8,18 +8,40 @@ from ninja.errors import HttpError
 from ninja.security import APIKeyCookie, HttpBearer
 from ninja.utils import check_csrf
 
-from console.models import ApiToken
+from console.models import ApiToken, TokenRefused
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS", "TRACE"}
 
 
+def limit_to_scope(user, token: ApiToken):
+    """Make ``user`` answer permission checks as ``token`` may: its role's permissions
+    narrowed by the token's scope. Every check (the API's, the services') goes through
+    ``has_perm``, so this is the one place a scope is enforced."""
+    role_has_perm, role_ahas_perm = user.has_perm, user.ahas_perm
+
+    def has_perm(perm, obj=None):
+        return token.allows(perm) and role_has_perm(perm, obj)
+
+    async def ahas_perm(perm, obj=None):
+        return token.allows(perm) and await role_ahas_perm(perm, obj)
+
+    user.has_perm, user.ahas_perm = has_perm, ahas_perm
+    user.api_token = token
+    return user
+
+
 class TokenAuth(HttpBearer):
-    """`Authorization: Bearer <token>`; a revoked or unknown token is simply not a login."""
+    """`Authorization: Bearer <token>`; a revoked or unknown token is simply not a login,
+    an expired one is refused with a 401 saying so."""
 
     def authenticate(self, request: HttpRequest, token: str):
-        user = ApiToken.authenticate(token)
-        if user is None:
+        try:
+            found = ApiToken.for_secret(token)
+        except TokenRefused as refused:
+            raise HttpError(401, str(refused)) from None
+        if found is None:
             return None
+        user = limit_to_scope(found.user, found)
         # Services and permission checks read request.user like every other surface.
         request.user = user
         return user
@@ -62,7 +84,10 @@ def docs_login_required(view):
     def wrapper(request, *args, **kwargs):
         header = request.headers.get("Authorization", "")
         if header.lower().startswith("bearer "):
-            TokenAuth().authenticate(request, header[7:].strip())
+            try:
+                TokenAuth().authenticate(request, header[7:].strip())
+            except HttpError as refused:
+                return JsonResponse({"detail": refused.message}, status=refused.status_code)
         user = getattr(request, "user", None)
         if user is not None and user.is_authenticated:
             if not user.has_perm("runs.view_run"):

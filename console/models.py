@@ -1,9 +1,11 @@
-"""API tokens: a secret shown once, stored only as its SHA-256 digest."""
+"""API tokens: a secret shown once, stored only as its SHA-256 digest, with a scope that
+narrows what its user's role allows and an optional expiry."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
@@ -13,13 +15,28 @@ from django.utils import timezone
 TOKEN_PREFIX = "lc_"
 
 
+# What a token created by a person (the command, the admin) lives for unless told otherwise.
+DEFAULT_LIFETIME = timedelta(days=90)
+
+VIEW_PERMISSIONS = frozenset(
+    {"recipes.view_recipe", "recipes.view_recipeversion", "runs.view_run", "runs.view_gate"}
+)
+OPERATE_PERMISSIONS = VIEW_PERMISSIONS | {"runs.operate_run"}
+
+
 def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+class TokenRefused(Exception):
+    """A known token that may not be used any more; the message says why."""
+
+
 class ApiTokenQuerySet(models.QuerySet):
     def active(self):
-        return self.filter(revoked_at__isnull=True, user__is_active=True)
+        return self.filter(revoked_at__isnull=True, user__is_active=True).exclude(
+            expires_at__lte=timezone.now()
+        )
 
 
 class ApiToken(models.Model):
@@ -35,6 +52,21 @@ class ApiToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
+    class Scope(models.TextChoices):
+        READ = "read", "read-only: look at runs, gates and recipes"
+        OPERATE = "operate", "operate: also start, cancel and resume runs, decide at gates"
+        EDIT = "edit", "edit: everything the user's role allows, changing recipes included"
+
+    scope = models.CharField(
+        max_length=10,
+        choices=Scope.choices,
+        default=Scope.EDIT,
+        help_text="Narrows what the user's role allows; a token never does more than its user.",
+    )
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="After this the token answers 401. Empty: never."
+    )
+
     objects = ApiTokenQuerySet.as_manager()
 
     class Meta:
@@ -48,10 +80,36 @@ class ApiToken(models.Model):
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
 
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
+    @property
+    def state(self) -> str:
+        if self.is_revoked:
+            return f"revoked {self.revoked_at:%Y-%m-%d %H:%M}"
+        if self.is_expired:
+            return f"expired {self.expires_at:%Y-%m-%d %H:%M}"
+        if self.expires_at:
+            return f"expires {self.expires_at:%Y-%m-%d %H:%M}"
+        return "never expires"
+
+    def allows(self, perm: str) -> bool:
+        """Whether the scope lets the token use ``perm`` (its user must hold it too)."""
+        if self.scope == self.Scope.READ:
+            return perm in VIEW_PERMISSIONS
+        if self.scope == self.Scope.OPERATE:
+            return perm in OPERATE_PERMISSIONS
+        return True
+
     @classmethod
-    def issue(cls, user, name: str = "") -> tuple[ApiToken, str]:
+    def issue(
+        cls, user, name: str = "", scope: str = Scope.EDIT, expires_at=None
+    ) -> tuple[ApiToken, str]:
         """Create a token; the returned secret is the only copy that will ever exist."""
-        token = cls(user=user, name=name)
+        if scope not in cls.Scope.values:
+            raise ValueError(f"scope must be one of {', '.join(cls.Scope.values)}")
+        token = cls(user=user, name=name, scope=scope, expires_at=expires_at)
         secret = token.set_new_secret()
         token.save()
         return token, secret
@@ -64,17 +122,38 @@ class ApiToken(models.Model):
 
     @classmethod
     def authenticate(cls, secret: str):
-        """The token's user, or None for an unknown, revoked or inactive one."""
+        """The token's user, or None for an unknown, revoked, expired or inactive one."""
+        try:
+            token = cls.for_secret(secret)
+        except TokenRefused:
+            return None
+        return None if token is None else token.user
+
+    @classmethod
+    def for_secret(cls, secret: str) -> ApiToken | None:
+        """The active token with this secret (None when unknown, revoked or its user is
+        inactive); an expired one raises TokenRefused saying so, since only someone
+        holding the secret can learn that."""
         if not secret or len(secret) > 200:
             return None
-        token = cls.objects.active().select_related("user").filter(key_hash=digest(secret)).first()
+        token = (
+            cls.objects.filter(revoked_at__isnull=True, user__is_active=True)
+            .select_related("user")
+            .filter(key_hash=digest(secret))
+            .first()
+        )
         if token is None:
             return None
+        if token.is_expired:
+            raise TokenRefused(
+                f"This API token expired on {token.expires_at:%Y-%m-%d %H:%M} UTC;"
+                " create a new one."
+            )
         now = timezone.now()
         # Recording every use would write on each request; once a minute is enough to audit.
         if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
             cls.objects.filter(pk=token.pk).update(last_used_at=now)
-        return token.user
+        return token
 
     def revoke(self) -> bool:
         if self.revoked_at is not None:

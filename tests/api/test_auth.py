@@ -147,7 +147,9 @@ def test_admin_creates_a_token_and_shows_the_secret_once(admin_user, operator):
     client = Client()
     client.force_login(admin_user)
     response = client.post(
-        reverse("admin:console_apitoken_add"), {"user": operator.pk, "name": "deploy"}, follow=True
+        reverse("admin:console_apitoken_add"),
+        {"user": operator.pk, "name": "deploy", "scope": "operate"},
+        follow=True,
     )
     html = response.content.decode()
     token = ApiToken.objects.get()

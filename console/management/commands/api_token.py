@@ -1,9 +1,13 @@
-"""manage.py api_token create USER [--name N] | list [--user U] | revoke ID"""
+"""manage.py api_token create USER [--name N] [--scope S] [--expires-in-days D | --no-expiry]
+| list [--user U] | revoke ID"""
+
+from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
-from console.models import ApiToken
+from console.models import DEFAULT_LIFETIME, ApiToken
 
 
 class Command(BaseCommand):
@@ -14,6 +18,21 @@ class Command(BaseCommand):
         create = sub.add_parser("create", help="Create a token for USER and print its secret")
         create.add_argument("username")
         create.add_argument("--name", default="", help="what the token is for")
+        create.add_argument(
+            "--scope",
+            choices=ApiToken.Scope.values,
+            default=ApiToken.Scope.EDIT,
+            help="read: look only; operate: also start, cancel, resume and decide at gates;"
+            " edit: everything the user's role allows (default)",
+        )
+        lifetime = create.add_mutually_exclusive_group()
+        lifetime.add_argument(
+            "--expires-in-days",
+            type=int,
+            default=DEFAULT_LIFETIME.days,
+            help=f"days until the token stops working (default {DEFAULT_LIFETIME.days})",
+        )
+        lifetime.add_argument("--no-expiry", action="store_true", help="a token that never expires")
         listing = sub.add_parser("list", help="List tokens (never their secrets)")
         listing.add_argument("--user", default="", help="only this user's tokens")
         revoke = sub.add_parser("revoke", help="Revoke a token by its id")
@@ -28,8 +47,18 @@ class Command(BaseCommand):
             user = user_model.objects.get(**{user_model.USERNAME_FIELD: options["username"]})
         except user_model.DoesNotExist:
             raise CommandError(f"No user '{options['username']}'") from None
-        token, secret = ApiToken.issue(user, name=options["name"])
-        self.stderr.write(f"Token {token.pk} for {user}. Copy the secret now; it is not stored:")
+        expires_at = None
+        if not options["no_expiry"]:
+            if options["expires_in_days"] < 1:
+                raise CommandError("--expires-in-days must be at least 1 (or use --no-expiry)")
+            expires_at = timezone.now() + timedelta(days=options["expires_in_days"])
+        token, secret = ApiToken.issue(
+            user, name=options["name"], scope=options["scope"], expires_at=expires_at
+        )
+        self.stderr.write(
+            f"Token {token.pk} for {user}, scope {token.scope}, {token.state}."
+            " Copy the secret now; it is not stored:"
+        )
         self.stdout.write(secret)
 
     def do_list(self, options):
@@ -37,11 +66,10 @@ class Command(BaseCommand):
         if options["user"]:
             tokens = tokens.filter(user__username=options["user"])
         for token in tokens:
-            state = f"revoked {token.revoked_at:%Y-%m-%d %H:%M}" if token.is_revoked else "active"
             used = f"{token.last_used_at:%Y-%m-%d %H:%M}" if token.last_used_at else "never"
             self.stdout.write(
                 f"{token.pk:>5}  {token.prefix}…  {token.user.get_username():<16} "
-                f"{token.name or '-':<20} {state:<24} last used {used}"
+                f"{token.name or '-':<20} {token.scope:<8} {token.state:<24} last used {used}"
             )
 
     def do_revoke(self, options):
