@@ -51,6 +51,14 @@ class InvalidInputsOut(Schema):
     errors: dict[str, str]
 
 
+class TooLarge(services.ServiceError):
+    status = 413
+
+
+class TooManyRequests(services.ServiceError):
+    status = 429
+
+
 def errors(*codes: int) -> dict:
     """Response declarations for the OpenAPI schema; 401 applies to every endpoint."""
     return dict.fromkeys({401, *codes}, ErrorOut)

@@ -14,3 +14,4 @@ class ConsoleConfig(AppConfig):
 
     def ready(self):
         post_migrate.connect(_ensure_roles, sender=self)
+        from console import throttle  # noqa: F401 - connects the sign-in counters

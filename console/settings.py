@@ -223,6 +223,31 @@ LOOP_USER_RECIPE_DIR = Path(
 )
 
 # --- Auth, sessions, security ---------------------------------------------------------------
+AUTHENTICATION_BACKENDS = ["console.throttle.ThrottledModelBackend"]
+# Sign-in throttling (console/throttle.py): this many failed passwords for one account, or
+# from one address, within LOOP_LOGIN_LOCKOUT_SECONDS lock further attempts until the
+# window ends.
+LOOP_LOGIN_FAILURES_PER_ACCOUNT = env_int("LOOP_LOGIN_FAILURES_PER_ACCOUNT", 5)
+LOOP_LOGIN_FAILURES_PER_ADDRESS = env_int("LOOP_LOGIN_FAILURES_PER_ADDRESS", 30)
+LOOP_LOGIN_LOCKOUT_SECONDS = env_int("LOOP_LOGIN_LOCKOUT_SECONDS", 15 * 60)
+# Validating a recipe through the API without the editor role: at most this many
+# characters, and this many validations a minute per person.
+LOOP_VALIDATE_MAX_CHARS = env_int("LOOP_VALIDATE_MAX_CHARS", 100_000)
+LOOP_VALIDATE_PER_MINUTE = env_int("LOOP_VALIDATE_PER_MINUTE", 30)
+# Counters shared by every web process when there is a Redis; per process otherwise (the
+# embedded default serves from one process).
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": LIVE_REDIS_URL,
+            "KEY_PREFIX": f"{CELERY_TASK_DEFAULT_QUEUE}:throttle",
+        }
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"}
+    ),
+}
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]

@@ -4,11 +4,16 @@ from django.urls import include, path
 
 from console import views
 from console.api import api
+from console.forms import LoginForm
 
 urlpatterns = [
     path("", views.inbox, name="inbox"),
     path("healthz", views.healthz, name="healthz"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(authentication_form=LoginForm),
+        name="login",
+    ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from console.redact import without_server_paths
 from recipes.formats.python import is_python_path, parse_python
 from recipes.loader import LoadResult, load_recipe
 from recipes.sources import commands_dirs
@@ -16,9 +17,17 @@ def validate_source(source: str, source_path: str = "") -> LoadResult:
 
 
 def problems_dict(result: LoadResult) -> dict:
+    """Problems as shown on pages and through the API: to anyone who may read recipes, so
+    without the server's folder paths."""
+
+    def public(problem) -> dict:
+        shown = problem.as_dict()
+        shown["message"] = without_server_paths(shown["message"])
+        return shown
+
     return {
-        "errors": [p.as_dict() for p in result.errors],
-        "warnings": [p.as_dict() for p in result.warnings],
+        "errors": [public(p) for p in result.errors],
+        "warnings": [public(p) for p in result.warnings],
     }
 
 

@@ -19,3 +19,35 @@ def test_healthz_says_down_without_naming_the_exception(client, monkeypatch, cap
     assert "ConnectionRefused" not in body and "/srv/private" not in body
     # The operator still finds out why, in the server's log.
     assert "ConnectionRefusedError" in caplog.text
+
+
+RECIPE_WITH_MISSING_COMMAND = """\
+name: uses-a-command
+nodes:
+  - id: plan
+    command: no-such-command
+"""
+
+
+@pytest.mark.django_db
+def test_validation_problems_name_folders_not_server_paths(viewer, settings, tmp_path):
+    from pathlib import Path
+
+    from console.models import ApiToken
+    from recipes.sources import BUILTIN_DIR
+    from tests.api.conftest import ApiClient
+
+    project = tmp_path / "team-repo" / ".archon" / "workflows"
+    project.mkdir(parents=True)
+    settings.LOOP_RECIPE_DIRS = [str(project)]
+    _, secret = ApiToken.issue(viewer, scope="read")
+    response = ApiClient(secret).post(
+        "/api/recipes/validate", {"source": RECIPE_WITH_MISSING_COMMAND}
+    )
+    assert response.status_code == 200 and response.body["valid"] is False
+    message = " ".join(p["message"] for p in response.body["errors"])
+    assert "no-such-command" in message
+    for server_path in [tmp_path, BUILTIN_DIR, Path.home(), settings.LOOP_USER_RECIPE_DIR]:
+        assert str(server_path) not in message
+    assert "<project recipes>/commands" in message
+    assert "<bundled recipes>/commands" in message
