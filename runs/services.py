@@ -268,7 +268,7 @@ def _apply(
 ) -> None:
     if run.recipe.kind == "python":
         # A Python loop's own code decides what a decision means (recipes.python).
-        from recipes.python.recording import gate_decided
+        from recipes.python.gates import gate_decided
 
         gate_decided(run, gate, row)
     elif status == Gate.Status.REJECTED:

@@ -19,33 +19,31 @@ import asyncio
 import threading
 import time
 from datetime import timedelta
-from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from recipes.formats.python import NODE_ID
-from runs import live
 from runs.executor.context import run_dirs
-from runs.executor.state import complete_node, enqueue, fail_node, lock_run, open_gate
+from runs.executor.state import complete_node, fail_node, lock_run, open_gate
 from runs.models import Gate, Iteration, NodeRun, Run
 from runs.providers.base import Cancelled
 
 from .agents import Agent, call_provider
 from .context import Scope
+from .gates import decision_of, gate_message
 from .hosts import resolve_provider
+from .records import IterationStream, jsonable, recorded_result
 from .results import (
     AgentFailed,
     AgentResult,
     GateDecision,
     GateRequest,
     RunCancelled,
-    Usage,
     WorkflowError,
 )
 
-FLUSH_SECONDS = 0.5
 GATE_POLL_SECONDS = 0.5
 
 
@@ -143,7 +141,7 @@ class RecordingHost:
                 run,
                 row,
                 result.text,
-                _jsonable(result.structured),
+                jsonable(result.structured),
                 ended=status,
                 iterations=iterations,
             )
@@ -270,7 +268,7 @@ class RecordingHost:
                 status=Iteration.Status.COMPLETED,
                 raw_output=raw or result.text,
                 output=result.text,
-                structured=_jsonable(result.structured),
+                structured=jsonable(result.structured),
                 tokens_in=result.usage.tokens_in,
                 tokens_out=result.usage.tokens_out,
                 cost_usd=result.cost,
@@ -280,7 +278,7 @@ class RecordingHost:
             if not done or run.is_terminal:
                 raise RunCancelled("the run was cancelled")
             NodeRun.objects.filter(pk=it.node_run_id).update(
-                output=result.text, structured=_jsonable(result.structured)
+                output=result.text, structured=jsonable(result.structured)
             )
             run.append_event(
                 "iteration_completed",
@@ -358,90 +356,3 @@ class RecordingHost:
             if paused:
                 run.append_event("node_paused", NODE_ID, gate=True)
         raise Suspended()  # after the commit: the gate and the pause must stay
-
-
-def gate_message(request: GateRequest) -> str:
-    head = (
-        f"Iteration {request.iteration} of at most {request.max_iterations} finished; "
-        "accept this result, or give feedback for another iteration."
-    )
-    return f"{head}\n{request.result.text}"
-
-
-def decision_of(gate: Gate) -> GateDecision:
-    who = gate.decided_by.get_username() if gate.decided_by_id else ""
-    if gate.status == Gate.Status.ACCEPTED:
-        return GateDecision(GateDecision.ACCEPT, gate.comment, who)
-    if gate.status == Gate.Status.ITERATED:
-        return GateDecision(GateDecision.ITERATE, gate.comment, who)
-    if gate.status == Gate.Status.REJECTED:
-        return GateDecision(GateDecision.REJECT, gate.comment, who)
-    raise RunCancelled("the gate was cancelled")
-
-
-def gate_decided(run: Run, gate: Gate, row: NodeRun) -> None:
-    """A person decided at a Python run's gate (inside the decision's transaction): the
-    agent row goes back to running and a suspended `workflow` node back to work, where its
-    execution replays to this gate and reads the decision. A waiting script reads it too."""
-    row.status = NodeRun.Status.RUNNING
-    row.save(update_fields=["status"])
-    workflow = NodeRun.objects.filter(
-        run=run, node_id=NODE_ID, iteration=0, status=NodeRun.Status.PAUSED
-    ).first()
-    if workflow is not None:
-        workflow.status = NodeRun.Status.PENDING
-        workflow.queued_at = timezone.now()
-        workflow.lease_expires_at = None
-        workflow.save(update_fields=["status", "queued_at", "lease_expires_at"])
-        run.append_event("node_queued", NODE_ID, kind="python")
-        enqueue("start_node", workflow.pk)
-
-
-def recorded_result(agent: Agent, it: Iteration) -> AgentResult:
-    return AgentResult(
-        agent=agent.name,
-        text=it.output,
-        output=agent.parse(it.structured) if agent.output_type else it.output,
-        structured=it.structured,
-        usage=Usage(it.tokens_in or 0, it.tokens_out or 0),
-        cost=Decimal(it.cost_usd) if it.cost_usd is not None else None,
-        iteration=it.number,
-        prompt=it.prompt,
-        duration_ms=it.duration_ms or 0,
-    )
-
-
-def _jsonable(value):
-    if value is None or isinstance(value, str | int | float | bool | list | dict):
-        return value
-    return str(value)
-
-
-class IterationStream:
-    """Live output for open pages, saved to the row twice a second; a save that finds the
-    iteration no longer running (cancelled) stops the agent."""
-
-    def __init__(self, it: Iteration, run_id: int):
-        self.it = it
-        self.run_id = run_id
-        self.parts: list[str] = []
-        self.last_flush = time.monotonic()
-
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
-
-    def __call__(self, chunk: str) -> None:
-        if chunk:
-            self.parts.append(chunk)
-            live.publish_output(self.run_id, self.it.pk, chunk)
-        if time.monotonic() - self.last_flush >= FLUSH_SECONDS:
-            self.last_flush = time.monotonic()
-            saved = Iteration.objects.filter(
-                pk=self.it.pk, status=Iteration.Status.RUNNING, attempts=self.it.attempts
-            ).update(raw_output=self.text)
-            if not saved:
-                raise Cancelled("the iteration was cancelled")
-
-    def publish(self) -> None:
-        return None

@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 from recipes.editing import create_recipe
 from recipes.models import Recipe
 from runs.models import Iteration, Run
-from tests.browser.conftest import log_in, mark_page, still_same_page
+from tests.browser.conftest import log_in, mark_page, screenshot, still_same_page
 from tests.conftest import wait_for, wait_run
 from tests.python.test_gates import gated_source, import_file
 
@@ -25,6 +25,7 @@ def decide_feedback_then_accept(page, run: Run) -> None:
     expect(panel).to_contain_text("iteration 1")
     primary = page.locator("[data-gate-primary]")
     expect(primary).to_have_text("Accept & complete")
+    screenshot(page, "python-loop-gate")
     page.locator("[data-gate-feedback]").fill("MORE-PUNCH")
     expect(primary).to_have_text("Continue")
     primary.click()
@@ -36,6 +37,7 @@ def decide_feedback_then_accept(page, run: Run) -> None:
     primary.click()
     expect(page.locator("#run-header .badge").first).to_have_text("completed")
     assert still_same_page(page)
+    screenshot(page, "python-loop-completed")
 
 
 def test_console_started_python_loop_gate(live_worker, operator, console_server, page, tmp_path):

@@ -26,3 +26,13 @@ class ScriptedProvider:
 
     def prompts_for(self, node_id: str) -> list[str]:
         return [r.prompt for r in self.requests if r.node_id == node_id]
+
+
+def run_async(coroutine):
+    """`asyncio.run` in a thread of its own: this test process may have an event loop
+    running already (Playwright's, for the browser tests), as a script never does."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()

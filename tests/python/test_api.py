@@ -3,7 +3,6 @@ structured outputs, sequential and parallel composition, gates (no console invol
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from decimal import Decimal
@@ -28,7 +27,7 @@ from recipes.python import (
 )
 from runs.providers.demo import DemoProvider
 
-from .scripted import ScriptedProvider
+from .scripted import ScriptedProvider, run_async
 
 
 class Review(BaseModel):
@@ -38,7 +37,7 @@ class Review(BaseModel):
 
 
 def run(workflow, text="Write marketing copy", **host):
-    return asyncio.run(workflow.run(text, host=DirectHost(**host)))
+    return run_async(workflow.run(text, host=DirectHost(**host)))
 
 
 def echo(request, count):

@@ -3,8 +3,6 @@ a real worker, with the same run shape either way."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from recipes import editing
@@ -13,6 +11,7 @@ from recipes.validation import validate_source
 from runs import services
 from runs.models import Iteration, NodeRun, Run
 from tests.conftest import wait_run
+from tests.python.scripted import run_async
 
 
 def shape(run: Run) -> list[tuple]:
@@ -57,7 +56,7 @@ def test_a_python_recipe_is_read_only_in_the_console(bundled):
 def test_the_writer_reviewer_from_a_script_records_its_run(bundled, transactional_db):
     from recipes.builtin.scored_writer_reviewer import Review, workflow
 
-    result = asyncio.run(workflow.run("Write marketing copy"))
+    result = run_async(workflow.run("Write marketing copy"))
 
     assert result.status == "condition_met" and result.iterations == 3
     assert isinstance(result.output, Review) and result.output.score >= 80
@@ -97,7 +96,7 @@ def test_the_writer_reviewer_from_the_console_runs_on_a_worker(live_worker, bund
     # The same file started from a script records the same shape.
     from recipes.builtin.scored_writer_reviewer import workflow
 
-    asyncio.run(workflow.run("Write marketing copy"))
+    run_async(workflow.run("Write marketing copy"))
     script_run = Run.objects.exclude(pk=run.pk).get()
     assert script_run.recipe_version == run.recipe_version
     assert shape(script_run) == shape(run)
