@@ -139,3 +139,33 @@ def test_the_recipe_page_shows_the_python_source_and_the_start_form_starts_it(
     run = Run.objects.get()
     assert response.status_code == 302 and response["Location"] == run.get_absolute_url()
     assert run.recipe.kind == "python" and run.message == "Copy please"
+
+
+MAX_ONLY = '''"""Never satisfied"""
+from recipes.python import Agent, LoopWorkflow, contains_keyword
+
+workflow = LoopWorkflow(
+    [Agent("drafter", "Draft.", provider="demo")],
+    stop_condition=contains_keyword("a word the demo never says"),
+    max_iterations=2,
+)
+'''
+
+
+def test_a_loop_that_runs_out_of_iterations_says_so_on_the_run(transactional_db, tmp_path):
+    from tests.python.test_gates import import_file
+
+    path = tmp_path / "never_satisfied.py"
+    path.write_text(MAX_ONLY)
+    module = import_file(path, "never_satisfied")
+    result = run_async(module.workflow.run("go"))
+    assert result.status == "max_iterations_reached" and result.iterations == 2
+    run = Run.objects.get()
+    assert run.status == "completed"
+    assert ended(run)["ended"] == "max_iterations_reached"
+    assert run.nodes.get(node_id="workflow").state["ended"] == "max_iterations_reached"
+    checks = run.events.filter(kind="python_iteration_checked").order_by("seq")
+    assert [e.data for e in checks] == [
+        {"iteration": 1, "condition_met": False},
+        {"iteration": 2, "condition_met": False},
+    ]
