@@ -1,16 +1,25 @@
-"""Engine overhead per iteration, against two floors on the same broker and database.
+"""Engine overhead per iteration, against honest floors, all in one run.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379/0 \\
-        .venv/bin/python bench/engine_overhead.py [--steps 500] [--rounds 3]
+        .venv/bin/python bench/engine_overhead.py [--steps 300] [--rounds 3] [--modes close,reuse,pool]
 
-Three chains of STEPS steps through one real worker (concurrency 2):
-- noop:        a raw Celery chain, each task sends the next;
-- transaction: the same, but each step commits one transaction of two writes first;
-- engine:      a `loop` node of STEPS iterations with an instant in-process agent
-               (the demo provider with delay 0), until COMPLETE on the last one.
-Per step = wall time from sending the first task to the end of the last / STEPS. The
-median of ROUNDS rounds is reported. Then, in this process, the database queries one
-iteration costs (the engine's own bookkeeping, which is what the ratio measures).
+Chains of STEPS steps through one real worker (concurrency 2), each task sending the next:
+- noop:   a raw Celery chain;
+- raw tx: each step commits one transaction of two writes (a counter update and an event
+          row) in plain SQL over ONE persistent psycopg connection — the floor to beat;
+- ORM tx: the same two writes through the Django ORM, as the worker's connections are
+          configured by the mode;
+- engine: a `loop` node of STEPS iterations with an instant in-process agent (the demo
+          provider with delay 0), until COMPLETE on the last one.
+The worker is restarted for each mode of keeping database connections between tasks:
+- close: Celery's default (LOOP_WORKER_DB_REUSE_MAX=0): every task opens a new connection;
+- reuse: the console's default, CELERY_DB_REUSE_MAX (connections kept, checked only after
+         an error);
+- pool:  psycopg's pool through Django's OPTIONS["pool"], Celery closing after each task.
+Per step = wall time from sending the first task to the end of the last / STEPS; median of
+ROUNDS rounds, floors and engine interleaved within each round, so every ratio compares
+figures taken side by side. Then, in this process, the queries of iteration 1 and of
+iteration 1,000 of one run.
 """
 
 from __future__ import annotations
@@ -58,14 +67,14 @@ def noop_chain(client, steps: int) -> float:
     return (wait_key(client, key) - started) / steps
 
 
-def transaction_chain(client, recipe, steps: int) -> float:
-    from bench.floor_tasks import transaction_step
+def transaction_chain(client, recipe, steps: int, raw: bool = False) -> float:
+    from bench.floor_tasks import raw_transaction_step, transaction_step
     from runs.models import Run
 
     run = Run.objects.create(recipe=recipe, recipe_version=recipe.current_version)
     key = f"bench:bench_loop:tx:{uuid.uuid4().hex}"
     started = time.time()
-    transaction_step.delay(steps, key, run.pk)
+    (raw_transaction_step if raw else transaction_step).delay(steps, key, run.pk)
     return (wait_key(client, key) - started) / steps
 
 
@@ -86,8 +95,17 @@ def engine_loop(recipe, steps: int) -> tuple[float, float]:
     return total, between
 
 
-def queries_per_iteration(recipe, samples: int = 20) -> dict:
-    """Run iterations in this process and count their queries (nothing is sent)."""
+MODES = {
+    "close": {"LOOP_WORKER_DB_REUSE_MAX": "0"},
+    "reuse": {},
+    "pool": {"LOOP_WORKER_DB_REUSE_MAX": "0", "BENCH_DB_POOL": "1"},
+}
+
+
+def queries_per_iteration(recipe, at: tuple[int, ...] = (1, 2, 3, 1000)) -> dict:
+    """Run one run's iterations in this process (nothing is sent) and count the queries
+    of the iterations numbered `at` — iteration 1,000 shows whether the cost grows with
+    the run's history."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -104,26 +122,32 @@ def queries_per_iteration(recipe, samples: int = 20) -> dict:
         tasks.advance_run(run.pk)
         node_id = next(args[0] for name, args in sent if name == "start_node")
         tasks.start_node(node_id)
-        counts = []
-        for _ in range(samples):
+        counts, verbs = {}, {}
+        for number in range(1, max(at) + 1):
             it = Iteration.objects.filter(run=run, status="pending").get()
+            if number not in at:
+                tasks.run_iteration(it.pk)
+                continue
             with CaptureQueriesContext(connection) as captured:
                 tasks.run_iteration(it.pk)
-            counts.append(len(captured.captured_queries))
-        kinds: dict[str, int] = {}
-        for query in captured.captured_queries:
-            verb = query["sql"].split(None, 1)[0].upper()
-            kinds[verb] = kinds.get(verb, 0) + 1
-        return {"per_iteration": median(counts), "last_by_verb": kinds}
+            counts[number] = len(captured.captured_queries)
+            kinds: dict[str, int] = {}
+            for query in captured.captured_queries:
+                verb = query["sql"].split(None, 1)[0].upper()
+                kinds[verb] = kinds.get(verb, 0) + 1
+            verbs[number] = kinds
+        return {"by_iteration": counts, "by_verb": verbs}
     finally:
         state.enqueue = services.enqueue = scheduler.enqueue = original
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--modes", default="close,reuse,pool")
     options = parser.parse_args()
+    modes = options.modes.split(",")
     bench = Bench.open("bench_loop")
     try:
         import redis
@@ -131,56 +155,57 @@ def main() -> None:
         client = redis.Redis.from_url(os.environ["REDIS_URL"])
         recipe = make_recipe(RECIPE.format(steps=options.steps), "instant-loop")
         warm = make_recipe(RECIPE.format(steps=20), "instant-warmup")
-        bench.start_worker(concurrency=2)
-        noop_chain(client, 50), transaction_chain(client, recipe, 50), engine_loop(warm, 20)
-        noop, tx, engine, inner = [], [], [], []
-        for _ in range(options.rounds):
-            noop.append(noop_chain(client, options.steps))
-            tx.append(transaction_chain(client, recipe, options.steps))
-            total, between = engine_loop(recipe, options.steps)
-            engine.append(total)
-            inner.append(between)
-        bench.stop_workers()
-        queries = queries_per_iteration(warm)
-        ms = {
-            "noop": median(noop) * 1000,
-            "transaction": median(tx) * 1000,
-            "engine": median(engine) * 1000,
-            "engine_between_iterations": median(inner) * 1000,
+        chains = ("noop", "raw", "orm", "engine")
+        rounds = {mode: {chain: [] for chain in chains} for mode in modes}
+        for mode in modes:
+            bench.start_worker(concurrency=2, **MODES[mode])
+            noop_chain(client, 50), transaction_chain(client, recipe, 50, raw=True)
+            transaction_chain(client, recipe, 50), engine_loop(warm, 20)
+            for _ in range(options.rounds):
+                got = rounds[mode]
+                got["noop"].append(noop_chain(client, options.steps) * 1000)
+                got["raw"].append(transaction_chain(client, recipe, options.steps, True) * 1000)
+                got["orm"].append(transaction_chain(client, recipe, options.steps) * 1000)
+                got["engine"].append(engine_loop(recipe, options.steps)[0] * 1000)
+            bench.stop_workers()
+        queries = queries_per_iteration(make_recipe(RECIPE.format(steps=1001), "long-loop"))
+        ms = {mode: {chain: median(v) for chain, v in got.items()} for mode, got in rounds.items()}
+        rows = []
+        labels = {
+            "noop": "raw chain, no-op",
+            "raw": "raw chain, 1 tx / 2 writes, persistent psycopg conn (floor)",
+            "orm": "ORM chain, 1 tx / 2 writes",
+            "engine": "engine loop iteration",
         }
-        rows = [
-            ["raw chain, no-op", ms["noop"], 1.0, ms["noop"] / ms["transaction"]],
-            [
-                "raw chain, 1 transaction / 2 writes",
-                ms["transaction"],
-                ms["transaction"] / ms["noop"],
-                1.0,
-            ],
-            [
-                "engine loop iteration",
-                ms["engine"],
-                ms["engine"] / ms["noop"],
-                ms["engine"] / ms["transaction"],
-            ],
-        ]
+        for mode in modes:
+            m = ms[mode]
+            for chain in chains:
+                rows.append(
+                    [
+                        mode,
+                        labels[chain],
+                        m[chain],
+                        m[chain] / m["noop"],
+                        m[chain] / m["raw"],
+                        m[chain] / m["orm"],
+                    ]
+                )
+        by_iteration = queries["by_iteration"]
         bench.report(
             "engine_overhead",
-            f"Per-step cost over {options.steps} steps (median of {options.rounds} rounds); "
-            f"engine queries per iteration: {queries['per_iteration']}",
-            ["chain", "ms/step", "x no-op", "x transaction"],
+            f"Per-step cost over {options.steps} steps (median of {options.rounds} rounds, "
+            f"one run); engine queries at iterations {dict(by_iteration)}",
+            ["worker conns", "chain", "ms/step", "x no-op", "x raw tx", "x ORM tx"],
             rows,
             {
                 "steps": options.steps,
                 "rounds": options.rounds,
                 "ms_per_step": ms,
-                "rounds_ms": {
-                    "noop": [v * 1000 for v in noop],
-                    "transaction": [v * 1000 for v in tx],
-                    "engine": [v * 1000 for v in engine],
+                "rounds_ms": rounds,
+                "engine_vs_raw_floor": {
+                    mode: ms[mode]["engine"] / ms[mode]["raw"] for mode in modes
                 },
-                "engine_vs_transaction": ms["engine"] / ms["transaction"],
-                "engine_vs_noop": ms["engine"] / ms["noop"],
-                "target": "engine <= 2x transaction",
+                "target": "engine <= 2x the persistent-connection transaction floor",
                 "queries": queries,
             },
         )

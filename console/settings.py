@@ -209,6 +209,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # visibility timeout only needs to outlast the longest task.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 600}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Celery closes every database connection before and after each task unless told to keep
+# them: a new PostgreSQL connection per task cost more than the task's own writes. Workers
+# keep theirs for this many tasks (console/celery.py checks them only after an error).
+CELERY_DB_REUSE_MAX = env_int("LOOP_WORKER_DB_REUSE_MAX", 10_000)
 CELERY_BEAT_SCHEDULE = {
     "sweep-expired-leases": {"task": "runs.tasks.sweep", "schedule": 15.0},
 }

@@ -96,6 +96,9 @@ def _database_url() -> str:
     return f"postgres://{auth}@{host}:{port}/{db['NAME']}"
 
 
+WORKER_APP_NAME = "loop-console-test-worker"
+
+
 class Worker:
     """A `celery worker` process on the queue and database named in `env`."""
 
@@ -171,6 +174,8 @@ def worker_env(django_db_setup, django_db_blocker, tmp_path_factory):
         "LOOP_DATA_DIR": str(settings.LOOP_DATA_DIR),
         "LOOP_DEMO_DELAY": os.environ.get("LOOP_DEMO_DELAY", "0.002"),
         "LOOP_TESTING": "1",
+        # How the workers' database connections show in pg_stat_activity.
+        "PGAPPNAME": WORKER_APP_NAME,
     }
     return env
 
