@@ -68,6 +68,16 @@ def node_id_for(agent: Agent, scope: Scope) -> str:
     return ".".join(scope.path) or agent.name
 
 
+def agent_row(run: Run, node_id: str) -> NodeRun | None:
+    """An agent's row, locked; after a resume, its newest generation."""
+    return (
+        NodeRun.objects.select_for_update()
+        .filter(run=run, node_id=node_id, iteration=0)
+        .order_by("-generation")
+        .first()
+    )
+
+
 class RecordingHost:
     def __init__(self, run: Run | None = None, workflow_row: NodeRun | None = None):
         """With a claimed `workflow` row (a worker), execute it; without (a script), start
@@ -215,21 +225,19 @@ class RecordingHost:
             run = lock_run(self.run.pk, with_recipe=False)
             if run.is_terminal:
                 raise RunCancelled(f"the run is {run.status}")
-            row, _ = NodeRun.objects.select_for_update().get_or_create(
-                run=run,
-                node_id=node_id,
-                iteration=0,
-                generation=0,
-                defaults={
-                    "kind": "agent",
-                    "status": NodeRun.Status.RUNNING,
-                    "started_at": timezone.now(),
-                    "max_iterations": scope.max_iterations,
-                    "state": {"provider": agent.provider_name},
-                },
-            )
+            row = agent_row(run, node_id)
+            if row is None:
+                row = NodeRun.objects.create(
+                    run=run,
+                    node_id=node_id,
+                    kind="agent",
+                    status=NodeRun.Status.RUNNING,
+                    started_at=timezone.now(),
+                    max_iterations=scope.max_iterations,
+                    state={"provider": agent.provider_name},
+                )
             it = Iteration.objects.filter(
-                node_run=row, generation=0, number=scope.iteration
+                node_run=row, generation=row.generation, number=scope.iteration
             ).first()
             if it is not None and it.status == Iteration.Status.COMPLETED:
                 return recorded_result(agent, it)
@@ -239,6 +247,7 @@ class RecordingHost:
                     run=run,
                     node_run=row,
                     node_id=node_id,
+                    generation=row.generation,
                     number=scope.iteration,
                     status=Iteration.Status.RUNNING,
                     prompt=prompt,
@@ -336,8 +345,10 @@ class RecordingHost:
             if run.is_terminal:
                 raise RunCancelled(f"the run is {run.status}")
             node_id = ".".join(request.agent_path)
-            row = NodeRun.objects.select_for_update().get(run=run, node_id=node_id, iteration=0)
-            it = Iteration.objects.get(node_run=row, generation=0, number=request.iteration)
+            row = agent_row(run, node_id)
+            it = Iteration.objects.get(
+                node_run=row, generation=row.generation, number=request.iteration
+            )
             gate = Gate.objects.filter(node_run=row, iteration=it).order_by("-id").first()
             if gate is not None and gate.status != Gate.Status.PENDING:
                 return decision_of(gate)
