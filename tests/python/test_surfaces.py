@@ -60,3 +60,19 @@ def test_the_bundled_file_runs_as_a_script(transactional_db, worker_env, bundled
     run = Run.objects.get()
     assert run.status == "completed" and run.recipe == bundled["scored-writer-reviewer"]
     assert run.recipe.versions.count() == 1
+
+
+def test_run_start_takes_a_python_file(live_worker, worker_env, tmp_path):
+    from tests.python.test_recording import MAX_ONLY
+
+    path = tmp_path / "from_a_file.py"
+    path.write_text(MAX_ONLY)
+    result = run_command(
+        worker_env, "manage.py", "run", "start", str(path), "-m", "go", "--wait", "--json"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    assert data["status"] == "completed" and data["recipe"] == "from-a-file"
+    run = Run.objects.get(pk=data["id"])
+    assert run.recipe.kind == "python"
+    assert run.iterations.filter(node_id="drafter").count() == 2
