@@ -12,11 +12,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.db.models import Count, Q, Sum
+from django.db.models.functions import Length, Right
 
 from recipes.models import Recipe
 from runs.models import Gate, Iteration, NodeRun, Run, RunEvent
 
 TIMELINE_PAGE = 20
+# A run page shows this many top-level nodes, and the end of each node's output: a recipe
+# with hundreds of nodes of long output must not make a page of a hundred megabytes.
+NODES_PAGE = 50
+NODE_OUTPUT_SHOWN = 20_000
 RUN_LIST_PAGE = 50
 EVENTS_PAGE = 200
 GROUP_ITERATIONS_SHOWN = 3
@@ -106,8 +111,20 @@ class NodeRow:
     group_iterations: list[tuple[int, list[NodeRun]]] = field(default_factory=list)
 
 
-def nodes(run: Run) -> list[NodeRow]:
-    top = [NodeRow(row) for row in run.nodes.filter(iteration=0).order_by("id")]
+def _with_output_tail(rows):
+    """Rows without their full output: its length and its last NODE_OUTPUT_SHOWN chars."""
+    return rows.defer("output").annotate(
+        output_length=Length("output"), output_tail=Right("output", NODE_OUTPUT_SHOWN)
+    )
+
+
+def nodes(run: Run, *, after: int | None = None) -> dict:
+    """A page of the run's top-level nodes in order, from the one after id ``after``."""
+    rows = _with_output_tail(run.nodes.filter(iteration=0)).order_by("id")
+    if after:
+        rows = rows.filter(pk__gt=after)
+    page, more = take_page(rows, NODES_PAGE)
+    top = [NodeRow(row) for row in page]
     groups = [n for n in top if n.row.kind == "loop_group" and n.row.iteration_count]
     if groups:
         wanted = Q()
@@ -119,12 +136,16 @@ def nodes(run: Run) -> list[NodeRow]:
                 iteration__gte=first,
             )
         body = defaultdict(lambda: defaultdict(list))
-        for row in run.nodes.filter(wanted).order_by("iteration", "id"):
+        for row in _with_output_tail(run.nodes.filter(wanted)).order_by("iteration", "id"):
             body[row.node_id.split(".", 1)[0]][row.iteration].append(row)
         for group in groups:
             per_iteration = body[group.row.node_id]
             group.group_iterations = sorted(per_iteration.items(), reverse=True)
-    return top
+    return {
+        "nodes": top,
+        "nodes_after": after,
+        "more_nodes_after": top[-1].row.pk if more else None,
+    }
 
 
 def gate_state(run: Run) -> dict:
@@ -234,13 +255,13 @@ def events(run: Run, *, before: int | None = None) -> tuple[list[RunEvent], int 
     return page, (page[0].seq if more else None)
 
 
-def run_page(run: Run) -> dict:
+def run_page(run: Run, *, nodes_after: int | None = None) -> dict:
     timeline, older = iterations(run)
     event_rows, earlier_events = events(run)
     return {
         "run": run,
         **usage(run),
-        "nodes": nodes(run),
+        **nodes(run, after=nodes_after),
         **gate_state(run),
         "iterations": timeline,
         "older": older,

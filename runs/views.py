@@ -58,13 +58,22 @@ def run_list(request):
 @viewer_required
 def run_detail(request, run_id):
     run = _run_or_404(run_id)
-    return render(request, "runs/detail.html", queries.run_page(run))
+    nodes_after = _positive_int(request.GET.get("nodes_after"))
+    return render(request, "runs/detail.html", queries.run_page(run, nodes_after=nodes_after))
+
+
+def _positive_int(raw) -> int | None:
+    try:
+        value = int(raw or 0)
+    except ValueError:
+        return None
+    return value if value > 0 else None
 
 
 # The parts of the run page that refresh on their own when the live stream says so.
 PARTS = {
     "header": ("runs/_header.html", queries.usage),
-    "nodes": ("runs/_nodes.html", lambda run: {"nodes": queries.nodes(run)}),
+    "nodes": ("runs/_nodes.html", queries.nodes),
     "gate": ("runs/_gate.html", queries.gate_state),
     "timeline": ("runs/_timeline.html", lambda run: _timeline(run)),
 }
@@ -82,7 +91,12 @@ def run_part(request, run_id, part):
         raise Http404("No such part.")
     run = _run_or_404(run_id)
     template, context = PARTS[part]
-    return render(request, template, {"run": run, **context(run)})
+    if part == "nodes":
+        # The page of nodes the person is looking at stays the one that refreshes.
+        values = context(run, after=_positive_int(request.GET.get("after")))
+    else:
+        values = context(run)
+    return render(request, template, {"run": run, **values})
 
 
 @require_GET
