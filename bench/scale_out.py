@@ -1,12 +1,15 @@
-"""Scale-out: many concurrent runs on one worker, then on two.
+"""Throughput: many concurrent runs on 1, 2 and 4 worker processes.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379/0 \\
-        .venv/bin/python bench/scale_out.py [--runs 100] [--iterations 20] [--concurrency 1]
+        .venv/bin/python bench/scale_out.py [--runs 200] [--iterations 20] [--workers 1,2,4] \\
+        [--agent-ms 0,50] [--concurrency 1]
 
-RUNS runs of a loop of ITERATIONS iterations (an agent that takes AGENT_MS per iteration,
-the demo provider with a per-word delay) are started at once, first with one worker, then
-with two (each worker has CONCURRENCY processes). Reports the wall time, iterations per
-second and the speed-up, and checks that no iteration was lost or recorded twice.
+RUNS runs of a loop of ITERATIONS iterations are started at once on each number of workers
+(each with CONCURRENCY processes), for each agent: an instant one (the demo provider, no
+delay) and one that takes about AGENT_MS per iteration (the demo provider's per-word delay,
+set from the word count of an instant iteration). Reports the wall time, iterations per
+second and the speed-up against one worker, and checks that no iteration was lost or
+recorded twice (exits non-zero if one was).
 """
 
 from __future__ import annotations
@@ -79,41 +82,76 @@ def one_round(bench, recipe, workers: int, options) -> dict:
     }
 
 
+def pieces_per_iteration(recipe) -> int:
+    """How many chunks the demo agent writes per iteration (its delay is per chunk)."""
+    import re
+
+    from runs.models import Iteration
+
+    output = Iteration.objects.filter(run__recipe=recipe).values_list("raw_output", flat=True)
+    return max(1, len(re.findall(r"\S+\s*|\s+", output.first() or "")))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--agent-ms", default="0,50", help="agent time per iteration")
     parser.add_argument("--concurrency", type=int, default=1, help="processes per worker")
-    parser.add_argument("--agent-delay", type=float, default=0.002, help="seconds per word")
     options = parser.parse_args()
     bench = Bench.open("bench_scale")
+    results = []
     try:
-        recipe = make_recipe(
-            RECIPE.format(delay=options.agent_delay, iterations=options.iterations), "scale-loop"
-        )
-        one = one_round(bench, recipe, 1, options)
-        two = one_round(bench, recipe, 2, options)
-        speedup = one["seconds"] / two["seconds"]
+        instant = None
+        for agent_ms in [int(v) for v in options.agent_ms.split(",")]:
+            delay = 0.0
+            if agent_ms:
+                if instant is None:
+                    sys.exit("measure the instant agent first (--agent-ms 0,...)")
+                delay = agent_ms / 1000 / pieces_per_iteration(instant)
+            recipe = make_recipe(
+                RECIPE.format(delay=delay, iterations=options.iterations), f"scale-{agent_ms}"
+            )
+            instant = instant or recipe
+            base = None
+            for workers in [int(v) for v in options.workers.split(",")]:
+                result = one_round(bench, recipe, workers, options)
+                base = base or result["seconds"]
+                result.update(agent_ms=agent_ms, speedup=base / result["seconds"])
+                results.append(result)
         rows = [
             [
+                r["agent_ms"],
                 r["workers"],
                 options.concurrency,
                 r["seconds"],
                 r["iterations_per_second"],
+                r["speedup"],
                 r["check"]["lost"],
                 r["check"]["duplicate_rows"] + r["check"]["duplicate_completions"],
                 ", ".join(f"{k} {v}" for k, v in r["check"]["statuses"].items()),
             ]
-            for r in (one, two)
+            for r in results
         ]
         bench.report(
             "scale_out",
-            f"{options.runs} runs x {options.iterations} iterations; speed-up {speedup:.2f}x",
-            ["workers", "procs each", "seconds", "iter/s", "lost", "duplicates", "runs"],
+            f"{options.runs} runs x {options.iterations} iterations, all started at once",
+            [
+                "agent ms",
+                "workers",
+                "procs each",
+                "seconds",
+                "iter/s",
+                "speed-up",
+                "lost",
+                "duplicates",
+                "runs",
+            ],
             rows,
-            {"options": vars(options), "one_worker": one, "two_workers": two, "speedup": speedup},
+            {"options": vars(options), "results": results},
         )
-        if any(r["check"]["lost"] or r["check"]["duplicate_rows"] for r in (one, two)):
+        if any(r["check"]["lost"] or r["check"]["duplicate_rows"] for r in results):
             sys.exit("lost or duplicate iterations")
     finally:
         bench.close()
