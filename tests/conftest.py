@@ -215,7 +215,14 @@ def live_worker(celery_worker, transactional_db):
     return celery_worker
 
 
+# On a busy machine (two cores shared with other suites, or a CPU hog) a worker can take
+# many times longer than on a quiet one. A wait returns as soon as its event happens, so a
+# generous floor costs nothing when things go right: no wait gives up sooner than this.
+WAIT_FLOOR_SECONDS = float(os.environ.get("LOOP_TEST_WAIT_SECONDS", "90"))
+
+
 def wait_for(predicate, timeout: float = 30, interval: float = 0.05, message: str = ""):
+    timeout = max(timeout, WAIT_FLOOR_SECONDS)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

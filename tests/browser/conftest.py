@@ -88,8 +88,9 @@ def console_server(worker_env, tmp_path_factory):
 def chromium():
     from playwright.sync_api import expect, sync_playwright
 
-    # Other suites may share the machine: give the worker and the live stream time.
-    expect.set_options(timeout=20_000)
+    # Other suites may share the machine: give the worker and the live stream time (an
+    # expectation returns as soon as it holds).
+    expect.set_options(timeout=60_000)
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
@@ -102,7 +103,7 @@ def chromium():
 @pytest.fixture
 def page(chromium):
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(20_000)
+    context.set_default_timeout(60_000)
     page = context.new_page()
     yield page
     context.close()

@@ -9,12 +9,20 @@ from tests.conftest import wait_for, wait_run
 
 pytestmark = pytest.mark.browser
 
-TALKATIVE = """
+
+def talkative_recipe(go_file) -> str:
+    """Three lines a second apart, then the agent waits for the test's go: whether the
+    iteration is still running when the page shows line 3 never depends on the machine."""
+    command = (
+        'for i in 1 2 3; do echo "line $i <b>bold</b>"; sleep 1; done; '
+        f"until rm {go_file} 2>/dev/null; do sleep 0.05; done; echo DONE"
+    )
+    return f"""
 name: talkative
 providers:
   talker:
     kind: command
-    command: 'for i in 1 2 3; do echo "line $i <b>bold</b>"; sleep 1; done; echo DONE'
+    command: '{command}'
 nodes:
   - id: talk
     provider: talker
@@ -26,10 +34,11 @@ nodes:
 
 
 def test_output_streams_into_the_open_page(
-    live_worker, make_recipe, operator, console_server, page
+    live_worker, make_recipe, operator, console_server, page, tmp_path
 ):
-    run = services.start_run(make_recipe(TALKATIVE, slug="talkative"), user=operator)
-    wait_for(lambda: run.iterations.filter(status="running").exists(), 30, message="iteration")
+    go = tmp_path / "go"
+    run = services.start_run(make_recipe(talkative_recipe(go), slug="talkative"), user=operator)
+    wait_for(lambda: run.iterations.filter(status="running").exists(), 60, message="iteration")
     log_in(page, console_server, "otto")
     page.goto(console_server + run.get_absolute_url())
     mark_page(page)
@@ -37,6 +46,7 @@ def test_output_streams_into_the_open_page(
     # Line 3 is written two seconds into the iteration: it can only arrive through the stream.
     expect(live_output).to_contain_text("line 3 <b>bold</b>")
     assert run.iterations.get().status == "running"
+    go.touch()
     expect(page.locator("#run-header .badge").first).to_have_text("completed")
     expect(page.locator("#timeline .iteration").first).to_contain_text("completed via until")
     assert still_same_page(page)
