@@ -109,14 +109,13 @@ def queries_per_iteration(recipe, at: tuple[int, ...] = (1, 2, 3, 1000)) -> dict
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from runs import services, tasks
-    from runs.executor import scheduler, state
+    from runs import dispatch, services, tasks
     from runs.models import Iteration
 
     sent: list = []
-    original = state.enqueue
-    state.enqueue = services.enqueue = lambda name, *args: sent.append((name, args))
-    scheduler.enqueue = state.enqueue
+    original = dispatch.deliver, dispatch.CHAIN_SECONDS
+    dispatch.deliver = lambda name, *args: sent.append((name, args))
+    dispatch.CHAIN_SECONDS = 0  # one iteration per call: count one iteration's queries
     try:
         run = services.start_run(recipe, message="count queries")
         tasks.advance_run(run.pk)
@@ -138,7 +137,7 @@ def queries_per_iteration(recipe, at: tuple[int, ...] = (1, 2, 3, 1000)) -> dict
             verbs[number] = kinds
         return {"by_iteration": counts, "by_verb": verbs}
     finally:
-        state.enqueue = services.enqueue = scheduler.enqueue = original
+        dispatch.deliver, dispatch.CHAIN_SECONDS = original
 
 
 def main() -> None:

@@ -55,6 +55,7 @@ def main() -> None:
     bench = Bench.open("bench_gates")
     try:
         from runs import services
+        from runs.actor import Actor
         from runs.models import Gate, Iteration
 
         recipe = make_recipe(RECIPE.format(iterations=options.gates + 1), "gated-loop")
@@ -66,7 +67,7 @@ def main() -> None:
                 lambda: Gate.objects.filter(run=run, status=Gate.Status.PENDING).first()
             )
             asked = time.time()
-            services.approve(gate, comment=f"again {number}", surface="api")
+            services.approve(gate.pk, Actor("api"), comment=f"again {number}")
             approve_ms.append((time.time() - asked) * 1000)
             started = wait_for(
                 lambda n=number: (
@@ -76,7 +77,7 @@ def main() -> None:
                 )
             )
             latencies.append((started.timestamp() - asked) * 1000)
-        services.cancel_run(run, reason="benchmark done")
+        services.cancel_run(run, Actor("console"), reason="benchmark done")
         figures = {
             "gates": options.gates,
             "worker_processes": options.concurrency,

@@ -220,6 +220,8 @@ CELERY_BEAT_SCHEDULE = {
 # Engine knobs
 LOOP_LEASE_SECONDS = env_int("LOOP_LEASE_SECONDS", 30)
 LOOP_MAX_ATTEMPTS = env_int("LOOP_MAX_ATTEMPTS", 3)
+# The longest a step's `retry.delay_ms` may make a worker wait between attempts.
+LOOP_MAX_RETRY_DELAY_SECONDS = env_int("LOOP_MAX_RETRY_DELAY_SECONDS", 300)
 LOOP_RECIPE_DIRS = env_list("LOOP_RECIPE_DIRS", [])
 LOOP_USER_RECIPE_DIR = Path(
     os.getenv("LOOP_USER_RECIPE_DIR")

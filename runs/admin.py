@@ -17,7 +17,7 @@ class GateAdmin(admin.ModelAdmin):
 
     list_display = [
         "decided_at",
-        "decided_by",
+        "who",
         "surface",
         "status",
         "decision",
@@ -28,9 +28,13 @@ class GateAdmin(admin.ModelAdmin):
         "created_at",
     ]
     list_filter = ["status", "kind", "surface", "decided_by"]
-    search_fields = ["comment", "node_id", "decided_by__username"]
+    search_fields = ["comment", "node_id", "decided_by__username", "decided_by_name"]
     date_hierarchy = "created_at"
     list_select_related = ["run", "decided_by"]
+
+    @admin.display(description="decided by", ordering="decided_by_name")
+    def who(self, gate):
+        return gate.decider or "—"
 
     @admin.display(description="comment")
     def comment_excerpt(self, gate):

@@ -10,8 +10,6 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
 
-from django.db.models import F
-from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from ninja import Field, Query, Router, Schema, Status
@@ -21,7 +19,9 @@ from console.api_errors import InvalidInputsOut, JsonObject, errors, require
 from recipes.api import Text
 from recipes.models import Recipe
 from runs import services
-from runs.models import Gate, Iteration, Run
+from runs.actor import Actor
+from runs.models import Iteration, Run
+from runs.models.gate import COMMENT_LIMIT
 from runs.queries import take_page
 from runs.serializers import run_summary
 
@@ -146,7 +146,7 @@ class EventPageOut(Schema):
 
 
 class ApproveIn(JsonObject):
-    comment: Text = Field("", max_length=100_000, description="Feedback: iterate again")
+    comment: Text = Field("", max_length=COMMENT_LIMIT, description="Feedback: iterate again")
     decision: Text = Field("", max_length=100, description="For approvals with decisions")
     gate: int | None = Field(
         None, ge=1, le=MAX_ID, description="The gate you saw; refused if it is no longer pending"
@@ -154,7 +154,7 @@ class ApproveIn(JsonObject):
 
 
 class RejectIn(JsonObject):
-    reason: Text = Field("", max_length=100_000)
+    reason: Text = Field("", max_length=COMMENT_LIMIT)
     gate: int | None = Field(None, ge=1, le=MAX_ID)
 
 
@@ -194,31 +194,6 @@ def body_or_empty(request, payload, schema):
             raise services.ServiceError("The body must be a JSON object, or empty.")
         return schema()
     return payload
-
-
-def gate_to_decide(run: Run, gate_id: int | None) -> Gate:
-    """The gate to decide: the one the caller names, else the run's pending gate.
-
-    When it is no longer pending the answer is a 409 that says who decided it and when."""
-    if gate_id is not None:
-        named = run.gates.select_related("decided_by", "iteration").filter(pk=gate_id).first()
-        if named is None:
-            raise Http404(f"Run {run.pk} has no gate {gate_id}.")
-        if named.is_pending:
-            return named
-        raise services.AlreadyDecided(named)
-    gate = services.pending_gate(run)
-    if gate is not None:
-        return gate
-    last = (
-        run.gates.exclude(status=Gate.Status.PENDING)
-        .select_related("decided_by")
-        .order_by(F("decided_at").desc(nulls_last=True), "-id")
-        .first()
-    )
-    if last is not None:
-        raise services.AlreadyDecided(last)
-    raise services.Conflict(f"Run {run.pk} is {run.status} and has no gate waiting.")
 
 
 # --- endpoints -----------------------------------------------------------------------------
@@ -344,16 +319,10 @@ def list_events(
 )
 def approve(request, payload: ApproveIn | None = None, run_id: int = RunId):
     run = readable_run(request, run_id)
-    services.require_operator(request.auth)
+    actor = Actor.operator(request.auth, "api")
     payload = body_or_empty(request, payload, ApproveIn)
-    gate = gate_to_decide(run, payload.gate)
-    services.approve(
-        gate,
-        user=request.auth,
-        comment=payload.comment,
-        decision=payload.decision,
-        surface=Gate.Surface.API,
-    )
+    gate = services.gate_for_decision(run, payload.gate)
+    services.approve(gate.pk, actor, comment=payload.comment, decision=payload.decision)
     run.refresh_from_db()
     return run_out(request, run)
 
@@ -365,10 +334,10 @@ def approve(request, payload: ApproveIn | None = None, run_id: int = RunId):
 )
 def reject(request, payload: RejectIn | None = None, run_id: int = RunId):
     run = readable_run(request, run_id)
-    services.require_operator(request.auth)
+    actor = Actor.operator(request.auth, "api")
     payload = body_or_empty(request, payload, RejectIn)
-    gate = gate_to_decide(run, payload.gate)
-    services.reject(gate, user=request.auth, reason=payload.reason, surface=Gate.Surface.API)
+    gate = services.gate_for_decision(run, payload.gate)
+    services.reject(gate.pk, actor, reason=payload.reason)
     run.refresh_from_db()
     return run_out(request, run)
 
@@ -378,7 +347,7 @@ def reject(request, payload: RejectIn | None = None, run_id: int = RunId):
 )
 def cancel(request, run_id: int = RunId):
     run = readable_run(request, run_id)
-    run = services.cancel_run(run, user=request.auth, surface=Gate.Surface.API)
+    run = services.cancel_run(run, Actor.operator(request.auth, "api"))
     return run_out(request, run)
 
 
@@ -389,5 +358,5 @@ def cancel(request, run_id: int = RunId):
 )
 def resume(request, run_id: int = RunId):
     run = readable_run(request, run_id)
-    run = services.resume_run(run, user=request.auth, surface=Gate.Surface.API)
+    run = services.resume_run(run, Actor.operator(request.auth, "api"))
     return run_out(request, run)

@@ -1,6 +1,12 @@
 from django import forms
 
 from runs.models import Run
+from runs.models.gate import COMMENT_LIMIT
+
+TOO_LONG = (
+    "Feedback is limited to %(limit_value)s characters; this has %(show_value)s. "
+    "Shorten it and send again."
+)
 
 
 class RunFilterForm(forms.Form):
@@ -15,9 +21,13 @@ class RunFilterForm(forms.Form):
 
 
 class ApproveForm(forms.Form):
-    comment = forms.CharField(required=False, max_length=100_000)
+    comment = forms.CharField(
+        required=False, max_length=COMMENT_LIMIT, error_messages={"max_length": TOO_LONG}
+    )
     decision = forms.CharField(required=False, max_length=100)
 
 
 class RejectForm(forms.Form):
-    reason = forms.CharField(required=False, max_length=100_000)
+    reason = forms.CharField(
+        required=False, max_length=COMMENT_LIMIT, error_messages={"max_length": TOO_LONG}
+    )

@@ -16,6 +16,7 @@ from django.db.models.functions import Length, Right
 
 from recipes.models import Recipe
 from runs.models import Gate, Iteration, NodeRun, Run, RunEvent
+from runs.models.gate import COMMENT_LIMIT
 
 TIMELINE_PAGE = 20
 # A run page shows this many top-level nodes, and the end of each node's output: a recipe
@@ -157,7 +158,12 @@ def gate_state(run: Run) -> dict:
     decided = next((g for g in gates if g.status != Gate.Status.PENDING), None)
     if pending is not None and decided is not None and decided.node_run_id != pending.node_run_id:
         decided = None  # another node's decision says nothing about this gate
-    return {"gate": pending, "last_decision": decided}
+    return {
+        "gate": pending,
+        "last_decision": decided,
+        "comment_limit": COMMENT_LIMIT,
+        "comment_limit_text": f"{COMMENT_LIMIT:,}",
+    }
 
 
 def iterations(run: Run, *, before: int | None = None) -> tuple[list[Iteration], int | None]:

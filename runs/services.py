@@ -6,7 +6,6 @@ and enqueue work on commit. They never render anything.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
@@ -14,61 +13,29 @@ from django.db import transaction
 from django.utils import timezone
 
 from recipes.models import Recipe
+from runs import dispatch
+from runs.actor import Actor, can_operate
+from runs.errors import AlreadyDecided, Conflict, InputError, NotAllowed, NotFound, ServiceError
 from runs.executor import group as group_exec
 from runs.executor.spec import SpecError, node_spec, spec_for, spec_of
-from runs.executor.state import (
-    complete_node,
-    enqueue,
-    fail_node,
-    lock_run,
-    max_iterations_error,
-    next_iteration,
-    stop_all_work,
-)
+from runs.executor.state import lock_run, max_iterations_error
 from runs.models import Gate, NodeRun, Run
 
-
-class ServiceError(Exception):
-    status = 400
-
-
-class NotAllowed(ServiceError):
-    status = 403
-
-
-class Conflict(ServiceError):
-    status = 409
-
-
-class AlreadyDecided(Conflict):
-    def __init__(self, gate: Gate):
-        who = gate.decided_by.get_username() if gate.decided_by_id else "the engine"
-        when = (
-            timezone.localtime(gate.decided_at).strftime("%Y-%m-%d %H:%M:%S")
-            if gate.decided_at
-            else "earlier"
-        )
-        super().__init__(f"This gate was already decided by {who} at {when} ({gate.status}).")
-        self.gate = gate
-
-
-@dataclass
-class InputError(ServiceError):
-    errors: dict
-
-    def __post_init__(self):
-        super().__init__("; ".join(f"{k}: {v}" for k, v in self.errors.items()))
-
-    status = 422
-
-
-def can_operate(user) -> bool:
-    return bool(user and user.is_authenticated and user.has_perm("runs.operate_run"))
+__all__ = [
+    "Actor",
+    "AlreadyDecided",
+    "Conflict",
+    "InputError",
+    "NotAllowed",
+    "NotFound",
+    "ServiceError",
+    "can_operate",
+    "require_operator",
+]
 
 
 def require_operator(user) -> None:
-    if not can_operate(user):
-        raise NotAllowed("You need the operator role to do this.")
+    Actor.operator(user, "console")
 
 
 # --- starting runs -------------------------------------------------------------------------
@@ -120,7 +87,7 @@ def start_run(
             version=version.number,
             by=user.get_username() if user is not None and user.is_authenticated else "",
         )
-        enqueue("advance_run", run.pk)
+        dispatch.send_on_commit("advance_run", run.pk)
     return run
 
 
@@ -147,24 +114,19 @@ def rerun(run: Run, *, user=None) -> Run:
 # --- cancelling and resuming ---------------------------------------------------------------
 
 
-def cancel_run(run: Run, *, user=None, surface: str = "console", reason: str = "") -> Run:
-    if user is not None:
-        require_operator(user)
+def cancel_run(run: Run, actor: Actor, *, reason: str = "") -> Run:
     with transaction.atomic():
         run = lock_run(run.pk)
         if run.is_terminal:
             raise Conflict(f"Run {run.pk} is already {run.status}.")
-        who = user.get_username() if user is not None else "system"
-        text = reason or f"cancelled by {who}"
-        stop_all_work(run, text)
-        run.set_status(Run.Status.CANCELLED, error=text, by=who, surface=surface)
+        text = reason or f"cancelled by {actor.name}"
+        run.stop_all_work(text, actor)
+        run.set_status(Run.Status.CANCELLED, error=text, by=actor.name, surface=actor.surface)
     return run
 
 
-def resume_run(run: Run, *, user=None, surface: str = "console") -> Run:
+def resume_run(run: Run, actor: Actor) -> Run:
     """Re-run what did not complete (and `always_run` nodes); a loop restarts at iteration 1."""
-    if user is not None:
-        require_operator(user)
     with transaction.atomic():
         run = lock_run(run.pk)
         if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED):
@@ -176,16 +138,12 @@ def resume_run(run: Run, *, user=None, surface: str = "console") -> Run:
         for row in NodeRun.objects.filter(run=run, iteration=0):
             always = getattr(node_spec(spec, row.node_id), "always_run", False)
             if row.status != NodeRun.Status.COMPLETED or always:
-                row.generation += 1
-                row.status = NodeRun.Status.PENDING
-                row.queued_at = row.started_at = row.finished_at = row.lease_expires_at = None
-                row.output, row.error, row.skip_reason = "", "", ""
-                row.structured, row.state, row.iteration_count, row.attempts = None, {}, 0, 0
-                row.save()
+                row.reset_for_resume()
                 reset.append(row.node_id)
-        who = user.get_username() if user is not None else "system"
-        run.set_status(Run.Status.RUNNING, error="", by=who, surface=surface, reset=reset)
-        enqueue("advance_run", run.pk)
+        run.set_status(
+            Run.Status.RUNNING, error="", by=actor.name, surface=actor.surface, reset=reset
+        )
+        dispatch.send_on_commit("advance_run", run.pk)
     return run
 
 
@@ -196,113 +154,62 @@ def pending_gate(run: Run) -> Gate | None:
     return run.gates.filter(status=Gate.Status.PENDING).select_related("iteration").first()
 
 
-def approve(
-    gate: Gate, *, user=None, comment: str = "", decision: str = "", surface: str = "console"
-) -> Gate:
-    """Approve with no comment on a completed iteration finalizes; otherwise iterate."""
-    return _decide(
-        gate,
-        "approve",
-        user=user,
-        comment=(comment or "").strip(),
-        decision=decision,
-        surface=surface,
-    )
+def gate_for_decision(run: Run, gate_id: int | None = None) -> Gate:
+    """The gate a console form, an API call or the CLI decides (see GateQuerySet)."""
+    return Gate.objects.for_decision(run, gate_id)
 
 
-def reject(gate: Gate, *, user=None, reason: str = "", surface: str = "console") -> Gate:
-    return _decide(
-        gate, "reject", user=user, comment=(reason or "").strip(), decision="", surface=surface
-    )
+def approve(gate_id: int, actor: Actor, *, comment: str = "", decision: str = "") -> Gate:
+    """Approve: what that means (accept, or iterate with the comment) is Gate.outcome."""
+    return decide(gate_id, actor, "approve", comment=comment, decision=decision)
 
 
-def _decide(gate: Gate, action: str, *, user, comment: str, decision: str, surface: str) -> Gate:
-    if user is not None:
-        require_operator(user)
-    if gate.kind == Gate.Kind.APPROVAL and action == "approve" and gate.decisions:
-        ids = [d["id"] for d in gate.decisions]
-        if decision not in ids:
-            raise ServiceError(f"Choose one of the decisions: {', '.join(ids)}.")
-    elif decision:
-        raise ServiceError("This gate declares no decisions.")
+def reject(gate_id: int, actor: Actor, *, reason: str = "") -> Gate:
+    return decide(gate_id, actor, "reject", comment=reason)
+
+
+def decide(gate_id: int, actor: Actor, action: str, *, comment="", decision="") -> Gate:
+    """Load the gate under the run's lock, let it record the decision, then move its node."""
+    run_id = Gate.objects.filter(pk=gate_id).values_list("run_id", flat=True).first()
+    if run_id is None:
+        raise NotFound(f"No gate {gate_id}.")
     with transaction.atomic():
-        run = lock_run(gate.run_id)
-        if gate.kind == Gate.Kind.LOOP and action == "approve":
-            status = (
-                Gate.Status.ACCEPTED
-                if gate.completion_signaled and not comment
-                else Gate.Status.ITERATED
-            )
-        else:
-            status = Gate.Status.ACCEPTED if action == "approve" else Gate.Status.REJECTED
-        now = timezone.now()
-        won = Gate.objects.filter(pk=gate.pk, status=Gate.Status.PENDING).update(
-            status=status,
-            comment=comment,
-            decision=decision,
-            decided_by=user if user is not None and user.is_authenticated else None,
-            decided_at=now,
-            surface=surface,
-        )
-        gate.refresh_from_db()
-        if not won:
-            raise AlreadyDecided(gate)
+        run = lock_run(run_id)
+        gate = Gate.objects.select_related("iteration", "decided_by").get(pk=gate_id)
+        status = gate.decide(run, actor, action, comment, decision)
         row = NodeRun.objects.select_for_update().get(pk=gate.node_run_id)
-        who = user.get_username() if user is not None else "system"
-        run.append_event(
-            "gate_decided",
-            gate.node_id,
-            gate=gate.pk,
-            status=status,
-            by=who,
-            surface=surface,
-            comment=comment,
-            decision=decision,
-        )
-        _apply(run, gate, row, status, comment, decision, who)
+        _apply(run, gate, row, status, actor)
+        run.update_status()
     return gate
 
 
-def _apply(
-    run: Run, gate: Gate, row: NodeRun, status: str, comment: str, decision: str, who: str
-) -> None:
+def _apply(run: Run, gate: Gate, row: NodeRun, status: str, actor: Actor) -> None:
+    """Move the gate's node on. Each transition sends what comes next (the node's own next
+    iteration, or one advance_run when the node ends) and nothing else does."""
     if run.recipe.kind == "python":
         # A Python loop's own code decides what a decision means (recipes.python).
         from recipes.python.gates import gate_decided
 
         gate_decided(run, gate, row)
-    elif status == Gate.Status.REJECTED:
-        fail_node(run, row, f"rejected at the gate by {who}" + (f": {comment}" if comment else ""))
         return
-    elif gate.kind == Gate.Kind.APPROVAL:
-        spec = spec_for(run)
-        capture = node_spec(spec, row.node_id).approval.capture_response
-        output = decision or (comment if capture else "") or "approved"
-        complete_node(run, row, output, decided_by=who)
+    if status == Gate.Status.REJECTED:
+        reason = f"rejected at the gate by {actor.name}"
+        row.fail(run, reason + (f": {gate.comment}" if gate.comment else ""))
+        return
+    if gate.kind == Gate.Kind.APPROVAL:
+        capture = node_spec(spec_for(run), row.node_id).approval.capture_response
+        output = gate.decision or (gate.comment if capture else "") or "approved"
+        row.complete(run, output, decided_by=actor.name)
     elif status == Gate.Status.ACCEPTED:
         it = gate.iteration
-        complete_node(
-            run, row, it.output, it.structured, iterations=it.number, channels=gate.channels
-        )
+        row.complete(run, it.output, it.structured, iterations=it.number, channels=gate.channels)
     else:
-        spec = spec_for(run)
-        node = node_spec(spec, row.node_id)
+        node = node_spec(spec_for(run), row.node_id)
         loop = node.loop or node.loop_group
+        number = row.iteration_count + 1
         if row.iteration_count >= loop.max_iterations:
-            fail_node(run, row, max_iterations_error(row.node_id, loop))
+            row.fail(run, max_iterations_error(row.node_id, loop))
         elif row.kind == "loop_group":
-            group_exec.begin_next(
-                run, row, row.iteration_count + 1, feedback=comment, after_gate=True
-            )
+            group_exec.begin_next(run, row, number, feedback=gate.comment, after_gate=True)
         else:
-            next_iteration(run, row, row.iteration_count + 1, feedback=comment, after_gate=True)
-    if (
-        run.status == Run.Status.PAUSED
-        and not NodeRun.objects.filter(run=run, status=NodeRun.Status.PAUSED).exists()
-    ):
-        run.set_status(Run.Status.RUNNING)
-    if row.status != NodeRun.Status.RUNNING:
-        # A node that keeps running has sent its own next step (the iteration, or the
-        # group's advance); the scheduler has nothing to do, and an extra advance_run would
-        # only contend for the run's lock with the next iteration's claim.
-        enqueue("advance_run", run.pk)
+            row.start_iteration(run, number, feedback=gate.comment, after_gate=True)

@@ -5,12 +5,14 @@ that redirects back to the run with a message."""
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
 from console.permissions import operator_required, viewer_required
 from runs import queries, services
+from runs.actor import Actor
 from runs.forms import ApproveForm, RejectForm, RunFilterForm
 from runs.models import Gate, Run
 
@@ -101,6 +103,7 @@ def run_part(request, run_id, part):
 
 @require_GET
 @viewer_required
+@vary_on_headers("HX-Request")
 def run_iterations(request, run_id):
     """Older iterations on demand: the cards alone for htmx, a page of them otherwise."""
     run = _run_or_404(run_id)
@@ -130,7 +133,7 @@ def run_events(request, run_id):
 # --- actions -------------------------------------------------------------------------------
 
 
-def _act(request, run, action, part):
+def _act(request, run, action, part, draft=None):
     """Call a service; answer htmx with the refreshed part, a plain POST with a redirect."""
     notice, level = "", messages.SUCCESS
     try:
@@ -139,6 +142,8 @@ def _act(request, run, action, part):
         raise PermissionDenied from None
     except services.AlreadyDecided as exc:
         result, notice, level = None, str(exc), messages.WARNING
+    except services.NotFound:
+        raise Http404("No such gate.") from None
     except services.ServiceError as exc:
         result, notice, level = None, str(exc), messages.ERROR
     if isinstance(result, str):
@@ -149,7 +154,14 @@ def _act(request, run, action, part):
         return render(
             request,
             template,
-            {"run": run, **context(run), "notice": notice, "notice_level": level},
+            {
+                "run": run,
+                **context(run),
+                "notice": notice,
+                "notice_level": level,
+                # refused input comes back in its box, so nothing typed is lost
+                "draft": draft if level == messages.ERROR else None,
+            },
         )
     if notice:
         messages.add_message(request, level, notice)
@@ -162,7 +174,7 @@ def run_cancel(request, run_id):
     run = _run_or_404(run_id)
 
     def cancel():
-        services.cancel_run(run, user=request.user, surface="console")
+        services.cancel_run(run, Actor.operator(request.user, "console"))
         return f"Run {run.pk} cancelled."
 
     return _act(request, run, cancel, "header")
@@ -174,7 +186,7 @@ def run_resume(request, run_id):
     run = _run_or_404(run_id)
 
     def resume():
-        services.resume_run(run, user=request.user, surface="console")
+        services.resume_run(run, Actor.operator(request.user, "console"))
         return f"Run {run.pk} resumed."
 
     return _act(request, run, resume, "header")
@@ -197,44 +209,47 @@ def run_rerun(request, run_id):
     return redirect(new_run)
 
 
-def _gate_or_404(run: Run, gate_id: int) -> Gate:
-    return get_object_or_404(Gate.objects.select_related("decided_by"), pk=gate_id, run=run)
+def _form_errors(form) -> str:
+    return " ".join(str(e) for errors in form.errors.values() for e in errors)
 
 
 @require_POST
 @operator_required
 def gate_approve(request, run_id, gate_id):
     run = _run_or_404(run_id)
-    gate = _gate_or_404(run, gate_id)
     form = ApproveForm(request.POST)
-    form.is_valid()
-    comment = form.cleaned_data.get("comment", "")
-    decision = form.cleaned_data.get("decision", "")
 
     def approve():
+        if not form.is_valid():  # nothing is decided on input we could not read whole
+            raise services.ServiceError(_form_errors(form) + " The gate is still waiting.")
+        gate = services.gate_for_decision(run, gate_id)
         decided = services.approve(
-            gate, user=request.user, comment=comment, decision=decision, surface="console"
+            gate.pk,
+            Actor.operator(request.user, "console"),
+            comment=form.cleaned_data["comment"],
+            decision=form.cleaned_data["decision"],
         )
         return _decision_notice(decided)
 
-    return _act(request, run, approve, "gate")
+    return _act(request, run, approve, "gate", draft=request.POST.get("comment", ""))
 
 
 @require_POST
 @operator_required
 def gate_reject(request, run_id, gate_id):
     run = _run_or_404(run_id)
-    gate = _gate_or_404(run, gate_id)
     form = RejectForm(request.POST)
-    form.is_valid()
 
     def reject():
+        if not form.is_valid():
+            raise services.ServiceError(_form_errors(form) + " The gate is still waiting.")
+        gate = services.gate_for_decision(run, gate_id)
         services.reject(
-            gate, user=request.user, reason=form.cleaned_data.get("reason", ""), surface="console"
+            gate.pk, Actor.operator(request.user, "console"), reason=form.cleaned_data["reason"]
         )
         return f"Rejected at {gate.node_id}."
 
-    return _act(request, run, reject, "gate")
+    return _act(request, run, reject, "gate", draft=request.POST.get("reason", ""))
 
 
 def _decision_notice(gate: Gate) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from recipes.formats.python import NODE_ID
-from runs.executor.state import enqueue
+from runs import dispatch
 from runs.models import Gate, NodeRun, Run
 
 from .results import GateDecision, GateRequest, RunCancelled
@@ -20,7 +20,7 @@ def gate_message(request: GateRequest) -> str:
 
 
 def decision_of(gate: Gate) -> GateDecision:
-    who = gate.decided_by.get_username() if gate.decided_by_id else ""
+    who = gate.decider
     if gate.status == Gate.Status.ACCEPTED:
         return GateDecision(GateDecision.ACCEPT, gate.comment, who)
     if gate.status == Gate.Status.ITERATED:
@@ -45,4 +45,4 @@ def gate_decided(run: Run, gate: Gate, row: NodeRun) -> None:
         workflow.lease_expires_at = None
         workflow.save(update_fields=["status", "queued_at", "lease_expires_at"])
         run.append_event("node_queued", NODE_ID, kind="python")
-        enqueue("start_node", workflow.pk)
+        dispatch.send_on_commit("start_node", workflow.pk)

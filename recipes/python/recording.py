@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from recipes.formats.python import NODE_ID
 from runs.executor.context import run_dirs
-from runs.executor.state import complete_node, fail_node, lock_run, open_gate
+from runs.executor.state import lock_run
 from runs.models import Gate, Iteration, NodeRun, Run
 from runs.providers.base import Cancelled
 
@@ -147,9 +147,8 @@ class RecordingHost:
             iterations = getattr(result, "iterations", 1)
             row.state = {**row.state, "ended": status, "iterations": iterations}
             row.iteration_count = iterations
-            complete_node(
+            row.complete(
                 run,
-                row,
                 result.text,
                 jsonable(result.structured),
                 ended=status,
@@ -168,7 +167,7 @@ class RecordingHost:
                 return
             self._settle_agent_rows(run, failed=True)
             row = NodeRun.objects.select_for_update().get(pk=self.row.pk)
-            fail_node(run, row, message)
+            row.fail(run, message)
             run.set_status(Run.Status.FAILED, error=message)
 
     def _settle_agent_rows(self, run: Run, failed: bool = False) -> None:
@@ -313,7 +312,7 @@ class RecordingHost:
             if failed and not run.is_terminal:
                 run.append_event("iteration_failed", it.node_id, iteration=it.number, error=error)
                 row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
-                fail_node(run, row, f"iteration {it.number} failed: {error}")
+                row.fail(run, f"iteration {it.number} failed: {error}")
 
     # --- checks and gates -----------------------------------------------------------
 
@@ -353,9 +352,8 @@ class RecordingHost:
             if gate is not None and gate.status != Gate.Status.PENDING:
                 return decision_of(gate)
             if gate is None:
-                open_gate(
+                row.pause(
                     run,
-                    row,
                     kind=Gate.Kind.LOOP,
                     message=gate_message(request),
                     iteration=it,

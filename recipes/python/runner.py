@@ -11,7 +11,7 @@ from functools import lru_cache
 from django.db import transaction
 
 from recipes.formats.python import WORKFLOW_NAME
-from runs.executor.state import fail_node, lock_run
+from runs.executor.state import lock_run
 from runs.models import NodeRun, Run
 
 from .agents import Runnable
@@ -54,7 +54,7 @@ def execute(run: Run, row: NodeRun) -> None:
             locked = lock_run(run.pk)
             row.refresh_from_db()
             if not locked.is_terminal and row.status == NodeRun.Status.RUNNING:
-                fail_node(locked, row, str(exc))
+                row.fail(locked, str(exc))
                 locked.set_status(Run.Status.FAILED, error=str(exc))
         return
     host = RecordingHost(run, row)

@@ -7,13 +7,7 @@ every body node is terminal it enqueues `finish_group_iteration`, which checks c
 
 from __future__ import annotations
 
-import time
-from datetime import timedelta
-
-from django.conf import settings
 from django.db import transaction
-from django.db.models import F
-from django.utils import timezone
 
 from runs.engine.completion import detect_signal
 from runs.engine.dag import layers
@@ -23,7 +17,7 @@ from runs.models import Iteration, NodeRun, Run
 from .context import build_context
 from .loop import _until_bash, settle_loop
 from .spec import spec_for
-from .state import enqueue, fail_node, lock_run, next_iteration
+from .state import lock_run
 from .stream import OutputStream
 
 
@@ -38,13 +32,12 @@ def start_group(run: Run, spec, node, row: NodeRun) -> None:
         row.state = {**row.state, "phase": "body", "sessions": {}}
         row.save()
         run.append_event("loop_started", row.node_id, max_iterations=node.loop_group.max_iterations)
-        next_iteration(run, row, 1)
+        row.start_iteration(run, 1)
 
 
 def begin_next(run: Run, row: NodeRun, number: int, *, feedback: str = "", after_gate=False):
     row.state = {**row.state, "phase": "body"}
-    row.save(update_fields=["state"])
-    return next_iteration(run, row, number, feedback=feedback, after_gate=after_gate)
+    return row.start_iteration(run, number, feedback=feedback, after_gate=after_gate)
 
 
 def remember_session(row: NodeRun, session_id: str) -> None:
@@ -81,15 +74,8 @@ def finish_group_iteration(group_row_id: int, number: int) -> None:
     if it is None:
         return
     # Claim the check: a duplicate delivery finds the lease taken and does nothing.
-    claimed = Iteration.objects.filter(
-        pk=it.pk, status=Iteration.Status.RUNNING, lease_expires_at__isnull=True
-    ).update(
-        lease_expires_at=timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS),
-        attempts=F("attempts") + 1,
-    )
-    if not claimed:
+    if not it.claim_check():
         return
-    it.refresh_from_db()
     run = group.run
     spec = spec_for(run)
     group_spec = spec.node(group.node_id).loop_group
@@ -106,7 +92,6 @@ def finish_group_iteration(group_row_id: int, number: int) -> None:
     raw = (terminal.state.get("raw") if terminal else None) or output
     fired: list[str] = []
     error = None
-    started = time.monotonic()
     if failed is None:
         if group_spec.until and detect_signal(raw, group_spec.until):
             fired.append("until")
@@ -123,45 +108,27 @@ def finish_group_iteration(group_row_id: int, number: int) -> None:
     with transaction.atomic():
         run = lock_run(run.pk)
         group.refresh_from_db()
-        done = Iteration.objects.filter(
-            pk=it.pk, status=Iteration.Status.RUNNING, attempts=it.attempts
-        )
         if run.is_terminal or group.status != NodeRun.Status.RUNNING:
             return
-        duration = (
-            int((timezone.now() - it.started_at).total_seconds() * 1000) if it.started_at else None
-        )
         if failed is not None or error:
             error = error or f"body node '{failed.node_id}' failed: {failed.error}"
-            done.update(
-                status=Iteration.Status.FAILED,
-                error=error,
-                finished_at=timezone.now(),
-                duration_ms=duration,
-                lease_expires_at=None,
-            )
-            fail_node(run, group, error)
+            if it.finish(Iteration.Status.FAILED, error=error):
+                group.fail(run, error)
             return
-        if not done.update(
-            status=Iteration.Status.COMPLETED,
+        if not it.finish(
+            Iteration.Status.COMPLETED,
             output=output,
             raw_output=raw,
             structured=terminal.structured if terminal else None,
             channels=fired,
-            finished_at=timezone.now(),
-            duration_ms=duration,
-            lease_expires_at=None,
         ):
             return
-        it.refresh_from_db()
         group.output, group.structured = output, it.structured
-        group.save()
         run.append_event("iteration_completed", group.node_id, iteration=number, channels=fired)
         settle_loop(run, group, group_spec, it, fired)
         if group.status == NodeRun.Status.RUNNING and group.iteration_count > number:
             group.state = {**group.state, "phase": "body"}
             group.save(update_fields=["state"])
-        del started
 
 
-__all__ = ["start_group", "finish_group_iteration", "begin_next", "remember_session", "enqueue"]
+__all__ = ["start_group", "finish_group_iteration", "begin_next", "remember_session"]

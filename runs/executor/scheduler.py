@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 
 from django.db import transaction
-from django.utils import timezone
 
+from runs import dispatch
 from runs.engine.conditions import ConditionError, evaluate, parse_condition
 from runs.engine.dag import trigger_decision
 from runs.engine.variables import VariableError, substitute
@@ -18,7 +18,7 @@ from runs.models import NodeRun, Run
 
 from .context import build_context
 from .spec import SpecError, scope_layers, scope_nodes, spec_for
-from .state import enqueue, fail_node, lock_run, skip_node
+from .state import lock_run
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ def advance_run(run_id: int) -> None:
         try:
             spec = spec_for(run)
         except SpecError as exc:
-            run.set_status(Run.Status.FAILED, error=f"recipe version does not load: {exc}")
+            run.fail(f"recipe version does not load: {exc}")
             return
         if run.status == Run.Status.PENDING:
             run.set_status(Run.Status.RUNNING)
@@ -45,11 +45,8 @@ def advance_run(run_id: int) -> None:
                 if phase == "body":
                     group.state["phase"] = "checking"
                     group.save(update_fields=["state"])
-                enqueue("finish_group_iteration", group.pk, group.iteration_count)
-        if _process_scope(run, spec, None):
-            _finish_run(run)
-        else:
-            _update_status(run)
+                dispatch.send_on_commit("finish_group_iteration", group.pk, group.iteration_count)
+        run.update_status(finished=_process_scope(run, spec, None))
 
 
 def _scope_rows(run: Run, group: NodeRun | None) -> dict[str, NodeRun]:
@@ -100,7 +97,7 @@ def _decide(run: Run, spec, node, row: NodeRun, deps: list[NodeRun]) -> None:
         return
     if verdict == "skip":
         upstream = ", ".join(f"{d.short_id} {d.status}" for d in deps)
-        skip_node(run, row, f"trigger rule {node.trigger_rule} not met ({upstream})")
+        row.skip(run, f"trigger rule {node.trigger_rule} not met ({upstream})")
         return
     if node.when:
         try:
@@ -112,27 +109,9 @@ def _decide(run: Run, spec, node, row: NodeRun, deps: list[NodeRun]) -> None:
 
             met = evaluate(parse_condition(node.when), resolve)
         except (ConditionError, VariableError) as exc:
-            fail_node(run, row, f"when: {exc}")
+            row.fail(run, f"when: {exc}")
             return
         if not met:
-            skip_node(run, row, f"when condition is false: {node.when}")
+            row.skip(run, f"when condition is false: {node.when}")
             return
-    row.queued_at = timezone.now()
-    row.save(update_fields=["queued_at"])
-    run.append_event("node_queued", row.node_id, kind=row.kind, iteration=row.iteration or None)
-    enqueue("start_node", row.pk)
-
-
-def _update_status(run: Run) -> None:
-    paused = NodeRun.objects.filter(run=run, status=NodeRun.Status.PAUSED).exists()
-    wanted = Run.Status.PAUSED if paused else Run.Status.RUNNING
-    if run.status != wanted:
-        run.set_status(wanted)
-
-
-def _finish_run(run: Run) -> None:
-    failed = NodeRun.objects.filter(run=run, iteration=0, status=NodeRun.Status.FAILED).first()
-    if failed:
-        run.set_status(Run.Status.FAILED, error=f"node '{failed.node_id}' failed: {failed.error}")
-    else:
-        run.set_status(Run.Status.COMPLETED, error="")
+    row.queue(run)

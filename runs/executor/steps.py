@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import time
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
-from django.utils import timezone
 
+from runs.actor import Actor
 from runs.engine.variables import VariableError, substitute
 from runs.models import Gate, NodeRun, Run
 from runs.providers import registry
@@ -21,20 +19,12 @@ from .agent import StepFailed, call_agent, prepare_prompt
 from .context import build_context, run_dirs, step_env
 from .process import run_process
 from .spec import SpecError, node_spec, spec_for
-from .state import complete_node, fail_node, lock_run, open_gate, stop_all_work
-from .stream import OutputStream
+from .state import lock_run
+from .stream import FLUSH_SECONDS, OutputStream
 
 
 def start_node(node_run_id: int) -> None:
-    claimed = NodeRun.objects.filter(
-        pk=node_run_id, status=NodeRun.Status.PENDING, queued_at__isnull=False
-    ).update(
-        status=NodeRun.Status.RUNNING,
-        started_at=timezone.now(),
-        attempts=F("attempts") + 1,
-        lease_expires_at=timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS),
-    )
-    if not claimed:
+    if not NodeRun.objects.claim(node_run_id):
         return  # a duplicate delivery, or the node was cancelled
     row = NodeRun.objects.select_related("run__recipe_version", "run__recipe").get(pk=node_run_id)
     run = row.run
@@ -69,31 +59,46 @@ def start_node(node_run_id: int) -> None:
             try:
                 message = substitute(node.approval.message, build_context(run, spec, row))
             except VariableError as exc:
-                fail_node(run, row, f"approval message: {exc}")
+                row.fail(run, f"approval message: {exc}")
                 return
-            open_gate(run, row, kind=Gate.Kind.APPROVAL, message=message, decisions=decisions)
+            row.pause(run, kind=Gate.Kind.APPROVAL, message=message, decisions=decisions)
     elif node.kind == "cancel":
         with transaction.atomic():
             run = lock_run(run.pk)
             row.refresh_from_db()
-            complete_node(run, row, node.cancel or "")
-            stop_all_work(run, f"cancelled by node '{row.node_id}'")
-            run.set_status(
-                Run.Status.CANCELLED, error=node.cancel or f"cancelled by node '{row.node_id}'"
-            )
+            row.complete(run, node.cancel or "")
+            reason = f"cancelled by node '{row.node_id}'"
+            run.stop_all_work(reason, Actor("engine"))
+            run.set_status(Run.Status.CANCELLED, error=node.cancel or reason)
 
 
 def _fail(row: NodeRun, error: str) -> None:
     with transaction.atomic():
         run = lock_run(row.run_id)
         row.refresh_from_db()
-        if row.status == NodeRun.Status.RUNNING and not run.is_terminal:
-            fail_node(run, row, error)
+        if not run.is_terminal:
+            row.fail(run, error, attempt=row.attempts)
+
+
+def retry_delay_seconds(node) -> float:
+    """A step's retry delay, bounded: a worker waiting on it holds a task slot."""
+    if not node.retry:
+        return 0.0
+    return min(node.retry.delay_ms / 1000, settings.LOOP_MAX_RETRY_DELAY_SECONDS)
+
+
+def _wait_keeping_lease(stream: OutputStream, seconds: float) -> None:
+    """Sleep before a retry while renewing the lease, so the sweep does not take the step
+    back; raises Cancelled if the run was cancelled meanwhile."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, FLUSH_SECONDS))
+        stream.flush()
 
 
 def _run_step(run: Run, spec, node, row: NodeRun) -> None:
     attempts = node.retry.max_attempts if node.retry else 1
-    delay = (node.retry.delay_ms / 1000) if node.retry else 0
+    delay = retry_delay_seconds(node)
     stream = OutputStream(NodeRun, row.pk, row.attempts, run.pk, field="output")
     for attempt in range(1, attempts + 1):
         stream.parts.clear()
@@ -103,22 +108,23 @@ def _run_step(run: Run, spec, node, row: NodeRun) -> None:
             return
         except (StepFailed, VariableError, ProviderError) as exc:
             if attempt < attempts:
-                time.sleep(delay)
+                stream(f"\n[attempt {attempt} of {attempts} failed; retrying in {delay:g}s]\n")
+                try:
+                    _wait_keeping_lease(stream, delay)
+                except Cancelled:
+                    return
                 continue
             _fail(row, str(exc))
             return
         with transaction.atomic():
             locked = lock_run(run.pk)
-            owned = NodeRun.objects.filter(
-                pk=row.pk, status=NodeRun.Status.RUNNING, attempts=row.attempts
-            )
-            if locked.is_terminal or not owned.exists():
+            if locked.is_terminal:
                 return
             row.refresh_from_db()
             row.state = {**row.state, **extra}
-            if "." in row.node_id and extra.get("session_id"):
-                group_exec.remember_session(row, extra["session_id"])
-            complete_node(locked, row, output, structured)
+            if row.complete(locked, output, structured, attempt=stream.attempt):
+                if "." in row.node_id and extra.get("session_id"):
+                    group_exec.remember_session(row, extra["session_id"])
         return
 
 

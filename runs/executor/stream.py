@@ -68,6 +68,20 @@ class OutputStream:
         if not on_fresh_connection(self._save):
             raise Cancelled("the work was cancelled or taken over")
 
+    def keep_after_cancel(self) -> None:
+        """The work was cancelled while the agent ran: keep everything it printed on the
+        cancelled row (the cancel itself kept only what the last flush had written)."""
+        if not self.parts:
+            return
+        fields = {self.field: self.text}
+        if self.field == "raw_output":
+            fields["output"] = self.text
+        on_fresh_connection(
+            lambda: self.model.objects.filter(
+                pk=self.pk, status="cancelled", attempts=self.attempt
+            ).update(**fields)
+        )
+
     def _save(self) -> int:
         return self.model.objects.filter(
             pk=self.pk, status="running", attempts=self.attempt

@@ -5,100 +5,124 @@ lease has expired, its worker is gone (killed, machine lost): the work goes back
 and is sent again, until its recorded attempt count reaches LOOP_MAX_ATTEMPTS, when it
 fails. Pending work that nobody claimed for a while is sent again (claims make duplicates
 harmless). A gate holds no lease and no message, so a gate may wait for weeks.
+
+Each pass is named for what it repairs; every one goes through `take_back`, which locks the
+run and acts only if the row is still in the state the pass found it in.
 """
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from runs import dispatch
 from runs.models import Iteration, NodeRun, Run
 
-from .state import enqueue, fail_node, lock_run
+from .state import lock_run
+
+log = logging.getLogger(__name__)
 
 
 def sweep(now=None) -> dict:
     now = now or timezone.now()
-    counts = {"requeued": 0, "failed": 0, "resent": 0, "advanced": 0}
-    limit = settings.LOOP_MAX_ATTEMPTS
-    for it in Iteration.objects.filter(
-        status=Iteration.Status.RUNNING, lease_expires_at__lt=now
-    ).select_related("node_run"):
-        with transaction.atomic():
-            run = lock_run(it.run_id)
-            if it.node_run.kind == "loop_group":
-                # The completion check of a group iteration was lost: let it be claimed again.
-                if Iteration.objects.filter(pk=it.pk, lease_expires_at__lt=now).update(
-                    lease_expires_at=None
-                ):
-                    enqueue("finish_group_iteration", it.node_run_id, it.number)
-                    counts["requeued"] += 1
-                continue
-            if it.attempts >= limit:
-                error = f"worker lost {it.attempts} times (attempt limit {limit})"
-                if (
-                    Iteration.objects.filter(
-                        pk=it.pk, status=Iteration.Status.RUNNING, lease_expires_at__lt=now
-                    ).update(
-                        status=Iteration.Status.FAILED,
-                        error=error,
-                        finished_at=now,
-                        lease_expires_at=None,
-                    )
-                    and not run.is_terminal
-                ):
-                    row = NodeRun.objects.get(pk=it.node_run_id)
-                    fail_node(run, row, f"iteration {it.number} failed: {error}")
-                    counts["failed"] += 1
-            elif Iteration.objects.filter(
-                pk=it.pk, status=Iteration.Status.RUNNING, lease_expires_at__lt=now
-            ).update(status=Iteration.Status.PENDING, lease_expires_at=None, queued_at=now):
-                run.append_event(
-                    "iteration_requeued", it.node_id, iteration=it.number, attempts=it.attempts
-                )
-                enqueue("run_iteration", it.pk)
-                counts["requeued"] += 1
-    for row in NodeRun.objects.filter(status=NodeRun.Status.RUNNING, lease_expires_at__lt=now):
-        with transaction.atomic():
-            run = lock_run(row.run_id)
-            if row.attempts >= limit:
-                if NodeRun.objects.filter(
-                    pk=row.pk, status=NodeRun.Status.RUNNING, lease_expires_at__lt=now
-                ).update(lease_expires_at=None):
-                    row.refresh_from_db()
-                    fail_node(run, row, f"worker lost {row.attempts} times (attempt limit {limit})")
-                    counts["failed"] += 1
-            elif NodeRun.objects.filter(
-                pk=row.pk, status=NodeRun.Status.RUNNING, lease_expires_at__lt=now
-            ).update(status=NodeRun.Status.PENDING, lease_expires_at=None, queued_at=now):
-                run.append_event("node_requeued", row.node_id, attempts=row.attempts)
-                enqueue("start_node", row.pk)
-                counts["requeued"] += 1
     stale = now - timedelta(seconds=settings.LOOP_STALE_PENDING_SECONDS)
-    for it in Iteration.objects.filter(status=Iteration.Status.PENDING, queued_at__lt=stale):
-        if Iteration.objects.filter(
-            pk=it.pk, status=Iteration.Status.PENDING, queued_at__lt=stale
-        ).update(queued_at=now):
-            enqueue_now("run_iteration", it.pk)
-            counts["resent"] += 1
+    counts: Counter = Counter()
+    expired_iterations(now, counts)
+    expired_group_checks(now, counts)
+    expired_steps(now, counts)
+    lost_messages(stale, now, counts)
+    stalled_runs(stale, counts)
+    result = {key: counts[key] for key in ("requeued", "failed", "resent", "advanced")}
+    if any(result.values()):
+        log.info("sweep: %s", ", ".join(f"{k} {v}" for k, v in result.items() if v))
+    return result
+
+
+def take_back(row, act) -> None:
+    """Lock the row's run and let `act(run)` move the row if it still can (each transition
+    is conditional on the status, attempt and lease the pass saw)."""
+    with transaction.atomic():
+        run = lock_run(row.run_id)
+        if run is not None:
+            act(run)
+
+
+def _lost(attempts: int) -> str:
+    return f"worker lost {attempts} times (attempt limit {settings.LOOP_MAX_ATTEMPTS})"
+
+
+def expired_iterations(now, counts: Counter) -> None:
+    """Agent iterations whose worker stopped renewing the lease: run again, or fail."""
+    for it in Iteration.objects.expired(now).exclude(node_run__kind="loop_group"):
+
+        def act(run, it=it):
+            if it.attempts < settings.LOOP_MAX_ATTEMPTS:
+                counts["requeued"] += it.requeue(run, now)
+                return
+            error = _lost(it.attempts)
+            if it.finish(Iteration.Status.FAILED, expired_before=now, error=error):
+                if not run.is_terminal:
+                    row = NodeRun.objects.get(pk=it.node_run_id)
+                    row.fail(run, f"iteration {it.number} failed: {error}")
+                counts["failed"] += 1
+
+        take_back(it, act)
+
+
+def expired_group_checks(now, counts: Counter) -> None:
+    """A loop_group's completion check whose worker vanished: check again, or fail."""
+    for it in Iteration.objects.expired(now).filter(node_run__kind="loop_group"):
+
+        def act(run, it=it):
+            if it.attempts < settings.LOOP_MAX_ATTEMPTS:
+                counts["requeued"] += it.release_check(now)
+                return
+            error = f"completion check: {_lost(it.attempts)}"
+            if it.finish(Iteration.Status.FAILED, expired_before=now, error=error):
+                if not run.is_terminal:
+                    NodeRun.objects.get(pk=it.node_run_id).fail(run, error)
+                counts["failed"] += 1
+
+        take_back(it, act)
+
+
+def expired_steps(now, counts: Counter) -> None:
+    """Steps (bash, prompt, a node's start) whose worker vanished: run again, or fail."""
+    for row in NodeRun.objects.expired(now):
+
+        def act(run, row=row):
+            if row.attempts < settings.LOOP_MAX_ATTEMPTS:
+                counts["requeued"] += row.requeue(run, now)
+            elif row.fail(run, _lost(row.attempts), attempt=row.attempts, expired_before=now):
+                counts["failed"] += 1
+
+        take_back(row, act)
+
+
+def lost_messages(stale, now, counts: Counter) -> None:
+    """Pending work nobody claimed for a while: its message may be lost, send it again."""
+    for it in Iteration.objects.stale(stale):
+        counts["resent"] += it.resend_if_stale(stale, now)
     for row in NodeRun.objects.filter(status=NodeRun.Status.PENDING, queued_at__lt=stale):
-        if NodeRun.objects.filter(
-            pk=row.pk, status=NodeRun.Status.PENDING, queued_at__lt=stale
-        ).update(queued_at=now):
-            enqueue_now("start_node", row.pk)
-            counts["resent"] += 1
-    for run_id in Run.objects.filter(
-        status__in=[Run.Status.PENDING, Run.Status.RUNNING], updated_at__lt=stale
-    ).values_list("pk", flat=True):
-        enqueue_now("advance_run", run_id)
+        counts["resent"] += row.resend_if_stale(stale, now)
+
+
+def stalled_runs(stale, counts: Counter) -> None:
+    """A run not updated for a while with nothing running, pending or paused: its
+    `advance_run` was lost. A healthy long run always has something in one of those."""
+    busy = NodeRun.objects.filter(run=OuterRef("pk"), status__in=NodeRun.UNFINISHED)
+    for run_id in (
+        Run.objects.filter(
+            status__in=[Run.Status.PENDING, Run.Status.RUNNING], updated_at__lt=stale
+        )
+        .exclude(Exists(busy.exclude(kind="loop_group")))
+        .values_list("pk", flat=True)
+    ):
+        dispatch.send_now("advance_run", run_id)
         counts["advanced"] += 1
-    return counts
-
-
-def enqueue_now(task_name: str, *args) -> None:
-    from runs import tasks
-
-    getattr(tasks, task_name).delay(*args)

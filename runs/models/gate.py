@@ -1,5 +1,39 @@
 from django.conf import settings
 from django.db import models
+from django.db.models import F
+from django.utils import timezone
+
+from runs.errors import AlreadyDecided, Conflict, NotFound, ServiceError
+
+# The longest feedback a gate takes (the forms, the API and `decide` share it).
+COMMENT_LIMIT = 100_000
+
+
+class GateQuerySet(models.QuerySet):
+    def for_decision(self, run, gate_id: int | None = None):
+        """The gate to decide: the one the caller names, else the run's pending gate.
+
+        One rule for the console, the API and the CLI: a gate no longer pending is a
+        Conflict that says who decided it and when."""
+        gates = self.filter(run=run).select_related("decided_by", "iteration")
+        if gate_id is not None:
+            named = gates.filter(pk=gate_id).first()
+            if named is None:
+                raise NotFound(f"Run {run.pk} has no gate {gate_id}.")
+            if not named.is_pending:
+                raise AlreadyDecided(named)
+            return named
+        pending = gates.filter(status=Gate.Status.PENDING).first()
+        if pending is not None:
+            return pending
+        last = (
+            gates.exclude(status=Gate.Status.PENDING)
+            .order_by(F("decided_at").desc(nulls_last=True), "-id")
+            .first()
+        )
+        if last is not None:
+            raise AlreadyDecided(last)
+        raise Conflict(f"Run {run.pk} is {run.status} and has no gate waiting.")
 
 
 class Gate(models.Model):
@@ -21,6 +55,7 @@ class Gate(models.Model):
         API = "api"
         CLI = "cli"
         ENGINE = "engine"
+        SWEEP = "sweep"
 
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="gates")
     node_run = models.ForeignKey("runs.NodeRun", on_delete=models.CASCADE, related_name="gates")
@@ -39,9 +74,14 @@ class Gate(models.Model):
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    decided_by_name = models.CharField(
+        max_length=150, blank=True, help_text="Who decided, as every page shows it."
+    )
     decided_at = models.DateTimeField(null=True, blank=True)
     surface = models.CharField(max_length=20, choices=Surface.choices, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = GateQuerySet.as_manager()
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -69,6 +109,81 @@ class Gate(models.Model):
     def iteration_number(self):
         return self.iteration.number if self.iteration_id else None
 
+    @property
+    def decider(self) -> str:
+        """Who decided (or cancelled) this gate, the same words on every surface."""
+        if self.decided_by_name:
+            return self.decided_by_name
+        return self.decided_by.get_username() if self.decided_by_id else ""
+
+    # --- the decision rule: the template, the script and `decide` all read it here ------
+
+    @property
+    def empty_approve_completes(self) -> bool:
+        """Approving with no feedback accepts the iteration and completes the node; any
+        feedback asks for another iteration instead."""
+        return self.kind == self.Kind.LOOP and self.completion_signaled
+
+    def outcome(self, action: str, comment: str = "") -> str:
+        """The status deciding `action` ("approve" or "reject") with `comment` leads to."""
+        if action == "reject":
+            return self.Status.REJECTED
+        if action != "approve":
+            raise ServiceError(f"Unknown action '{action}'.")
+        if self.kind == self.Kind.LOOP:
+            if self.empty_approve_completes and not comment.strip():
+                return self.Status.ACCEPTED
+            return self.Status.ITERATED
+        return self.Status.ACCEPTED
+
+    @property
+    def approve_label(self) -> str:
+        if self.kind == self.Kind.APPROVAL:
+            return "Approve"
+        accepts = self.outcome("approve") == self.Status.ACCEPTED
+        return "Accept & complete" if accepts else "Continue"
+
+    def decide(self, run, actor, action: str, comment: str = "", decision: str = "") -> str:
+        """Record `actor`'s decision if the gate is still pending (the caller holds the
+        run's lock) and return its outcome; AlreadyDecided if someone was first."""
+        comment = (comment or "").strip()
+        if len(comment) > COMMENT_LIMIT:
+            raise ServiceError(
+                f"Feedback is limited to {COMMENT_LIMIT:,} characters; this has {len(comment):,}."
+            )
+        if action == "approve" and self.kind == self.Kind.APPROVAL and self.decisions:
+            ids = [d["id"] for d in self.decisions]
+            if decision not in ids:
+                raise ServiceError(f"Choose one of the decisions: {', '.join(ids)}.")
+        elif decision:
+            raise ServiceError("This gate declares no decisions.")
+        status = self.outcome(action, comment)
+        fields = {
+            "status": status,
+            "comment": comment,
+            "decision": decision,
+            "decided_by": actor.person,
+            "decided_by_name": actor.name,
+            "decided_at": timezone.now(),
+            "surface": actor.surface,
+        }
+        if not Gate.objects.filter(pk=self.pk, status=self.Status.PENDING).update(**fields):
+            self.refresh_from_db()
+            raise AlreadyDecided(self)
+        for name, value in fields.items():
+            setattr(self, name, value)
+        run.append_event(
+            "gate_decided",
+            self.node_id,
+            gate=self.pk,
+            status=status,
+            by=actor.name,
+            surface=actor.surface,
+            comment=comment,
+            decision=decision,
+        )
+        return status
+
     def as_dict(self) -> dict:
         return {
             "id": self.pk,
@@ -77,11 +192,12 @@ class Gate(models.Model):
             "kind": self.kind,
             "message": self.message,
             "completion_signaled": self.completion_signaled,
+            "empty_approve_completes": self.empty_approve_completes,
             "status": self.status,
             "decisions": self.decisions,
             "comment": self.comment,
             "decision": self.decision,
-            "decided_by": self.decided_by.get_username() if self.decided_by_id else None,
+            "decided_by": self.decider or None,
             "decided_at": self.decided_at.isoformat() if self.decided_at else None,
             "surface": self.surface,
         }

@@ -1,8 +1,58 @@
-from django.db import models
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection, models
+from django.utils import timezone
+
+from runs import dispatch
+
+
+class IterationQuerySet(models.QuerySet):
+    def claim(self, it: "Iteration", prompt: str, session_id: str | None) -> bool:
+        """Take a pending iteration for one worker, recording the prompt it is sent.
+
+        One conditional UPDATE: only a row still pending changes, so of two deliveries (or
+        a delivery and a cancel) exactly one wins; RETURNING gives the attempt it got."""
+        now = timezone.now()
+        ops = connection.ops
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {Iteration._meta.db_table} SET status = %s, attempts = attempts + 1, "
+                "started_at = %s, lease_expires_at = %s, prompt = %s, session_id = %s "
+                "WHERE id = %s AND status = %s RETURNING attempts",
+                [
+                    Iteration.Status.RUNNING,
+                    ops.adapt_datetimefield_value(now),
+                    ops.adapt_datetimefield_value(
+                        now + timedelta(seconds=settings.LOOP_LEASE_SECONDS)
+                    ),
+                    prompt,
+                    session_id or "",
+                    it.pk,
+                    Iteration.Status.PENDING,
+                ],
+            )
+            claimed = cursor.fetchone()
+        if claimed is None:
+            return False
+        it.attempts, it.status, it.started_at = claimed[0], Iteration.Status.RUNNING, now
+        it.prompt, it.session_id = prompt, session_id or ""
+        return True
+
+    def expired(self, now):
+        """Running iterations whose worker stopped renewing the lease."""
+        return self.filter(status=Iteration.Status.RUNNING, lease_expires_at__lt=now)
+
+    def stale(self, stale_before):
+        """Pending iterations nobody claimed for a while (their message may be lost)."""
+        return self.filter(status=Iteration.Status.PENDING, queued_at__lt=stale_before)
 
 
 class Iteration(models.Model):
-    """One pass of a loop (one agent session) or of a loop_group's body."""
+    """One pass of a loop (one agent session) or of a loop_group's body.
+
+    Status changes only through `claim`, `finish`, `requeue` and the run's
+    `stop_all_work`, each fenced by status and attempt number."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -41,6 +91,8 @@ class Iteration(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
 
+    objects = IterationQuerySet.as_manager()
+
     class Meta:
         ordering = ["run", "id"]
         constraints = [
@@ -57,6 +109,69 @@ class Iteration(models.Model):
     def __str__(self):
         return f"{self.node_id} iteration {self.number} [{self.status}]"
 
-    @property
-    def completed_signal(self) -> bool:
-        return bool(self.channels)
+    def elapsed_ms(self) -> int | None:
+        if not self.started_at:
+            return None
+        return int((timezone.now() - self.started_at).total_seconds() * 1000)
+
+    def finish(self, status: str, *, expired_before=None, **fields) -> bool:
+        """End the attempt this instance claimed. False (and nothing written) when the row
+        was cancelled, or taken back by the sweep, meanwhile."""
+        fields.update(status=status, finished_at=timezone.now(), lease_expires_at=None)
+        fields.setdefault("duration_ms", self.elapsed_ms())
+        fence = {"pk": self.pk, "status": self.Status.RUNNING, "attempts": self.attempts}
+        if expired_before is not None:
+            fence["lease_expires_at__lt"] = expired_before
+        if not Iteration.objects.filter(**fence).update(**fields):
+            return False
+        for name, value in fields.items():  # keep the instance in step without a read
+            setattr(self, name, value)
+        return True
+
+    def requeue(self, run, now) -> bool:
+        """Give an iteration whose worker vanished back to pending, and send it again."""
+        if not Iteration.objects.filter(
+            pk=self.pk,
+            status=self.Status.RUNNING,
+            attempts=self.attempts,
+            lease_expires_at__lt=now,
+        ).update(status=self.Status.PENDING, lease_expires_at=None, queued_at=now):
+            return False
+        run.append_event(
+            "iteration_requeued", self.node_id, iteration=self.number, attempts=self.attempts
+        )
+        dispatch.send_on_commit("run_iteration", self.pk)
+        return True
+
+    def resend_if_stale(self, stale_before, now) -> bool:
+        if Iteration.objects.filter(
+            pk=self.pk, status=self.Status.PENDING, queued_at__lt=stale_before
+        ).update(queued_at=now):
+            dispatch.send_now("run_iteration", self.pk)
+            return True
+        return False
+
+    # --- a loop_group's completion check: claimed through the lease of its iteration ----
+
+    def claim_check(self) -> bool:
+        """Take the group iteration's completion check (a duplicate finds it taken)."""
+        lease = timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS)
+        claimed = Iteration.objects.filter(
+            pk=self.pk,
+            status=self.Status.RUNNING,
+            lease_expires_at__isnull=True,
+            attempts=self.attempts,
+        ).update(lease_expires_at=lease, attempts=self.attempts + 1)
+        if claimed:
+            self.attempts += 1
+            self.lease_expires_at = lease
+        return bool(claimed)
+
+    def release_check(self, now) -> bool:
+        """The check's worker vanished: let the check be claimed (and sent) again."""
+        if Iteration.objects.filter(
+            pk=self.pk, status=self.Status.RUNNING, lease_expires_at__lt=now
+        ).update(lease_expires_at=None):
+            dispatch.send_on_commit("finish_group_iteration", self.node_run_id, self.number)
+            return True
+        return False

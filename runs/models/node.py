@@ -1,10 +1,37 @@
+from datetime import timedelta
+
+from django.conf import settings
 from django.db import models
+from django.db.models import F
 from django.utils import timezone
+
+from runs import dispatch
+
+
+class NodeRunQuerySet(models.QuerySet):
+    def claim(self, pk: int) -> bool:
+        """Take a queued node for one worker (conditional UPDATE: one delivery wins)."""
+        now = timezone.now()
+        return bool(
+            self.filter(pk=pk, status=NodeRun.Status.PENDING, queued_at__isnull=False).update(
+                status=NodeRun.Status.RUNNING,
+                started_at=now,
+                attempts=F("attempts") + 1,
+                lease_expires_at=now + timedelta(seconds=settings.LOOP_LEASE_SECONDS),
+            )
+        )
+
+    def expired(self, now):
+        return self.filter(status=NodeRun.Status.RUNNING, lease_expires_at__lt=now)
 
 
 class NodeRun(models.Model):
     """One node of a run. Top-level nodes have iteration 0; a loop_group's body nodes get
-    one row per group iteration, with the namespaced id `group.node`."""
+    one row per group iteration, with the namespaced id `group.node`.
+
+    Its status changes only through the transitions below (queue, complete, fail, skip,
+    pause, start_iteration, requeue); each is a conditional UPDATE that appends the run's
+    event and sends what comes next on commit. Callers hold the run's row lock."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -16,6 +43,7 @@ class NodeRun(models.Model):
         CANCELLED = "cancelled"
 
     TERMINAL = {Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.CANCELLED}
+    UNFINISHED = [Status.PENDING, Status.RUNNING, Status.PAUSED]
 
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="nodes")
     node_id = models.CharField(max_length=300)
@@ -38,6 +66,8 @@ class NodeRun(models.Model):
     queued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = NodeRunQuerySet.as_manager()
 
     class Meta:
         ordering = ["run", "id"]
@@ -71,3 +101,173 @@ class NodeRun(models.Model):
         if not self.max_iterations:
             return 0
         return min(100, round(100 * self.iteration_count / self.max_iterations))
+
+    # --- transitions ---------------------------------------------------------------------
+
+    def _move(self, status, *, allowed, attempt=None, expired_before=None, **fields) -> bool:
+        """Write this row's fields and `status`, only if its status is one of `allowed`
+        (and, when given, it is still attempt `attempt` / its lease expired before then)."""
+        fence = {"pk": self.pk, "status__in": allowed}
+        if attempt is not None:
+            fence["attempts"] = attempt
+        if expired_before is not None:
+            fence["lease_expires_at__lt"] = expired_before
+        for name, value in {"status": status, **fields}.items():
+            setattr(self, name, value)
+        values = {
+            f.attname: getattr(self, f.attname)
+            for f in self._meta.concrete_fields
+            if not f.primary_key
+        }
+        return bool(type(self).objects.filter(**fence).update(**values))
+
+    def queue(self, run) -> None:
+        """Ready to start: log it and send `start_node`."""
+        self.queued_at = timezone.now()
+        type(self).objects.filter(pk=self.pk).update(queued_at=self.queued_at)
+        run.append_event(
+            "node_queued", self.node_id, kind=self.kind, iteration=self.iteration or None
+        )
+        dispatch.send_on_commit("start_node", self.pk)
+
+    def complete(self, run, output: str, structured=None, *, attempt=None, **data) -> bool:
+        if not self._move(
+            self.Status.COMPLETED,
+            allowed=self.UNFINISHED,
+            attempt=attempt,
+            output=output,
+            structured=structured,
+            finished_at=timezone.now(),
+            lease_expires_at=None,
+        ):
+            return False
+        run.append_event("node_completed", self.node_id, iteration=self.iteration or None, **data)
+        dispatch.send_on_commit("advance_run", run.pk)
+        return True
+
+    def fail(self, run, error: str, *, attempt=None, expired_before=None, **data) -> bool:
+        if not self._move(
+            self.Status.FAILED,
+            allowed=self.UNFINISHED,
+            attempt=attempt,
+            expired_before=expired_before,
+            error=error,
+            finished_at=timezone.now(),
+            lease_expires_at=None,
+        ):
+            return False
+        run.append_event("node_failed", self.node_id, error=error, **data)
+        dispatch.send_on_commit("advance_run", run.pk)
+        return True
+
+    def skip(self, run, reason: str) -> bool:
+        if not self._move(
+            self.Status.SKIPPED,
+            allowed=[self.Status.PENDING],
+            skip_reason=reason,
+            finished_at=timezone.now(),
+        ):
+            return False
+        run.append_event("node_skipped", self.node_id, reason=reason)
+        return True
+
+    def pause(self, run, *, kind, message, iteration=None, fired=(), decisions=()):
+        """Stop at a gate: the node waits, holding no lease and no message; returns the gate."""
+        from .gate import Gate
+
+        self._move(self.Status.PAUSED, allowed=self.UNFINISHED, lease_expires_at=None)
+        gate = Gate.objects.create(
+            run=run,
+            node_run=self,
+            iteration=iteration,
+            node_id=self.node_id,
+            kind=kind,
+            message=message,
+            completion_signaled=bool(fired),
+            channels=list(fired),
+            decisions=list(decisions),
+        )
+        run.append_event(
+            "approval_requested",
+            self.node_id,
+            gate=gate.pk,
+            kind=kind,
+            iteration=iteration.number if iteration else None,
+            completion_signaled=bool(fired),
+            message=message,
+        )
+        run.update_status()
+        return gate
+
+    def start_iteration(self, run, number: int, *, feedback: str = "", after_gate=False):
+        """Create iteration `number` and send it to a worker (a loop_group's iteration is
+        its body, run by the scheduler)."""
+        from .iteration import Iteration
+
+        grouped = self.kind == "loop_group"
+        self._move(self.Status.RUNNING, allowed=self.UNFINISHED, iteration_count=number)
+        now = timezone.now()
+        it = Iteration.objects.create(
+            run=run,
+            node_run=self,
+            node_id=self.node_id,
+            generation=self.generation,
+            number=number,
+            feedback=feedback,
+            after_gate=after_gate,
+            status=Iteration.Status.RUNNING if grouped else Iteration.Status.PENDING,
+            queued_at=now,
+            started_at=now if grouped else None,
+        )
+        run.append_event(
+            "iteration_queued", self.node_id, iteration=number, feedback=bool(feedback)
+        )
+        if grouped:
+            dispatch.send_on_commit("advance_run", run.pk)
+        else:
+            dispatch.send_on_commit("run_iteration", it.pk)
+        return it
+
+    def requeue(self, run, now) -> bool:
+        """Give an expired step back to pending and send it again."""
+        if not self._move(
+            self.Status.PENDING,
+            allowed=[self.Status.RUNNING],
+            attempt=self.attempts,
+            expired_before=now,
+            lease_expires_at=None,
+            queued_at=now,
+        ):
+            return False
+        run.append_event("node_requeued", self.node_id, attempts=self.attempts)
+        dispatch.send_on_commit("start_node", self.pk)
+        return True
+
+    def resend_if_stale(self, stale_before, now) -> bool:
+        """A queued node nobody claimed (its message lost): send it again."""
+        if (
+            type(self)
+            .objects.filter(pk=self.pk, status=self.Status.PENDING, queued_at__lt=stale_before)
+            .update(queued_at=now)
+        ):
+            dispatch.send_now("start_node", self.pk)
+            return True
+        return False
+
+    def reset_for_resume(self) -> None:
+        self.generation += 1
+        self._move(
+            self.Status.PENDING,
+            allowed=[s for s in self.Status.values],
+            queued_at=None,
+            started_at=None,
+            finished_at=None,
+            lease_expires_at=None,
+            output="",
+            error="",
+            skip_reason="",
+            structured=None,
+            state={},
+            iteration_count=0,
+            attempts=0,
+        )

@@ -1,5 +1,6 @@
 from django.conf import settings
 from django.db import models, transaction
+from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
 
@@ -125,7 +126,8 @@ class Run(models.Model):
             return cursor.fetchone()
 
     def set_status(self, status: str, *, error: str | None = None, **data) -> bool:
-        """Move to `status` (no-op when already there) and log it."""
+        """Move to `status` (no-op when already there) and log it. The caller holds the
+        run's lock; `update_status` derives the status of a run that goes on."""
         if self.status == status and error is None:
             return False
         previous = self.status
@@ -143,3 +145,72 @@ class Run(models.Model):
         Run.objects.filter(pk=self.pk).update(**fields)
         self.append_event(f"run_{status}", previous=previous, error=error or "", **data)
         return True
+
+    def update_status(self, *, finished: bool = False) -> None:
+        """Derive the run's status from its nodes: the one place that does.
+
+        `finished` (the scheduler found every top-level node terminal): failed if one
+        failed, else completed. Otherwise paused while a node waits at a gate, else running.
+        """
+        from .node import NodeRun
+
+        if self.is_terminal:
+            return
+        nodes = NodeRun.objects.filter(run=self)
+        if finished:
+            failed = nodes.filter(iteration=0, status=NodeRun.Status.FAILED).first()
+            if failed:
+                self.set_status(
+                    self.Status.FAILED, error=f"node '{failed.node_id}' failed: {failed.error}"
+                )
+            else:
+                self.set_status(self.Status.COMPLETED, error="")
+            return
+        paused = nodes.filter(status=NodeRun.Status.PAUSED).exists()
+        wanted = self.Status.PAUSED if paused else self.Status.RUNNING
+        if self.status != wanted:
+            self.set_status(wanted)
+
+    def fail(self, error: str, **data) -> None:
+        """An error no node owns (the recipe does not load, the engine crashed): the run
+        fails now, with the message on its page, and its unfinished work stops."""
+        if self.is_terminal:
+            return
+        self.stop_all_work(error)
+        self.set_status(self.Status.FAILED, error=error, **data)
+
+    def stop_all_work(self, reason: str, actor=None) -> None:
+        """Cancel every unfinished piece of the run (the caller holds the run's lock).
+        Running agents notice at their next flush; what they printed so far is kept."""
+        from runs.actor import ENGINE
+
+        from .gate import Gate
+        from .iteration import Iteration
+        from .node import NodeRun
+
+        actor = actor or ENGINE
+        now = timezone.now()
+        Gate.objects.filter(run=self, status=Gate.Status.PENDING).update(
+            status=Gate.Status.CANCELLED,
+            decided_at=now,
+            comment=reason,
+            decided_by=actor.person,
+            decided_by_name=actor.name,
+            surface=actor.surface,
+        )
+        Iteration.objects.filter(run=self, status=Iteration.Status.PENDING).update(
+            status=Iteration.Status.CANCELLED, finished_at=now, error=reason
+        )
+        running = Iteration.objects.filter(run=self, status=Iteration.Status.RUNNING)
+        for it in running.only("pk", "started_at"):
+            Iteration.objects.filter(pk=it.pk, status=Iteration.Status.RUNNING).update(
+                status=Iteration.Status.CANCELLED,
+                finished_at=now,
+                error=reason,
+                lease_expires_at=None,
+                duration_ms=it.elapsed_ms(),
+                output=F("raw_output"),  # what the agent printed up to its last flush
+            )
+        NodeRun.objects.filter(run=self, status__in=NodeRun.UNFINISHED).update(
+            status=NodeRun.Status.CANCELLED, finished_at=now, error=reason, lease_expires_at=None
+        )

@@ -1,14 +1,15 @@
-// The gate's primary button says what pressing it will do: with the iteration's
-// completion signalled and no feedback it accepts ("Accept & complete"); once feedback is
-// typed it runs another iteration ("Continue"). The server applies the same rule.
+// The gate's primary button says what pressing it will do. The rule is the server's
+// (Gate.empty_approve_completes, rendered as a data attribute): when it holds, no feedback
+// accepts ("Accept & complete") and any feedback runs another iteration ("Continue").
 (function () {
   "use strict";
   function relabel(textarea) {
-    var form = textarea.closest("form[data-completion]");
+    var form = textarea.closest("form[data-empty-approve-completes]");
     if (!form) return;
     var button = form.querySelector("[data-gate-primary]");
     if (!button) return;
-    var completes = form.dataset.completion === "true" && textarea.value.trim() === "";
+    var completes =
+      form.dataset.emptyApproveCompletes === "true" && textarea.value.trim() === "";
     button.textContent = completes ? "Accept & complete" : "Continue";
   }
   document.addEventListener("input", function (event) {

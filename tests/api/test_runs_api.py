@@ -4,6 +4,7 @@ import pytest
 from django.utils import timezone
 
 from runs import services
+from runs.actor import Actor
 from runs.models import Gate, Iteration, NodeRun, Run
 
 pytestmark = pytest.mark.django_db
@@ -101,7 +102,7 @@ def test_no_credentials_and_bad_token_are_401(anonymous, guided):
 def test_list_with_filters_and_cursor(as_viewer, guided, bundled, operator):
     runs = [services.start_run(guided, user=operator) for _ in range(5)]
     other = services.start_run(bundled["counter-loop"], user=operator)
-    services.cancel_run(runs[0], user=operator)
+    services.cancel_run(runs[0], Actor.operator(operator, "console"))
 
     first = as_viewer.get("/api/runs", limit=2)
     assert [r["id"] for r in first.body["items"]] == [other.pk, runs[4].pk]
@@ -167,7 +168,7 @@ def test_iterations_filter_and_paginate(as_viewer, run):
 
 
 def test_events_after(as_viewer, run, operator):
-    services.cancel_run(run, user=operator)
+    services.cancel_run(run, Actor.operator(operator, "console"))
     events = as_viewer.get(f"/api/runs/{run.pk}/events").body
     kinds = [e["kind"] for e in events["items"]]
     assert kinds == ["run_created", "run_cancelled"]

@@ -6,6 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from runs import services
+from runs.actor import Actor
 from runs.models import Iteration, Run
 from tests.browser.conftest import log_in, mark_page, screenshot, still_same_page
 from tests.conftest import wait_run
@@ -88,7 +89,7 @@ def test_feedback_turns_the_button_to_continue_and_reaches_the_next_prompt(
     waiting = page.locator("#inbox section").first
     expect(waiting).to_contain_text(f"Run {run.pk}")
     screenshot(page, "inbox")
-    services.approve(run.gates.get(status="pending"), user=operator, surface="cli")
+    services.approve(run.gates.get(status="pending").pk, Actor.operator(operator, "cli"))
     expect(waiting).to_contain_text("Nothing is waiting for you.")
 
 

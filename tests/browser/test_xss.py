@@ -6,6 +6,7 @@ import json
 import pytest
 
 from runs import services
+from runs.actor import Actor
 from tests.conftest import wait_for, wait_run
 
 from .conftest import log_in
@@ -68,7 +69,9 @@ def test_nothing_in_the_corpus_executes(live_worker, console_server, page, make_
     run = services.start_run(recipe, user=operator, message=PAYLOAD, inputs={"note": PAYLOAD})
     wait_run(run, "paused")
     gate = wait_for(lambda: services.pending_gate(run), 30)
-    services.approve(gate, user=operator, comment=PAYLOAD)  # feedback is shown too
+    services.approve(
+        gate.pk, Actor.operator(operator, "console"), comment=PAYLOAD
+    )  # feedback is shown too
     wait_for(lambda: run.gates.filter(status="pending").exclude(pk=gate.pk).exists(), 30)
 
     dialogs = []

@@ -127,3 +127,44 @@ def test_csrf_is_enforced(operator, gated_run):
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(operator)
     assert strict.post(approve_url(run, gate), {"comment": ""}).status_code == 403
+
+
+@pytest.mark.parametrize("htmx", [False, True], ids=["post", "htmx"])
+def test_feedback_over_the_limit_is_refused_and_the_gate_keeps_waiting(
+    client, operator, gated_run, htmx
+):
+    """Too long a comment must not be dropped: on this gate an empty comment would accept
+    the iteration and complete the run."""
+    run, gate = gated_run
+    too_long = "x" * 100_001
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    response = login(client, operator).post(
+        approve_url(run, gate), {"comment": too_long}, follow=not htmx, **headers
+    )
+    body = response.content.decode()
+    assert "Feedback is limited to 100,000 characters" in body
+    assert "The gate is still waiting" in body
+    gate.refresh_from_db()
+    run.refresh_from_db()
+    assert gate.status == "pending" and run.status == "paused"
+    assert 'maxlength="100000"' in body and "Up to 100,000 characters." in body
+    if htmx:  # what was typed comes back in its box
+        assert too_long in body
+
+
+def test_a_reject_reason_over_the_limit_is_refused(client, operator, gated_run):
+    run, gate = gated_run
+    url = reverse("gate_reject", args=[run.pk, gate.pk])
+    response = login(client, operator).post(url, {"reason": "x" * 100_001}, follow=True)
+    assert "Feedback is limited to 100,000 characters" in response.content.decode()
+    gate.refresh_from_db()
+    assert gate.status == "pending"
+
+
+def test_a_gate_of_another_run_is_not_found(client, operator, gated_run, approval_run):
+    run, _ = gated_run
+    _, other = approval_run
+    response = login(client, operator).post(approve_url(run, other), {"decision": "hold"})
+    assert response.status_code == 404
+    other.refresh_from_db()
+    assert other.status == "pending"

@@ -27,7 +27,7 @@ def test_operator_sees_the_gate_controls(client, operator, gated_run):
     run, gate = gated_run
     body = login(client, operator).get(reverse("run_detail", args=[run.pk])).content.decode()
     assert "Accept &amp; complete" in body
-    assert 'data-completion="true"' in body
+    assert 'data-empty-approve-completes="true"' in body
     assert reverse("gate_reject", args=[run.pk, gate.pk]) in body
     assert "Cancel run" in body and "Re-run" in body and "Resume" not in body
 
@@ -179,6 +179,16 @@ def test_older_iterations_load_on_demand(client, viewer, guided_run):
     assert "iteration 960</strong>" not in text and "Diff against iteration" in text
     page = client.get(url)
     assert "<html" in page.content.decode()
+
+
+def test_iterations_url_says_its_answer_varies_with_hx_request(client, viewer, guided_run):
+    """One URL answers a fragment or a page: a cache must keep the two apart."""
+    run, row = guided_run
+    url = reverse("run_iterations", args=[run.pk])
+    client = login(client, viewer)
+    for response in (client.get(url), client.get(url, HTTP_HX_REQUEST="true")):
+        vary = [v.strip().lower() for v in response.headers.get("Vary", "").split(",")]
+        assert "hx-request" in vary
 
 
 def test_parts_render_alone(client, viewer, gated_run):

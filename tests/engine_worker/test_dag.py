@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from runs import services
+from runs.actor import Actor
 from runs.models import RunEvent
 from tests.conftest import wait_for, wait_run
 
@@ -160,7 +161,7 @@ nodes:
     wait_run(run, "failed", "completed")
     assert run.status == "failed"
     flag.touch()
-    services.resume_run(run, user=operator)
+    services.resume_run(run, Actor.operator(operator, "console"))
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     work = Path(run.workdir) if run.workdir else None
@@ -195,7 +196,7 @@ nodes:
         return [int(p) for p in out.split()]
 
     wait_for(agent_pids, 10)
-    services.cancel_run(run, user=operator)
+    services.cancel_run(run, Actor.operator(operator, "console"))
     run.refresh_from_db()
     assert run.status == "cancelled"
     it.refresh_from_db()

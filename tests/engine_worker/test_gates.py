@@ -3,6 +3,7 @@
 import pytest
 
 from runs import services
+from runs.actor import Actor
 from runs.models import Gate
 from tests.conftest import wait_for, wait_run
 
@@ -34,7 +35,7 @@ def test_gate_on_completed_iteration_finalizes_without_rerun(live_worker, recipe
     assert gate.kind == "loop" and gate.completion_signaled
     assert gate.message.startswith("✅ Completion condition met via until")
     assert "draft one" in gate.message and gate.message.rstrip().endswith("Review the draft.")
-    services.approve(gate, user=operator)
+    services.approve(gate.pk, Actor.operator(operator, "console"))
     wait_run(run, "completed", "failed")
     assert run.status == "completed"
     assert len(calls(run)) == 1  # no re-run
@@ -46,17 +47,19 @@ def test_gate_on_completed_iteration_finalizes_without_rerun(live_worker, recipe
 def test_feedback_iterates_and_is_only_seen_by_the_next_iteration(live_worker, recipe, operator):
     run = services.start_run(recipe(REFINE, interactive=True), message="m")
     wait_run(run, "paused")
-    services.approve(gate_of(run), user=operator, comment="make it shorter")
+    services.approve(
+        gate_of(run).pk, Actor.operator(operator, "console"), comment="make it shorter"
+    )
     wait_for(lambda: Gate.objects.filter(run=run, status="pending").exists(), 30)
     second = services.pending_gate(run)
     assert not second.completion_signaled
     assert second.message.startswith("⚠️ No completion condition met in this iteration")
     # Without completion, a bare approve iterates too.
-    services.approve(second, user=operator)
+    services.approve(second.pk, Actor.operator(operator, "console"))
     wait_for(
         lambda: Gate.objects.filter(run=run, status="pending").exclude(pk=second.pk).exists(), 30
     )
-    services.approve(services.pending_gate(run), user=operator)
+    services.approve(services.pending_gate(run).pk, Actor.operator(operator, "console"))
     wait_run(run, "completed", "failed")
     prompts = [c["prompt"] for c in calls(run)]
     assert "feedback=[] prev=[]" in prompts[0]
@@ -92,7 +95,7 @@ nodes:
 def test_reject_fails_the_node_and_the_run(live_worker, recipe, operator):
     run = services.start_run(recipe(REFINE, interactive=True))
     wait_run(run, "paused")
-    services.reject(gate_of(run), user=operator, reason="off topic")
+    services.reject(gate_of(run).pk, Actor.operator(operator, "console"), reason="off topic")
     wait_run(run, "failed", "completed")
     assert run.status == "failed"
     assert "rejected at the gate by otto: off topic" in node(run, "refine").error
@@ -103,9 +106,9 @@ def test_deciding_twice_changes_nothing_and_says_so(live_worker, recipe, operato
     run = services.start_run(recipe(REFINE, interactive=True))
     wait_run(run, "paused")
     gate = gate_of(run)
-    services.approve(gate, user=operator)
+    services.approve(gate.pk, Actor.operator(operator, "console"))
     with pytest.raises(services.AlreadyDecided, match="already decided by otto"):
-        services.approve(gate, user=admin_user, comment="again")
+        services.approve(gate.pk, Actor.operator(admin_user, "console"), comment="again")
     wait_run(run, "completed", "failed")
     assert len(calls(run)) == 1
 
@@ -114,7 +117,7 @@ def test_viewer_cannot_decide(live_worker, recipe, viewer):
     run = services.start_run(recipe(REFINE, interactive=True))
     wait_run(run, "paused")
     with pytest.raises(services.NotAllowed):
-        services.approve(gate_of(run), user=viewer)
+        services.approve(gate_of(run).pk, Actor.operator(viewer, "console"))
 
 
 def test_approval_node_decisions_drive_when_branches(live_worker, bundled, operator):
@@ -124,8 +127,8 @@ def test_approval_node_decisions_drive_when_branches(live_worker, bundled, opera
     assert gate.kind == "approval" and [d["id"] for d in gate.decisions] == ["ship", "hold"]
     assert "3 changes ready" in gate.message  # variables substituted into the message
     with pytest.raises(services.ServiceError):
-        services.approve(gate, user=operator, decision="maybe")
-    services.approve(gate, user=operator, decision="hold")
+        services.approve(gate.pk, Actor.operator(operator, "console"), decision="maybe")
+    services.approve(gate.pk, Actor.operator(operator, "console"), decision="hold")
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     assert node(run, "decide").output == "hold"
@@ -150,7 +153,7 @@ nodes:
         )
     )
     wait_run(run, "paused")
-    services.approve(gate_of(run), user=operator, comment="Loops, calmly")
+    services.approve(gate_of(run).pk, Actor.operator(operator, "console"), comment="Loops, calmly")
     wait_run(run, "completed", "failed")
     assert node(run, "use").output == "title=Loops, calmly"
 
@@ -172,6 +175,6 @@ nodes:
         )
     )
     wait_run(run, "paused")
-    services.approve(gate_of(run), user=operator, comment="one more")
+    services.approve(gate_of(run).pk, Actor.operator(operator, "console"), comment="one more")
     wait_run(run, "failed", "completed")
     assert "max_iterations (1)" in node(run, "refine").error

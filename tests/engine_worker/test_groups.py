@@ -1,6 +1,7 @@
 """loop_group nodes: a sealed body re-run in full, $LOOP_PREV, gates, failures."""
 
 from runs import services
+from runs.actor import Actor
 from runs.models import RunEvent
 from tests.conftest import wait_for, wait_run
 
@@ -110,12 +111,12 @@ nodes:
     )
     wait_run(run, "paused")
     gate = wait_for(lambda: services.pending_gate(run), 30)
-    services.approve(gate, user=operator, comment="tighter")
+    services.approve(gate.pk, Actor.operator(operator, "console"), comment="tighter")
     wait_for(lambda: run.gates.filter(status="pending").exclude(pk=gate.pk).exists(), 30)
     prompts = [c["prompt"] for c in calls(run)]
     assert "prev=[] input=[]" in prompts[0]
     assert "prev=[text] input=[tighter]" in prompts[1]
-    services.cancel_run(run, user=operator)
+    services.cancel_run(run, Actor.operator(operator, "console"))
 
 
 def test_writer_reviewer_bundled_recipe_stops_at_score_80(live_worker, bundled):

@@ -3,7 +3,7 @@
 Every fault test runs its workers on a Redis server and a queue of its own, so killing a
 worker, stopping Redis or shrinking the visibility timeout never touches the shared
 services other suites use. The test process sends its own tasks (start, approve, sweep)
-to that queue through `FaultEngine.send`, patched over the engine's `enqueue`.
+to that queue through `FaultEngine.send`, patched over `runs.dispatch.deliver`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 import redis
 from celery import Celery
-from django.db import transaction
 
 from tests.conftest import Worker, wait_for
 
@@ -273,18 +272,12 @@ class FaultEngine:
             task_serializer="json",
             broker_transport_options={"max_retries": 20, "interval_start": 0.2},
         )
-        from runs import services
-        from runs.executor import group, scheduler, state, sweep
+        from runs import dispatch
 
-        for module in (state, services, scheduler, group, sweep):
-            monkeypatch.setattr(module, "enqueue", self.enqueue)
-        monkeypatch.setattr(sweep, "enqueue_now", self.send)
+        monkeypatch.setattr(dispatch, "deliver", self.send)
 
     def send(self, task_name: str, *args) -> None:
         self.client.send_task(f"runs.tasks.{task_name}", args=list(args), queue=self.queue)
-
-    def enqueue(self, task_name: str, *args) -> None:
-        transaction.on_commit(lambda: self.send(task_name, *args))
 
     def start_worker(self, concurrency: int = 2, **env) -> FaultWorker:
         log = self.folder / f"worker-{len(self.workers)}.log"

@@ -8,9 +8,10 @@ import threading
 from collections import Counter
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
 from runs import services, tasks
+from runs.actor import Actor
 from runs.executor.sweep import sweep
 from runs.models import Iteration, Run
 from runs.providers.demo import DemoProvider
@@ -27,9 +28,6 @@ class ControlledBroker:
         self.messages: list[tuple[str, tuple]] = []
         self.seen: Counter = Counter()
         self.lost: Counter = Counter()
-
-    def enqueue(self, name: str, *args) -> None:
-        transaction.on_commit(lambda: self.send(name, *args))
 
     def send(self, name: str, *args) -> None:
         self.messages.append((name, args))
@@ -86,12 +84,12 @@ def agent_calls(monkeypatch):
 
 
 def use_broker(monkeypatch, broker: ControlledBroker) -> ControlledBroker:
-    from runs.executor import group, scheduler, state
-    from runs.executor import sweep as sweep_module
+    from runs import dispatch
 
-    for module in (state, services, scheduler, group, sweep_module):
-        monkeypatch.setattr(module, "enqueue", broker.enqueue)
-    monkeypatch.setattr(sweep_module, "enqueue_now", broker.send)
+    monkeypatch.setattr(dispatch, "deliver", broker.send)
+    # Every iteration goes through the broker (no continuation fast path), so each one
+    # is delivered twice too.
+    monkeypatch.setattr(dispatch, "CHAIN_SECONDS", 0)
     return broker
 
 
@@ -105,7 +103,7 @@ def drive(run: Run, broker: ControlledBroker, *, sweeps: int = 0) -> Run:
         gate = services.pending_gate(run)
         if gate is not None:
             decision = gate.decisions[0]["id"] if gate.decisions else ""
-            services.approve(gate, decision=decision, surface="cli")
+            services.approve(gate.pk, Actor("cli"), decision=decision)
         elif sweeps:
             sweeps -= 1
             sweep()

@@ -8,7 +8,8 @@ import pytest
 from django.db import connection, connections, transaction
 
 from runs import services
-from runs.executor.state import lock_run, open_gate
+from runs.actor import Actor
+from runs.executor.state import lock_run
 from runs.models import Gate, Iteration, NodeRun
 
 TRIALS = 30
@@ -33,12 +34,10 @@ PAIRS = [("approve", "approve"), ("approve", "reject"), ("reject", "approve")]
 def quiet_engine(monkeypatch):
     """No worker: record what would be enqueued, publish nothing (forked children share
     the parent's sockets)."""
-    from runs import live
-    from runs.executor import state
+    from runs import dispatch, live
 
     sent = []
-    monkeypatch.setattr(state, "enqueue", lambda name, *args: sent.append((name, args)))
-    monkeypatch.setattr(services, "enqueue", lambda name, *args: sent.append((name, args)))
+    monkeypatch.setattr(dispatch, "deliver", lambda name, *args: sent.append((name, args)))
     monkeypatch.setattr(live, "publish", lambda run_id, message: None)
     return sent
 
@@ -53,7 +52,7 @@ def gate_at_first_iteration(recipe) -> Gate:
         it = Iteration.objects.create(
             run=run, node_run=row, node_id="work", number=1, status="completed", output="v1"
         )
-        return open_gate(locked, row, kind=Gate.Kind.LOOP, message="Read it.", iteration=it)
+        return row.pause(locked, kind=Gate.Kind.LOOP, message="Read it.", iteration=it)
 
 
 def decide(gate_pk: int, action: str, who: str, wait) -> str:
@@ -61,9 +60,9 @@ def decide(gate_pk: int, action: str, who: str, wait) -> str:
         gate = Gate.objects.get(pk=gate_pk)
         wait()
         if action == "approve":
-            services.approve(gate, comment=f"more from {who}", surface="api")
+            services.approve(gate.pk, Actor("api"), comment=f"more from {who}")
         else:
-            services.reject(gate, reason=f"no from {who}", surface="cli")
+            services.reject(gate.pk, Actor("cli"), reason=f"no from {who}")
         return "won"
     except services.AlreadyDecided as exc:
         return str(exc)

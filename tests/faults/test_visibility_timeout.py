@@ -9,6 +9,7 @@ unchanged; approving then goes on normally.
 import time
 
 from runs import services
+from runs.actor import Actor
 from runs.models import Gate, Iteration
 from tests.conftest import wait_run
 from tests.faults.conftest import agent_recipe, assert_recorded_once, read_markers
@@ -53,10 +54,10 @@ def test_open_gate_outlasting_the_visibility_timeout_runs_nothing_again(
     starts = [m for m in read_markers(markers) if m["kind"] == "start"]
     assert len(starts) == 1
 
-    services.approve(gate, comment="one more pass", surface="api")
+    services.approve(gate.pk, Actor("api"), comment="one more pass")
     wait_run(run, "paused", "completed", "failed", timeout=60)
     gate = Gate.objects.filter(run=run, status=Gate.Status.PENDING).get()
-    services.approve(gate, surface="api")
+    services.approve(gate.pk, Actor("api"))
     wait_run(run, "completed", "failed", timeout=60)
     assert run.status == "completed", run.error
     assert_recorded_once(run)

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from runs.actor import Actor
 from runs.models import Iteration
 from runs.services import cancel_run
 from tests.conftest import wait_for, wait_run
@@ -35,11 +36,15 @@ def test_cancel_kills_a_cli_agent_mid_answer(live_worker, start):
     seen_streaming(run, "[Bash] ls -la")
     (call,) = fake_calls(run, ".fake-claude")
     assert alive(call["pid"])
-    cancel_run(run)
+    cancel_run(run, Actor("console"))
     wait_for(lambda: not alive(call["pid"]), 5, message="the fake claude to die")
     wait_run(run, "cancelled")
     it = Iteration.objects.get(run=run)
     assert wait_for(lambda: Iteration.objects.get(pk=it.pk).status != "running", 5)
+    it.refresh_from_db()
+    # What the agent printed before the cancel, and how long it ran, are kept.
+    assert it.status == "cancelled" and "[Bash] ls -la" in it.output
+    assert it.duration_ms is not None and it.duration_ms > 0
 
 
 def test_cancel_closes_an_http_stream_mid_answer(live_worker, start, fake_ai):
@@ -48,7 +53,7 @@ def test_cancel_closes_an_http_stream_mid_answer(live_worker, start, fake_ai):
     run = start(recipe("openai", fake_ai.url + "/v1"))
     seen_streaming(run, "one")
     cancelled_at = time.monotonic()
-    cancel_run(run)
+    cancel_run(run, Actor("console"))
     wait_run(run, "cancelled")
     wait_for(
         lambda: Iteration.objects.get(run=run).status != "running", 5, message="iteration to stop"

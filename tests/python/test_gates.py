@@ -14,6 +14,7 @@ import pytest
 from recipes.editing import create_recipe
 from recipes.models import Recipe
 from runs import services
+from runs.actor import Actor
 from runs.models import Gate, Iteration, Run
 from tests.conftest import wait_for, wait_run
 
@@ -79,11 +80,11 @@ def test_feedback_then_accept_from_the_console(live_worker, gated_recipe, operat
     assert first.completion_signaled  # so an empty approve reads "Accept & complete"
     assert run.nodes.get(node_id="workflow").status == "paused"  # no worker is held
 
-    services.approve(first, user=operator, comment="MORE-PUNCH")
+    services.approve(first.pk, Actor.operator(operator, "console"), comment="MORE-PUNCH")
     second = wait_for(lambda: run.gates.filter(status="pending").exclude(pk=first.pk).first(), 60)
     assert second.iteration_number == 2
     assert "MORE-PUNCH" in writer_prompt(run, 2) and "MORE-PUNCH" not in writer_prompt(run, 1)
-    services.approve(second, user=operator)
+    services.approve(second.pk, Actor.operator(operator, "console"))
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     assert run.events.get(kind="run_completed").data["ended"] == "accepted"
@@ -95,7 +96,7 @@ def test_feedback_then_accept_from_the_console(live_worker, gated_recipe, operat
 
 def test_reject_fails_the_run_with_the_reason(live_worker, gated_recipe, operator):
     run = services.start_run(gated_recipe(), message="Write copy")
-    services.reject(pending(run), user=operator, reason="off brand")
+    services.reject(pending(run).pk, Actor.operator(operator, "console"), reason="off brand")
     wait_run(run, "failed", "completed")
     assert run.status == "failed"
     assert "rejected at the gate after iteration 1 by otto: off brand" in run.error
@@ -104,7 +105,7 @@ def test_reject_fails_the_run_with_the_reason(live_worker, gated_recipe, operato
 def test_cancel_while_waiting_at_the_gate(live_worker, gated_recipe, operator):
     run = services.start_run(gated_recipe(), message="Write copy")
     gate = pending(run)
-    services.cancel_run(run, user=operator)
+    services.cancel_run(run, Actor.operator(operator, "console"))
     run.refresh_from_db()
     gate.refresh_from_db()
     assert run.status == "cancelled" and gate.status == "cancelled"
@@ -121,7 +122,7 @@ def test_cancel_stops_an_agent_mid_call(live_worker, gated_recipe, operator):
         60,
         message="a streaming iteration",
     )
-    services.cancel_run(run, user=operator)
+    services.cancel_run(run, Actor.operator(operator, "console"))
     run.refresh_from_db()
     assert run.status == "cancelled"
     assert list(Iteration.objects.filter(run=run).values_list("status", flat=True)) == ["cancelled"]
@@ -153,11 +154,11 @@ def test_a_script_waits_at_the_gate_for_the_decision(transactional_db, tmp_path,
         run.refresh_from_db()
         assert run.status == "paused" and run.recipe.slug == "scripted-gate"
         assert run.recipe.kind == "python"
-        services.approve(first, user=operator, comment="MORE-PUNCH")
+        services.approve(first.pk, Actor.operator(operator, "console"), comment="MORE-PUNCH")
         second = wait_for(
             lambda: run.gates.filter(status="pending").exclude(pk=first.pk).first(), 60
         )
-        services.approve(second, user=operator)
+        services.approve(second.pk, Actor.operator(operator, "console"))
     finally:
         thread.join(120)
         sys.modules.pop("scripted_gate", None)

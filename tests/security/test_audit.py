@@ -4,6 +4,7 @@ import pytest
 from django.core.management import call_command
 
 from console.models import ApiToken
+from runs.actor import Actor
 from runs.models import Gate, NodeRun
 
 
@@ -58,7 +59,7 @@ def test_decisions_from_every_surface_are_recorded(client, operator, gates, caps
 def test_the_audit_log_is_listed_and_read_only_in_the_admin(client, admin_user, gates, operator):
     from runs import services
 
-    services.approve(gates[0], user=operator, decision="ship", surface="api")
+    services.approve(gates[0].pk, Actor.operator(operator, "api"), decision="ship")
     client.force_login(admin_user)
     page = client.get("/admin/runs/gate/").content.decode()
     assert "otto" in page and "api" in page

@@ -11,6 +11,7 @@ from recipes import editing
 from recipes.models import Recipe
 from recipes.sync import slug_for
 from runs import services
+from runs.actor import Actor
 from runs.models import Run
 from runs.serializers import run_summary
 
@@ -50,7 +51,9 @@ class Command(BaseCommand):
             self.user = get_user_model().objects.filter(username=options["user"]).first()
             if self.user is None:
                 raise CommandError(f"No user '{options['user']}'")
+        # Without --user the command line acts as itself (whoever can run manage.py).
         try:
+            self.actor = Actor.operator(self.user, "cli") if self.user else Actor("cli")
             getattr(self, f"do_{options['action']}")(options)
         except services.ServiceError as exc:
             raise CommandError(str(exc)) from exc
@@ -157,36 +160,26 @@ class Command(BaseCommand):
     def do_cancel(self, options):
         self.emit(
             options,
-            services.cancel_run(self._run(options["run_id"]), user=self.user, surface="cli"),
+            services.cancel_run(self._run(options["run_id"]), self.actor),
         )
 
     def do_resume(self, options):
         self.emit(
             options,
-            services.resume_run(self._run(options["run_id"]), user=self.user, surface="cli"),
+            services.resume_run(self._run(options["run_id"]), self.actor),
         )
-
-    def _gate(self, run):
-        gate = services.pending_gate(run)
-        if gate is None:
-            last = run.gates.exclude(status="pending").order_by("-decided_at").first()
-            if last is not None:
-                raise services.AlreadyDecided(last)
-            raise CommandError(f"Run {run.pk} is not waiting at a gate ({run.status}).")
-        return gate
 
     def do_approve(self, options):
         run = self._run(options["run_id"])
         services.approve(
-            self._gate(run),
-            user=self.user,
+            services.gate_for_decision(run).pk,
+            self.actor,
             comment=options["comment"],
             decision=options["decision"],
-            surface="cli",
         )
         self.emit(options, run)
 
     def do_reject(self, options):
         run = self._run(options["run_id"])
-        services.reject(self._gate(run), user=self.user, reason=options["reason"], surface="cli")
+        services.reject(services.gate_for_decision(run).pk, self.actor, reason=options["reason"])
         self.emit(options, run)

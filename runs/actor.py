@@ -1,0 +1,58 @@
+"""Who acts on a run, and through which surface.
+
+Built once at the edge (a view, an API endpoint, the CLI, the engine, the sweep) and passed
+down, so "who decided" and "who cancelled" read the same on every page, in the API, the
+CLI and the admin. `Actor.operator` is where the permission to operate is checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runs.errors import NotAllowed
+
+SURFACES = ("console", "api", "cli", "engine", "sweep")
+# What a decision or cancel without a person reads as, per surface.
+NO_PERSON = {
+    "console": "console",
+    "api": "api",
+    "cli": "command line",
+    "engine": "the engine",
+    "sweep": "the sweep",
+}
+
+
+def can_operate(user) -> bool:
+    return bool(user and user.is_authenticated and user.has_perm("runs.operate_run"))
+
+
+@dataclass(frozen=True)
+class Actor:
+    surface: str
+    user: object | None = None
+
+    def __post_init__(self):
+        if self.surface not in SURFACES:
+            raise ValueError(f"unknown surface {self.surface!r}")
+
+    @classmethod
+    def operator(cls, user, surface: str) -> Actor:
+        """An actor allowed to start, cancel, resume and decide; NotAllowed otherwise."""
+        if not can_operate(user):
+            raise NotAllowed("You need the operator role to do this.")
+        return cls(surface, user)
+
+    @property
+    def person(self):
+        """The user to record (None for the engine, the sweep or an anonymous script)."""
+        user = self.user
+        return user if user is not None and user.is_authenticated else None
+
+    @property
+    def name(self) -> str:
+        person = self.person
+        return person.get_username() if person is not None else NO_PERSON[self.surface]
+
+
+ENGINE = Actor("engine")
+SWEEP = Actor("sweep")

@@ -1,0 +1,94 @@
+"""The one way work reaches the workers.
+
+Everything that sends a task calls `send_on_commit` (inside a transaction: the message
+leaves only once the rows it names are committed) or `send_now` (outside one: the sweep
+re-sending lost work). Both end in `deliver`, the single seam tests replace.
+
+The continuation fast path lives here too. While a `run_iteration` task runs an iteration
+inside `chain`, the first `run_iteration` that iteration's transaction queues is handed
+back to the task instead of being sent, and the task runs it at once: no broker round trip,
+no task set-up. The handed-over iteration is still a committed pending row, claimed by the
+same conditional UPDATE as any other, and the sweep re-sends it if the worker dies first.
+After CHAIN_SECONDS (a real agent's single iteration uses that up) or when an iteration
+raises, the next one goes through the broker like everything else, so one run cannot hold
+a worker while other runs wait. Measured in docs/performance.md: 12.8 ms per iteration
+with it, 20.7 ms without (the transaction floor is 7.3 ms).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from django.db import transaction
+
+# How long one task may keep running the iterations its own iterations create.
+CHAIN_SECONDS = 0.5
+CHAINED_TASK = "run_iteration"
+
+_local = threading.local()
+
+
+def deliver(task_name: str, *args) -> None:
+    """Hand one message to the broker. The only place that does."""
+    from runs import tasks
+
+    getattr(tasks, task_name).delay(*args)
+
+
+def send_now(task_name: str, *args) -> None:
+    deliver(task_name, *args)
+
+
+def send_on_commit(task_name: str, *args) -> None:
+    """Send once the current transaction commits (never, if it rolls back)."""
+    handoff = getattr(_local, "handoff", None)
+    if handoff is not None and handoff.take(task_name, args):
+        return
+    transaction.on_commit(lambda: deliver(task_name, *args))
+
+
+class Handoff:
+    """Holds the next iteration a running iteration queued, for `chain` to run next."""
+
+    def __init__(self):
+        self.taken = False
+        self.next_id: int | None = None
+
+    def __enter__(self):
+        _local.handoff = self
+        return self
+
+    def __exit__(self, *exc):
+        _local.handoff = None
+
+    def take(self, task_name: str, args: tuple) -> bool:
+        if self.taken or task_name != CHAINED_TASK:
+            return False
+        self.taken = True
+        transaction.on_commit(lambda: setattr(self, "next_id", args[0]))
+        return True
+
+
+def chain(first_id: int, run_one: Callable[[int], None]) -> int:
+    """Run `run_one(first_id)`, then the iterations it queues while they are quick.
+
+    Returns how many iterations ran in this task."""
+    deadline = time.monotonic() + CHAIN_SECONDS
+    next_id: int | None = first_id
+    count = 0
+    while next_id is not None:
+        with Handoff() as handoff:
+            try:
+                run_one(next_id)
+            except BaseException:
+                if handoff.next_id is not None:
+                    send_now(CHAINED_TASK, handoff.next_id)
+                raise
+        count += 1
+        next_id = handoff.next_id
+        if next_id is not None and time.monotonic() >= deadline:
+            send_now(CHAINED_TASK, next_id)
+            return count
+    return count

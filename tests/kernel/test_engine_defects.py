@@ -1,0 +1,110 @@
+"""Defects of the engine found in review, each driven in this process with the real
+database: the retry delay, an unexpected engine error, and accepting a gate."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from runs import services, tasks
+from runs.actor import Actor
+from runs.executor.sweep import sweep
+from runs.models import NodeRun, Run
+from tests.console.conftest import gated_run, guided_run  # noqa: F401 - fixtures
+
+RETRYING_STEP = """
+name: flaky
+nodes:
+  - id: flaky
+    bash: |
+      if [ ! -e "$ARTIFACTS_DIR/tried" ]; then touch "$ARTIFACTS_DIR/tried"; echo "first try fails"; exit 3; fi
+      echo "second try works"
+    retry: {max_attempts: 2, delay_ms: 3000}
+"""
+
+ONE_STEP = """
+name: one-step
+nodes:
+  - id: hello
+    bash: echo hello
+"""
+
+
+def test_a_retry_delay_longer_than_the_lease_keeps_the_step(
+    transactional_db, make_recipe, broker, settings
+):
+    """The step waits 3 s before its retry with a 1 s lease while the sweep runs all the
+    time: the lease is renewed, so the step is never taken back and its result stands."""
+    settings.LOOP_LEASE_SECONDS = 1
+    run = services.start_run(make_recipe(RETRYING_STEP, "flaky"), message="retry")
+    tasks.advance_run(run.pk)
+    broker.sent.clear()
+    row = NodeRun.objects.get(run=run, node_id="flaky")
+    failures = []
+
+    def work():
+        try:
+            tasks.start_node(row.pk)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    deadline = time.monotonic() + 60
+    while worker.is_alive() and time.monotonic() < deadline:
+        sweep()
+        time.sleep(0.2)
+    worker.join(1)
+    assert not failures, failures
+    row.refresh_from_db()
+    assert row.status == "completed" and row.output == "second try works"
+    assert row.attempts == 1
+    assert not run.events.filter(kind="node_requeued").exists()
+
+
+def test_the_retry_delay_is_bounded(make_recipe, settings):
+    from runs.executor.spec import node_spec, spec_for
+    from runs.executor.steps import retry_delay_seconds
+
+    settings.LOOP_MAX_RETRY_DELAY_SECONDS = 2
+    run = services.start_run(make_recipe(RETRYING_STEP, "flaky"), message="bounded")
+    assert retry_delay_seconds(node_spec(spec_for(run), "flaky")) == 2
+
+
+def test_an_unexpected_engine_error_fails_the_run_at_once_with_its_message(
+    transactional_db, make_recipe, broker, tmp_path
+):
+    """The working directory is a file: the step cannot start there. The run fails on
+    the first delivery with the error on its page, not after the sweep's retries."""
+    not_a_folder = tmp_path / "a-file"
+    not_a_folder.write_text("")
+    run = services.start_run(make_recipe(ONE_STEP, "one-step"), message="broken")
+    Run.objects.filter(pk=run.pk).update(workdir=str(not_a_folder))
+    broker.send("advance_run", run.pk)
+    broker.deliver()
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert "engine error" in run.error and "Not a directory" in run.error
+    assert not NodeRun.objects.filter(run=run, status__in=NodeRun.UNFINISHED).exists()
+
+
+@pytest.mark.parametrize("comment", ["", "one more pass"], ids=["accept", "iterate"])
+def test_deciding_a_gate_sends_each_task_once(
+    gated_run,  # noqa: F811
+    operator,
+    broker,
+    comment,
+    django_capture_on_commit_callbacks,
+):
+    run, gate = gated_run
+    with django_capture_on_commit_callbacks(execute=True):
+        services.approve(gate.pk, Actor.operator(operator, "console"), comment=comment)
+    if comment:
+        assert broker.sent == [("run_iteration", broker.sent[0][1])]
+    else:
+        assert broker.sent == [("advance_run", (run.pk,))]
