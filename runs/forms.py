@@ -4,7 +4,7 @@ from runs.models import Run
 from runs.models.gate import COMMENT_LIMIT
 
 TOO_LONG = (
-    "Feedback is limited to %(limit_value)s characters; this has %(show_value)s. "
+    f"Feedback is limited to {COMMENT_LIMIT:,} characters; this has %(show_value)s. "
     "Shorten it and send again."
 )
 
