@@ -300,7 +300,9 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
 HTMX_SCRIPT = "js/htmx-2.0.11.min.js"
-LOOP_DEFAULT_PROVIDER = os.getenv("LOOP_DEFAULT_PROVIDER", "demo")
+# The agent for nodes that name no provider; none by default, so a recipe that forgets
+# `provider:` is told so instead of silently talking to the demo agent.
+LOOP_DEFAULT_PROVIDER = os.getenv("LOOP_DEFAULT_PROVIDER", "")
 try:
     LOOP_DEMO_DELAY = float(os.getenv("LOOP_DEMO_DELAY", "0.03"))
 except ValueError:

@@ -6,6 +6,10 @@ from console import views
 from console.api import api
 from console.forms import LoginForm
 
+admin.site.site_header = "Loop Console"
+admin.site.site_title = "Loop Console admin"
+admin.site.index_title = "Administration"
+
 urlpatterns = [
     path("", views.inbox, name="inbox"),
     path("healthz", views.healthz, name="healthz"),

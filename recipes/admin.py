@@ -65,19 +65,29 @@ class RecipeForm(forms.ModelForm):
         if "source" in self.fields:
             # Keep the YAML exactly as typed: leading indentation and the final newline matter.
             self.fields["source"].strip = False
-            stored = (self.instance.problems or {}).get("errors", []) if self.instance.pk else []
-            lines = sorted({p["line"] for p in stored if p.get("line")})
-            self.fields["source"].widget.attrs["data-error-lines"] = ",".join(map(str, lines))
+            stored = (self.instance.problems or {}) if self.instance.pk else {}
+            self.mark_lines(
+                [p.get("line") for p in stored.get("errors", [])],
+                [p.get("line") for p in stored.get("warnings", [])],
+            )
+
+    def mark_lines(self, errors, warnings) -> None:
+        """Tell the editor's gutter which lines to mark (recipe-editor.js reads these)."""
+        attrs = self.fields["source"].widget.attrs
+        attrs["data-error-lines"] = ",".join(map(str, sorted({n for n in errors if n})))
+        attrs["data-warning-lines"] = ",".join(map(str, sorted({n for n in warnings if n})))
 
     def clean_source(self):
         # Browsers submit textarea lines with CRLF; versions and diffs compare plain LF text.
         source = self.cleaned_data["source"].replace("\r\n", "\n")
         source_path = self.instance.source_path if self.instance.pk else ""
-        self.validation = validate_source(source, source_path)
-        if not self.validation.ok:
-            lines = sorted({p.line for p in self.validation.errors if p.line})
-            self.fields["source"].widget.attrs["data-error-lines"] = ",".join(map(str, lines))
-            raise forms.ValidationError([str(p) for p in self.validation.errors])
+        self.validation = result = validate_source(source, source_path)
+        if not result.ok:
+            self.mark_lines([p.line for p in result.errors], [p.line for p in result.warnings])
+            # Warnings beside the errors: a typo (`untill:`) is often why an error appears.
+            raise forms.ValidationError(
+                [str(p) for p in result.errors] + [f"Warning: {p}" for p in result.warnings]
+            )
         return source
 
 
@@ -215,30 +225,12 @@ class RecipeAdmin(admin.ModelAdmin):
         if not self.has_view_or_change_permission(request, recipe):
             raise PermissionDenied
         versions = {v.number: v for v in recipe.versions.all()}
-        latest = max(versions, default=None)
-
-        def pick(name, default):
-            try:
-                number = int(request.GET.get(name, default))
-            except (TypeError, ValueError):
-                number = default
-            return versions.get(number) or versions.get(default)
-
-        new = pick("b", latest)
-        old = pick("a", (new.number - 1) if new and new.number > 1 else latest)
-        rows = []
-        if old and new:
-            rows = diff.unified(old.source, new.source, f"v{old.number}", f"v{new.number}")
         context = {
             **self.admin_site.each_context(request),
+            **diff.compare(versions, request.GET.get("a"), request.GET.get("b")),
             "opts": self.model._meta,
             "title": f"Changes in {recipe.slug}",
             "recipe": recipe,
-            "numbers": sorted(versions, reverse=True),
-            "old": old,
-            "new": new,
-            "rows": rows,
-            "stats": diff.stats(rows),
             "change_url": reverse("admin:recipes_recipe_change", args=[recipe.pk]),
         }
         return TemplateResponse(request, "admin/recipes/recipe/diff.html", context)

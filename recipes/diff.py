@@ -46,3 +46,29 @@ def stats(rows: list[DiffLine]) -> dict:
         "added": sum(1 for r in rows if r.kind == "add"),
         "removed": sum(1 for r in rows if r.kind == "remove"),
     }
+
+
+def compare(versions: dict, a, b) -> dict:
+    """Pick two versions (by number, as typed in a URL) and diff them: newest against the
+    one before when the numbers are missing or unknown. `versions` maps number -> version."""
+
+    def pick(raw, default):
+        try:
+            number = int(raw)
+        except (TypeError, ValueError):
+            number = default
+        return versions.get(number) or versions.get(default)
+
+    latest = max(versions, default=None)
+    new = pick(b, latest)
+    old = pick(a, (new.number - 1) if new and new.number > 1 else latest)
+    rows = (
+        unified(old.source, new.source, f"v{old.number}", f"v{new.number}") if old and new else []
+    )
+    return {
+        "numbers": sorted(versions, reverse=True),
+        "old": old,
+        "new": new,
+        "rows": rows,
+        "stats": stats(rows),
+    }

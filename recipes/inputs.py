@@ -1,4 +1,4 @@
-"""Typed run inputs (seed 003's input definitions): clean what a person or script sent."""
+"""Typed run inputs (a recipe's `inputs:` definitions): clean what a person or script sent."""
 
 from __future__ import annotations
 

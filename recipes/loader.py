@@ -20,8 +20,14 @@ __all__ = ["MAX_SOURCE_BYTES", "PLANEAI_SCHEMA", "LoadResult", "Problem", "load_
 PLANEAI_SCHEMA = "planeai.loop.recipe.v1"
 
 
-def load_recipe(source: str, *, commands_dirs: Sequence[Path] = ()) -> LoadResult:
-    """Parse and validate a recipe. Never raises for bad input."""
+def load_recipe(
+    source: str, *, commands_dirs: Sequence[Path] = (), provider_fallback: bool = True
+) -> LoadResult:
+    """Parse and validate a recipe. Never raises for bad input.
+
+    ``provider_fallback=False`` says no default provider is configured: agent nodes that
+    name no provider are then an error.
+    """
     data, lines, yaml_problems = parse_yaml(source)
     if data is None and yaml_problems:
         return LoadResult(kind="workflow", spec=None, errors=sort_problems(yaml_problems))
@@ -46,7 +52,9 @@ def load_recipe(source: str, *, commands_dirs: Sequence[Path] = ()) -> LoadResul
         )
 
     try:
-        result = parse_workflow(data, lines, commands_dirs=commands_dirs)
+        result = parse_workflow(
+            data, lines, commands_dirs=commands_dirs, provider_fallback=provider_fallback
+        )
     except Exception as exc:  # noqa: BLE001 - last-resort guard: never raise on input
         result = LoadResult(
             kind="workflow",

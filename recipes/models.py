@@ -20,15 +20,6 @@ class Recipe(models.Model):
         CONSOLE = "console", "Created in the console"
         SCRIPT = "script", "Recorded from a script"
 
-    # Precedence when the same slug comes from several sources (seed 003): project > user > builtin.
-    ORIGIN_RANK = {
-        Origin.BUILTIN: 0,
-        Origin.SCRIPT: 0,
-        Origin.USER: 1,
-        Origin.PROJECT: 2,
-        Origin.CONSOLE: 3,
-    }
-
     slug = models.SlugField(max_length=100, unique=True)
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)

@@ -4,16 +4,31 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.conf import settings
+
 from console.redact import without_server_paths
 from recipes.formats.python import is_python_path, parse_python
 from recipes.loader import LoadResult, load_recipe
 from recipes.sources import commands_dirs
 
 
+def default_provider_configured() -> bool:
+    """A provider answers for nodes that name none: the admin's default, or the setting."""
+    from runs.models import ProviderConfig
+
+    if settings.LOOP_DEFAULT_PROVIDER:
+        return True
+    return ProviderConfig.objects.filter(is_default=True, enabled=True).exists()
+
+
 def validate_source(source: str, source_path: str = "") -> LoadResult:
     if is_python_path(source_path):
         return parse_python(source, Path(source_path).stem)
-    return load_recipe(source, commands_dirs=commands_dirs(source_path))
+    return load_recipe(
+        source,
+        commands_dirs=commands_dirs(source_path),
+        provider_fallback=default_provider_configured(),
+    )
 
 
 def problems_dict(result: LoadResult) -> dict:

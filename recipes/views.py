@@ -3,6 +3,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from console.permissions import operator_required, recipe_reader_required
+from recipes import diff
 from recipes.forms import StartRunForm
 from recipes.graph import graph
 from recipes.models import Recipe
@@ -49,6 +50,15 @@ def recipe_detail(request, slug):
             ],
         },
     )
+
+
+@require_GET
+@recipe_reader_required
+def recipe_diff(request, slug):
+    recipe = get_object_or_404(Recipe, slug=slug)
+    versions = {v.number: v for v in recipe.versions.select_related("author")}
+    context = diff.compare(versions, request.GET.get("a"), request.GET.get("b"))
+    return render(request, "recipes/diff.html", {"recipe": recipe, **context})
 
 
 @require_http_methods(["GET", "POST"])

@@ -9,6 +9,11 @@ class RunAdmin(admin.ModelAdmin):
     list_filter = ["status"]
     raw_id_fields = ["recipe", "recipe_version", "started_by", "rerun_of"]
 
+    def has_add_permission(self, request):
+        # A run row made by hand has no nodes and never dispatches: runs start from the
+        # recipe's start form (or the API / CLI), which validate inputs and send the work.
+        return False
+
 
 @admin.register(Gate)
 class GateAdmin(admin.ModelAdmin):

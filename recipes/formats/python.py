@@ -1,4 +1,4 @@
-"""Python recipes (seed 002): a `.py` file that defines a module-level `workflow`.
+"""Python recipes: a `.py` file that defines a module-level `workflow`.
 
 Validating one reads its syntax tree and never runs it: the web process learns the name
 (the docstring's first line), the description and whether `workflow` is defined. Only a

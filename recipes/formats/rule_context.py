@@ -53,6 +53,9 @@ class RuleContext:
     lines: LineMap
     commands_dirs: tuple[Path, ...] = ()
     workflow_interactive: bool = False
+    # Whether something answers for agent nodes that name no provider (a default provider
+    # configured in the admin or the settings); when not, such a recipe cannot run.
+    provider_fallback: bool = True
     errors: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
 

@@ -44,9 +44,19 @@ __all__ = [
 ]
 
 
-def parse_workflow(data: dict, lines: LineMap, *, commands_dirs: Sequence[Path] = ()) -> LoadResult:
+def parse_workflow(
+    data: dict,
+    lines: LineMap,
+    *,
+    commands_dirs: Sequence[Path] = (),
+    provider_fallback: bool = True,
+) -> LoadResult:
     """Validate a decoded ``kind: workflow`` document. Never raises for bad input."""
-    ctx = RuleContext(lines=lines, commands_dirs=tuple(Path(d) for d in commands_dirs))
+    ctx = RuleContext(
+        lines=lines,
+        commands_dirs=tuple(Path(d) for d in commands_dirs),
+        provider_fallback=provider_fallback,
+    )
     cleaned = check_workflow(data, ctx)
     errors = list(ctx.errors)
     spec: WorkflowSpec | None = None

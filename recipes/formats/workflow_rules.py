@@ -100,7 +100,43 @@ def check_workflow(data: dict, ctx: RuleContext) -> dict:
         ctx.error("nodes", "must contain at least one node")
     else:
         cleaned["nodes"] = _check_nodes(nodes, "nodes", ctx, group=None, outer_ids=frozenset())
+        _check_provider_named(cleaned, ctx)
     return cleaned
+
+
+AGENT_KINDS = ("prompt", "command", "loop")
+
+
+def _agent_nodes_without_provider(nodes: list, path: str):
+    """(path, id) of each node, loop_group bodies included, that calls an agent it does not name."""
+    for index, node in enumerate(nodes):
+        if not isinstance(node, dict):
+            continue
+        node_path = child_path(path, index)
+        if node.get("kind") in AGENT_KINDS and node.get("provider") is None:
+            yield node_path, node.get("id")
+        group = node.get("loop_group")
+        if isinstance(group, dict) and isinstance(group.get("nodes"), list):
+            body_path = child_path(child_path(node_path, "loop_group"), "nodes")
+            yield from _agent_nodes_without_provider(group["nodes"], body_path)
+
+
+def _check_provider_named(cleaned: dict, ctx: RuleContext) -> None:
+    """Without a provider named anywhere, say so here rather than let a run fail later."""
+    if ctx.provider_fallback or cleaned.get("provider") is not None:
+        return
+    unnamed = list(_agent_nodes_without_provider(cleaned["nodes"], "nodes"))
+    if not unnamed:
+        return
+    (path, node_id), others = unnamed[0], [short_repr(i) for _, i in unnamed[1:]]
+    also = f" (and {', '.join(others[:5])}{', ...' if len(others) > 5 else ''})" if others else ""
+    ctx.error(
+        path,
+        f"node {short_repr(node_id)}{also} calls an agent, but no provider is named and no "
+        "default provider is set: add `provider: NAME` at the top of the recipe or on the node "
+        "(`provider: demo` is the built-in demo agent), or mark a provider as the default "
+        "in the admin",
+    )
 
 
 # ---------------------------------------------------------------------------- nodes

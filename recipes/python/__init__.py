@@ -1,4 +1,4 @@
-"""Loops written in Python (seed 002): agents, a loop with a stop condition, and sequential
+"""Loops written in Python (Python recipes): agents, a loop with a stop condition, and sequential
 and parallel workflows that all share `await x.run(input)`.
 
     from recipes.python import Agent, LoopWorkflow, score_at_least

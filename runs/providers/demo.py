@@ -42,7 +42,7 @@ class DemoProvider:
 
     def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
         session_id = request.session_id or uuid.uuid4().hex
-        turn = self._next_turn(request.workdir, session_id)
+        turn = self._next_turn(request.run_id, session_id)
         n = request.iteration or turn
         if request.output_schema:
             text = json.dumps(self._payload(request.output_schema, n, request.prompt))
@@ -117,10 +117,22 @@ class DemoProvider:
             return score if "score" in name.lower() else n
         return f"Demo {name or 'answer'} for iteration {n}."
 
-    def _next_turn(self, workdir: str, session_id: str) -> int:
-        folder = Path(workdir) / ".demo-sessions"
+    def _next_turn(self, run_id: int | None, session_id: str) -> int:
+        """Count the session's turns like a real agent's transcript would. They live in the
+        run's data folder (iterations of one run may land on different workers), never in
+        the working tree: that is the user's. Without a run, in this process only."""
+        if run_id is None:
+            turn = _UNBOUND_TURNS.get(session_id, 0) + 1
+            _UNBOUND_TURNS[session_id] = turn
+            return turn
+        from django.conf import settings
+
+        folder = Path(settings.LOOP_DATA_DIR) / "runs" / str(run_id) / "demo-sessions"
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{session_id}.json"
+        path = folder / f"{Path(session_id).name}.json"
         turn = json.loads(path.read_text())["turns"] + 1 if path.exists() else 1
         path.write_text(json.dumps({"turns": turn}))
         return turn
+
+
+_UNBOUND_TURNS: dict[str, int] = {}

@@ -6,7 +6,7 @@ Where a name is looked up, in order:
 2. the providers configured in the admin (ProviderConfig rows, enabled ones);
 3. the builtin names: `demo`, and `claude` / `codex` (their binaries on PATH).
 When neither the node nor the recipe names a provider, the default ProviderConfig is used,
-else settings.LOOP_DEFAULT_PROVIDER.
+else settings.LOOP_DEFAULT_PROVIDER; with neither, the step fails saying so.
 """
 
 from __future__ import annotations
@@ -78,6 +78,12 @@ def _resolve(name: str | None, spec) -> Provider:
     default = ProviderConfig.objects.filter(is_default=True, enabled=True).first()
     if default is not None:
         return build(default.name, default.kind, default.as_config())
+    if not settings.LOOP_DEFAULT_PROVIDER:
+        raise ProviderError(
+            "no provider is named for this step and no default provider is set: add "
+            "`provider: NAME` to the recipe (`provider: demo` is the built-in demo agent) "
+            "or mark a provider as the default in the admin (Providers)"
+        )
     return _named(settings.LOOP_DEFAULT_PROVIDER, spec)
 
 

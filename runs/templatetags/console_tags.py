@@ -34,6 +34,14 @@ def markdown(text):
 
 
 @register.filter
+def markdown_inline(text):
+    """One line of Markdown (code spans, emphasis, links) without paragraphs: for cells."""
+    html = _markdown.renderInline((text or "")[:MARKDOWN_LIMIT])
+    cleaned = nh3.clean(html, tags=ALLOWED_TAGS, link_rel="noopener noreferrer nofollow")
+    return mark_safe(cleaned)  # noqa: S308 - sanitised by nh3 just above
+
+
+@register.filter
 def duration(value):
     """A short human duration from milliseconds (int) or a timedelta: 850 ms, 4.2 s, 3 min 5 s."""
     if value is None or value == "":

@@ -8,13 +8,15 @@
     return text.split("\n").length;
   }
 
+  function numbers(list) {
+    return (list || "").split(",").filter(Boolean).map(Number);
+  }
+
   function enhance(textarea) {
     if (textarea.dataset.editorReady) return;
     textarea.dataset.editorReady = "1";
-    var errorLines = (textarea.dataset.errorLines || "")
-      .split(",")
-      .filter(Boolean)
-      .map(Number);
+    var errorLines = numbers(textarea.dataset.errorLines);
+    var warningLines = numbers(textarea.dataset.warningLines);
 
     var wrapper = document.createElement("div");
     wrapper.className = "recipe-editor";
@@ -34,12 +36,15 @@
         var line = document.createElement("div");
         line.textContent = String(n);
         if (errorLines.indexOf(n) !== -1) line.className = "has-error";
+        else if (warningLines.indexOf(n) !== -1) line.className = "has-warning";
         fragment.appendChild(line);
       }
       gutter.replaceChildren(fragment);
       shown = count;
     }
 
+    // The gutter is as tall as the textarea (see the CSS) and scrolls with it, so line n's
+    // number stays level with line n however far the text is scrolled.
     function syncScroll() {
       gutter.scrollTop = textarea.scrollTop;
     }
@@ -56,6 +61,7 @@
     });
     renderNumbers();
     if (errorLines.length) goToLine(textarea, errorLines[0]);
+    syncScroll();
   }
 
   function goToLine(textarea, number) {
@@ -63,8 +69,8 @@
     var offset = 0;
     for (var i = 0; i < number - 1 && i < lines.length; i++) offset += lines[i].length + 1;
     var lineHeight = parseFloat(getComputedStyle(textarea).lineHeight) || 18;
-    textarea.scrollTop = Math.max(0, (number - 3) * lineHeight);
     textarea.setSelectionRange(offset, offset);
+    textarea.scrollTop = Math.max(0, (number - 3) * lineHeight);
   }
 
   function init() {

@@ -38,14 +38,18 @@ def page(live_server, monkeypatch):
         browser.close()
 
 
-def test_editor_numbers_lines_and_marks_errors(page, live_server, admin_user, make_recipe):
-    recipe = make_recipe(GOOD, slug="hello")
+def log_in_to_admin(page, live_server):
     # Straight to the admin: the inbox would hold a live (never-ending) event stream open.
     page.goto(f"{live_server.url}/accounts/login/?next=/admin/")
     page.fill("#id_username", "ada")
     page.fill("#id_password", "pw-ada")
     page.press("#id_password", "Enter")
     page.wait_for_url(lambda url: "/accounts/login/" not in url)
+
+
+def test_editor_numbers_lines_and_marks_errors(page, live_server, admin_user, make_recipe):
+    recipe = make_recipe(GOOD, slug="hello")
+    log_in_to_admin(page, live_server)
     page.goto(f"{live_server.url}/admin/recipes/recipe/{recipe.pk}/change/")
 
     gutter = page.locator(".recipe-editor-gutter div")
@@ -59,3 +63,78 @@ def test_editor_numbers_lines_and_marks_errors(page, live_server, admin_user, ma
     assert marked.count() == 1 and marked.inner_text() == "6"
     assert page.csp_errors == []
     assert Recipe.objects.get(pk=recipe.pk).source == GOOD
+
+
+# 20 nodes of two lines after a 2-line head; line 34 is node n15's script, made empty.
+LONG = "name: long\nnodes:\n" + "".join(f"  - id: n{i}\n    bash: echo {i}\n" for i in range(20))
+ERROR_LINE = 34
+LONG_BROKEN = "\n".join(
+    '    bash: ""' if number == ERROR_LINE else line
+    for number, line in enumerate(LONG.split("\n"), start=1)
+)
+
+# Where line `n` of the textarea is drawn, from the textarea's own metrics.
+LINE_TOP = """(textarea, n) => {
+  const box = textarea.getBoundingClientRect();
+  const style = getComputedStyle(textarea);
+  return box.top + parseFloat(style.borderTopWidth) + parseFloat(style.paddingTop)
+    + (n - 1) * parseFloat(style.lineHeight) - textarea.scrollTop;
+}"""
+
+
+def test_error_marker_sits_level_with_its_line_however_the_text_scrolls(
+    page, live_server, admin_user, make_recipe
+):
+    assert LONG_BROKEN.split("\n")[ERROR_LINE - 2].strip() == "- id: n15"
+    recipe = make_recipe(LONG, slug="long")
+    log_in_to_admin(page, live_server)
+    page.goto(f"{live_server.url}/admin/recipes/recipe/{recipe.pk}/change/")
+    page.fill("textarea.recipe-source", LONG_BROKEN)
+    page.click("input[name=_continue]")
+    assert f"line {ERROR_LINE}" in page.locator(".errorlist").first.inner_text()
+
+    textarea = page.locator("textarea.recipe-source")
+    marker = page.locator(".recipe-editor-gutter .has-error")
+    editor = page.locator(".recipe-editor").bounding_box()
+    assert marker.inner_text() == str(ERROR_LINE)
+
+    def check_level():
+        line_top = textarea.evaluate(LINE_TOP, ERROR_LINE)
+        box = marker.bounding_box()
+        assert abs(box["y"] - line_top) <= 1.5, (box["y"], line_top)
+        return box
+
+    # The editor opens scrolled to the error: the marker is level with it and in view.
+    box = check_level()
+    assert editor["y"] <= box["y"] and box["y"] + box["height"] <= editor["y"] + editor["height"]
+    # Scrolled to the very end (past the horizontal scrollbar's height) and back to the top.
+    textarea.evaluate("t => { t.scrollTop = t.scrollHeight; }")
+    page.wait_for_function("() => document.querySelector('.recipe-editor-gutter').scrollTop > 0")
+    page.wait_for_function(
+        "() => { const t = document.querySelector('textarea.recipe-source');"
+        " return document.querySelector('.recipe-editor-gutter').scrollTop === t.scrollTop; }"
+    )
+    check_level()
+    textarea.evaluate("t => { t.scrollTop = 0; }")
+    page.wait_for_function("() => document.querySelector('.recipe-editor-gutter').scrollTop === 0")
+    check_level()
+    # The gutter never grows past the text box.
+    gutter = page.locator(".recipe-editor-gutter").bounding_box()
+    assert gutter["height"] <= editor["height"]
+    assert page.csp_errors == []
+
+
+def test_warnings_are_marked_beside_the_errors(page, live_server, admin_user, make_recipe):
+    loop = (
+        "name: typo\nprovider: demo\nnodes:\n  - id: polish\n    loop:\n"
+        "      prompt: Improve it.\n      untill: DONE\n      max_iterations: 3\n"
+    )
+    recipe = make_recipe(GOOD, slug="typo")
+    log_in_to_admin(page, live_server)
+    page.goto(f"{live_server.url}/admin/recipes/recipe/{recipe.pk}/change/")
+    page.fill("textarea.recipe-source", loop)
+    page.click("input[name=_continue]")
+    problems = page.locator(".errorlist").first.inner_text()
+    assert "completion condition" in problems and "'untill'" in problems
+    assert page.locator(".recipe-editor-gutter .has-warning").inner_text() == "7"
+    assert page.locator(".recipe-editor-gutter .has-error").inner_text() == "5"

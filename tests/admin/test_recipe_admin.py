@@ -220,3 +220,31 @@ def test_an_invalid_synced_recipe_shows_its_problems(editor_client, db):
     html = editor_client.get(change_url(broken)).content.decode()
     assert "line 7, nodes[1].depends_on: unknown &lt;x&gt;" in html
     assert 'data-error-lines="7"' in html
+
+
+def test_a_refused_save_shows_the_warnings_beside_the_errors(editor_client, recipe):
+    typo = (
+        "name: typo\nprovider: demo\nnodes:\n  - id: polish\n    loop:\n"
+        "      prompt: Improve it.\n      untill: DONE\n      max_iterations: 3\n"
+    )
+    html = post_change(editor_client, recipe, typo).content.decode()
+    assert "at least one completion condition" in html
+    assert "Warning: line 7, nodes[0].loop.untill" in html
+    assert 'data-error-lines="5"' in html and 'data-warning-lines="7"' in html
+
+
+def test_runs_cannot_be_added_in_the_admin(client, admin_user):
+    client.force_login(admin_user)
+    assert client.get(reverse("admin:runs_run_add")).status_code == 403
+    changelist = client.get(reverse("admin:runs_run_changelist")).content.decode()
+    assert reverse("admin:runs_run_add") not in changelist
+
+
+def test_the_admin_says_loop_console_and_has_a_favicon(client, admin_user):
+    client.force_login(admin_user)
+    html = client.get(reverse("admin:index")).content.decode()
+    assert "Loop Console" in html and "Django administration" not in html
+    assert "Django site admin" not in html
+    assert 'rel="icon" href="/static/favicon.svg"' in html
+    title = client.get(reverse("admin:recipes_recipe_changelist")).content.decode()
+    assert "| Loop Console admin</title>" in title

@@ -152,3 +152,39 @@ def test_pages_read_the_cached_spec_of_the_version(client, operator, make_recipe
     save_source(recipe, changed)
     assert "Headline" in client.get(reverse("recipe_start", args=["typed"])).content.decode()
     assert spec._load.cache_info().misses == 2
+
+
+def test_list_names_each_recipe_once_and_renders_its_description(client, viewer, make_recipe):
+    make_recipe(
+        "name: same\ndescription: Runs `make test` until **green**. <script>x()</script>\n"
+        "nodes:\n  - id: a\n    bash: echo\n",
+        slug="same",
+    )
+    make_recipe("name: Pretty name\nnodes:\n  - id: a\n    bash: echo\n", slug="pretty")
+    body = login(client, viewer).get(reverse("recipe_list")).content.decode()
+    assert body.count(">same<") == 1  # the name; the slug equals it and is not repeated
+    assert '<code class="muted">pretty</code>' in body  # a slug that differs is shown
+    assert "<code>make test</code>" in body and "<strong>green</strong>" in body
+    assert "`" not in body.split("<table>")[1].split("</table>")[0]
+    assert "<script>x()" not in body
+
+
+def test_versions_link_to_their_diff(client, viewer, make_recipe):
+    from recipes.editing import save_source
+
+    recipe = make_recipe("name: v\nnodes:\n  - id: a\n    bash: echo one\n", slug="v")
+    save_source(recipe, "name: v\nnodes:\n  - id: a\n    bash: echo <two>\n")
+    client = login(client, viewer)
+    body = client.get(reverse("recipe_detail", args=["v"])).content.decode()
+    url = reverse("recipe_diff", args=["v"]) + "?a=1&amp;b=2"
+    assert url in body
+    diff = client.get(url.replace("&amp;", "&")).content.decode()
+    assert '<span class="d-del">-    bash: echo one</span>' in diff
+    assert '<span class="d-add">+    bash: echo &lt;two&gt;</span>' in diff
+    assert "1 line(s) added, 1 removed" in diff
+    assert client.get(reverse("recipe_diff", args=["v"]) + "?a=x&b=99").status_code == 200
+
+
+def test_pages_link_the_favicon(client, viewer, bundled):
+    body = login(client, viewer).get(reverse("recipe_list")).content.decode()
+    assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in body
