@@ -197,6 +197,8 @@ class Bench:
             f"_kombu.binding_permanent.{self.queue}",
             *client.scan_iter(f"bench:{self.name}:*"),
         )
+        for key in client.scan_iter(f"loopconsole:{self.queue}:*"):  # live output buffers
+            client.delete(key)
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 

@@ -31,8 +31,10 @@ def channel(run_id: int) -> str:
 
 
 INBOX_CHANNEL = f"{PREFIX}:inbox"
-# A buffer outlives its iteration by this long at most (refreshed by every chunk).
-OUTPUT_BUFFER_SECONDS = 3600
+# A buffer outlives its last chunk by this long (each chunk refreshes it), so Redis holds
+# about ten minutes of output, not every iteration's. After a longer silence the row's
+# flushed copy (every 0.5 s while output arrives) is what a newly opened page starts from.
+OUTPUT_BUFFER_SECONDS = 600
 
 
 def output_target(iteration_id: int) -> str:
