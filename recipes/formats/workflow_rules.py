@@ -40,6 +40,7 @@ from recipes.formats.rule_context import (
 )
 from recipes.problems import child_path, short_repr
 from runs.engine.dag import find_cycles
+from runs.engine.shell_context import shell_problems
 
 __all__ = ["NODE_RULES", "NodeRule", "NodeSite", "check_workflow"]
 
@@ -65,8 +66,20 @@ def _timeout_applies(node: NodeSite, ctx: RuleContext) -> None:
         )
 
 
+def _shell_references(node: NodeSite, ctx: RuleContext) -> None:
+    """References bash would run as code (arithmetic, subscripts, eval, '...')."""
+    scripts = [(child_path(node.path, "bash"), node.raw.get("bash"))]
+    for block in ("loop", "loop_group"):
+        if isinstance(node.raw.get(block), dict):
+            until_path = child_path(child_path(node.path, block), "until_bash")
+            scripts.append((until_path, node.raw[block].get("until_bash")))
+    for path, script in scripts:
+        if isinstance(script, str):
+            ctx.errors.extend(shell_problems(ctx.lines, path, script, node.label))
+
+
 # Rules that report about every node (top level and loop_group bodies), in this order.
-NODE_RULES: list[NodeRule] = [_timeout_applies]
+NODE_RULES: list[NodeRule] = [_timeout_applies, _shell_references]
 
 
 # ------------------------------------------------------------------------ top level

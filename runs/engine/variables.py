@@ -9,16 +9,21 @@ Recognised references (everything else, e.g. ``$HOME``, ``$1``, ``$(cmd)``,
 * ``$nodeId.output`` and ``$nodeId.output.field`` (only ids in ``known_nodes``)
 * ``$LOOP_PREV.nodeId.output`` and ``$LOOP_PREV.nodeId.output.field``
 
-With ``shell=True`` every substituted value becomes exactly one shell word
-(``shlex.quote``), so recipes write ``x=$node.output`` without quotes.
+Scripts go through ``substitute_shell``: values travel in the environment
+(``LOOP_V_1``, ...) and each reference becomes a reference to its variable, written for
+its shell context (``runs.engine.shell_context``): bare -> ``"${LOOP_V_1}"`` (one word),
+inside double quotes or an unquoted heredoc -> ``${LOOP_V_1}``. Contexts where bash would
+run a value as code (arithmetic, subscripts, eval) are refused. Recipes are validated the
+same way at load; doing it at run time covers recipe versions saved before that check.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shlex
 from dataclasses import dataclass, field
+
+from runs.engine.shell_context import SAFE, Context, classify, explain
 
 __all__ = [
     "NodeOutput",
@@ -28,6 +33,7 @@ __all__ = [
     "resolve_field",
     "resolve_output",
     "substitute",
+    "substitute_shell",
 ]
 
 
@@ -165,7 +171,7 @@ def _match_at(template: str, pos: int, ctx: VarContext) -> tuple[int, str] | Non
     return None
 
 
-def substitute(template: str, ctx: VarContext, *, shell: bool = False) -> str:
+def substitute(template: str, ctx: VarContext) -> str:
     """Replace every recognised reference in ``template``.
 
     Substitution is single-pass: text coming from a value is never re-scanned,
@@ -185,6 +191,47 @@ def substitute(template: str, ctx: VarContext, *, shell: bool = False) -> str:
             pos = dollar + 1
             continue
         end, value = hit
-        parts.append(shlex.quote(value) if shell else value)
+        parts.append(value)
         pos = end
     return "".join(parts)
+
+
+def _references(template: str, ctx: VarContext) -> list[tuple[int, int, str]]:
+    found = []
+    pos = 0
+    while (dollar := template.find("$", pos)) >= 0:
+        hit = _match_at(template, dollar, ctx)
+        if hit is None:
+            pos = dollar + 1
+            continue
+        found.append((dollar, hit[0], hit[1]))
+        pos = hit[0]
+    return found
+
+
+def substitute_shell(template: str, ctx: VarContext) -> tuple[str, dict[str, str]]:
+    """A bash script and the environment that carries its values.
+
+    No value ever becomes script text. Environment strings cannot hold NUL, and neither
+    can bash variables, so NUL bytes are dropped from values.
+    """
+    refs = _references(template, ctx)
+    contexts = classify(template, {start for start, _, _ in refs})
+    parts: list[str] = []
+    env: dict[str, str] = {}
+    pos = 0
+    for number, (start, end, value) in enumerate(refs, start=1):
+        context = contexts[start]
+        if context not in SAFE:
+            line = template.count("\n", 0, start) + 1
+            raise VariableError(f"line {line}: {explain(template[start:end], context)}")
+        parts.append(template[pos:start])
+        pos = end
+        if context is Context.COMMENT:
+            parts.append(template[start:end])
+            continue
+        name = f"LOOP_V_{number}"
+        env[name] = value.replace("\0", "")
+        parts.append(f"${{{name}}}" if context is not Context.BARE else f'"${{{name}}}"')
+    parts.append(template[pos:])
+    return "".join(parts), env

@@ -8,7 +8,7 @@ import logging
 from django.db import InterfaceError, OperationalError, transaction
 
 from runs.engine.completion import detect_signal, gate_text, until_field_met
-from runs.engine.variables import VariableError, substitute
+from runs.engine.variables import VariableError, substitute, substitute_shell
 from runs.models import Gate, Iteration, NodeRun, Run
 from runs.providers import registry
 from runs.providers.base import AgentRequest, Cancelled, ProviderError
@@ -141,11 +141,11 @@ def _previous_output(it: Iteration) -> str:
 
 def _until_bash(script: str, ctx, run, stream: OutputStream) -> bool:
     workdir, _ = run_dirs(run)
-    command = substitute(script, ctx, shell=True)
+    command, values = substitute_shell(script, ctx)
     result = run_process(
         ["bash", "-c", command],
         cwd=str(workdir),
-        env=step_env(run, ctx),
+        env={**step_env(run, ctx), **values},
         on_chunk=lambda chunk: stream(""),
     )
     return result.exit_code == 0

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import transaction
 
 from runs.actor import Actor
-from runs.engine.variables import VariableError, substitute
+from runs.engine.variables import VariableError, substitute, substitute_shell
 from runs.models import Gate, NodeRun, Run
 from runs.providers import registry
 from runs.providers.base import AgentRequest, Cancelled, ProviderError
@@ -132,12 +132,12 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
     ctx = build_context(run, spec, row)
     workdir, _ = run_dirs(run)
     if node.kind == "bash":
-        script = substitute(node.bash, ctx, shell=True)
+        script, values = substitute_shell(node.bash, ctx)
         timeout = (node.timeout / 1000) if node.timeout else None
         result = run_process(
             ["bash", "-c", script],
             cwd=str(workdir),
-            env=step_env(run, ctx),
+            env={**step_env(run, ctx), **values},
             on_chunk=stream,
             timeout=timeout,
         )

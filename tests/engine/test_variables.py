@@ -1,9 +1,14 @@
-import shlex
 import subprocess
 
 import pytest
 
-from runs.engine.variables import NodeOutput, VarContext, VariableError, substitute
+from runs.engine.variables import (
+    NodeOutput,
+    VarContext,
+    VariableError,
+    substitute,
+    substitute_shell,
+)
 
 REVIEW_SCHEMA = {
     "type": "object",
@@ -27,8 +32,7 @@ def ctx(**kw):
 
 
 def shell_sub(template, c):
-    # shell=True selects shlex quoting of values; nothing is run through a shell here.
-    return substitute(template, c, shell=True)  # noqa: S604
+    return substitute_shell(template, c)
 
 
 def review(payload=None, schema=REVIEW_SCHEMA, text="prose"):
@@ -260,30 +264,42 @@ def test_loop_prev_output_not_confused_with_loop_prev_ref():
 # --- shell mode ---------------------------------------------------------------
 
 
-def test_shell_mode_quotes_every_value():
+def test_shell_mode_values_travel_in_the_environment():
     c = ctx(
         user_message="a b",
         artifacts_dir="/tmp/x y",
         inputs={"q": "it's"},
         node_outputs={"n": NodeOutput("$(id)", None, None)},
     )
-    out = shell_sub("$USER_MESSAGE $ARTIFACTS_DIR $INPUTS.q $n.output", c)
-    assert out == " ".join(shlex.quote(v) for v in ["a b", "/tmp/x y", "it's", "$(id)"])
+    script, env = shell_sub('$USER_MESSAGE "$ARTIFACTS_DIR" $INPUTS.q "x $n.output"', c)
+    assert script == '"${LOOP_V_1}" "${LOOP_V_2}" "${LOOP_V_3}" "x ${LOOP_V_4}"'
+    assert env == {
+        "LOOP_V_1": "a b",
+        "LOOP_V_2": "/tmp/x y",
+        "LOOP_V_3": "it's",
+        "LOOP_V_4": "$(id)",
+    }
 
 
 def test_shell_mode_empty_value_is_empty_word():
     c = ctx(known_nodes={"skipped"})
-    assert shell_sub("test $skipped.output = green", c) == "test '' = green"
+    assert shell_sub("test $skipped.output = green", c) == (
+        'test "${LOOP_V_1}" = green',
+        {"LOOP_V_1": ""},
+    )
 
 
 def test_shell_mode_leaves_script_variables_alone():
     script = 'for f in "$@"; do echo "$HOME/$f" $1 ${x:-y} $(pwd); done'
-    assert shell_sub(script, ctx()) == script
+    assert shell_sub(script, ctx()) == (script, {})
 
 
-def test_shell_mode_safe_word_unquoted():
-    c = ctx(node_outputs={"t": NodeOutput("green", None, None)})
-    assert shell_sub("x=$t.output", c) == "x=green"
+def test_shell_mode_refuses_arithmetic_with_line_and_suggestion():
+    c = ctx(user_message="a[$(touch x)]")
+    with pytest.raises(
+        VariableError, match=r"line 2: \$USER_MESSAGE is inside arithmetic.*n=\$USER_MESSAGE"
+    ):
+        shell_sub("echo ok\n(( $USER_MESSAGE + 1 ))", c)
 
 
 PAYLOADS = [
@@ -353,11 +369,11 @@ def test_shell_injection_payload_arrives_verbatim(tmp_path, payload):
         'printf %s "$Y" > out3; printf %s "$Z" > out4\n'
         'test "$X" = $evil.output && echo same > out5\n'
     )
-    rendered = shell_sub(script, c)
+    rendered, values = shell_sub(script, c)
     proc = subprocess.run(
         ["bash", "-c", rendered],
         cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C.UTF-8"},
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C.UTF-8", **values},
         capture_output=True,
         timeout=30,
     )

@@ -1,0 +1,174 @@
+"""Values never become shell code: every shell context x every value source x hostile payloads,
+run through real bash. Safe contexts deliver the exact bytes; unsafe ones are refused both
+when a recipe is loaded and when an old, already-saved script runs.
+
+The corpus is data: add a value source to SOURCES, a context to SAFE_CONTEXTS or
+UNSAFE_CONTEXTS, a payload to PAYLOADS.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+
+import pytest
+
+from recipes.loader import load_recipe
+from runs.engine.variables import NodeOutput, VarContext, VariableError, substitute_shell
+
+CANARY = "CANARY"
+
+PAYLOADS = [
+    f"$(touch {CANARY})",
+    f"`touch {CANARY}`",
+    f"; touch {CANARY}",
+    f"| touch {CANARY}",
+    f"&& touch {CANARY}",
+    f"' ; touch {CANARY} ; '",
+    f'" ; touch {CANARY} ; "',
+    f"line one\ntouch {CANARY}\n",
+    f"${{IFS}}touch${{IFS}}{CANARY}",
+    f"a[$(touch {CANARY})]",
+    f"carriage\r$(touch {CANARY})\r",
+    f"nul\0$(touch {CANARY})",
+    f"EOF\ntouch {CANARY}\nEOF",
+    f"\\$(touch {CANARY})",
+]
+
+
+def _node(value: str) -> NodeOutput:
+    return NodeOutput(text=value)
+
+
+def _structured(value: str) -> NodeOutput:
+    return NodeOutput(text="", structured={"field": value}, schema={"properties": {"field": {}}})
+
+
+# name -> (reference as written in a script, context carrying the value)
+SOURCES = {
+    "message": ("$USER_MESSAGE", lambda v: VarContext(user_message=v)),
+    "arguments": ("$ARGUMENTS", lambda v: VarContext(user_message=v)),
+    "text input": ("$INPUTS.topic", lambda v: VarContext(inputs={"topic": v})),
+    "select input": ("$INPUTS.choice", lambda v: VarContext(inputs={"choice": v})),
+    "gate feedback": ("$LOOP_USER_INPUT", lambda v: VarContext(loop_user_input=v)),
+    "previous iteration": ("$LOOP_PREV_OUTPUT", lambda v: VarContext(loop_prev_output=v)),
+    "node output": (
+        "$agent.output",
+        lambda v: VarContext(node_outputs={"agent": _node(v)}, known_nodes=frozenset({"agent"})),
+    ),
+    "approval comment": (
+        "$review.output",
+        lambda v: VarContext(node_outputs={"review": _node(v)}, known_nodes=frozenset({"review"})),
+    ),
+    "structured field": (
+        "$agent.output.field",
+        lambda v: VarContext(
+            node_outputs={"agent": _structured(v)}, known_nodes=frozenset({"agent"})
+        ),
+    ),
+    "previous loop pass": (
+        "$LOOP_PREV.agent.output",
+        lambda v: VarContext(loop_prev={"agent": _node(v)}, known_nodes=frozenset({"agent"})),
+    ),
+    "artifacts dir": ("$ARTIFACTS_DIR", lambda v: VarContext(artifacts_dir=v)),
+}
+
+# name -> (script using REF, how the value must arrive in the file `out`)
+SAFE_CONTEXTS = {
+    "bare": ("printf %s REF > out", lambda v: v),
+    "assignment": ('x=REF; printf %s "$x" > out', lambda v: v),
+    "double quotes": ('printf %s "<REF>" > out', lambda v: f"<{v}>"),
+    "unquoted heredoc": ("cat > out <<EOF\n[REF]\nEOF", lambda v: f"[{v}]\n"),
+    "heredoc strip tabs": ("cat > out <<-END\n\tREF\n\tEND", lambda v: f"{v}\n"),
+    "command substitution": ('printf %s "$(printf %s REF)" > out', lambda v: v.rstrip("\n")),
+    "until_bash test": ('[ REF = "REF" ] && printf %s REF > out', lambda v: v),
+    "[[ string compare ]]": ("[[ REF == REF ]] && printf %s REF > out", lambda v: v),
+    "case": ('case REF in *) printf %s "REF" > out;; esac', lambda v: v),
+    "parameter default": ('printf %s "${unset_name:-REF}" > out', lambda v: v),
+}
+
+UNSAFE_CONTEXTS = {
+    "single quotes": "printf %s 'REF' > out",
+    "quoted heredoc": "cat > out <<'EOF'\nREF\nEOF",
+    "arithmetic expansion": "echo $(( REF + 1 )) > out",
+    "arithmetic command": "(( REF > 1 )) && touch out",
+    "let": "let n=REF+1",
+    "declare -i": "declare -i n=REF",
+    "[[ -eq ]]": "[[ REF -eq 1 ]] && touch out",
+    "array subscript": "arr[REF]=1",
+    "array subscript read": 'echo "${arr[REF]}" > out',
+    "eval": 'eval "echo REF" > out',
+    "sh -c": 'bash -c "echo REF" > out',
+    "escaped": "echo \\REF > out",
+}
+
+
+def _run(script: str, env: dict[str, str], tmp_path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C.UTF-8", **env},
+        capture_output=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("context", SAFE_CONTEXTS)
+def test_safe_context_delivers_exact_bytes_and_runs_nothing(tmp_path, source, context):
+    ref, make_ctx = SOURCES[source]
+    template, expected = SAFE_CONTEXTS[context]
+    for number, payload in enumerate(PAYLOADS):
+        work = tmp_path / str(number)
+        work.mkdir()
+        script, env = substitute_shell(template.replace("REF", ref), make_ctx(payload))
+        assert payload.replace("\0", "") not in script or not payload
+        proc = _run(script, env, work)
+        assert proc.returncode == 0, (payload, proc.stderr)
+        # Environment strings cannot hold NUL, nor can bash variables: NUL is dropped.
+        want = expected(payload.replace("\0", "")).encode()
+        assert (work / "out").read_bytes() == want, payload
+        assert not (work / CANARY).exists(), payload
+        assert sorted(p.name for p in work.iterdir()) == ["out"]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("context", UNSAFE_CONTEXTS)
+def test_unsafe_context_is_refused_at_run_time(tmp_path, source, context):
+    ref, make_ctx = SOURCES[source]
+    template = "echo first line\n" + UNSAFE_CONTEXTS[context].replace("REF", ref)
+    line = template[: template.index(ref)].count("\n") + 1
+    with pytest.raises(VariableError, match=rf"^line {line}: .* where no substitution is safe"):
+        substitute_shell(template, make_ctx(PAYLOADS[0]))
+
+
+def _recipe(script: str, *, until_bash: bool = False) -> str:
+    body = textwrap.indent(script, " " * 8)
+    if until_bash:
+        return (
+            "name: probe\nnodes:\n  - id: agent\n    loop:\n      prompt: go\n"
+            "      max_iterations: 2\n      until_bash: |\n"
+            + textwrap.indent(script, " " * 8)
+            + "\n"
+        )
+    return f"name: probe\nnodes:\n  - id: agent\n    prompt: hi\n  - id: step\n    depends_on: [agent]\n    bash: |\n{body}\n"
+
+
+@pytest.mark.parametrize("context", UNSAFE_CONTEXTS)
+@pytest.mark.parametrize("until_bash", [False, True], ids=["bash", "until_bash"])
+def test_unsafe_context_is_a_validation_error_with_its_line(context, until_bash):
+    script = "echo first\n" + UNSAFE_CONTEXTS[context].replace("REF", "$USER_MESSAGE")
+    result = load_recipe(_recipe(script, until_bash=until_bash))
+    problems = [p for p in result.errors if "where no substitution is safe" in p.message]
+    assert len(problems) == 1, result.errors
+    source_lines = _recipe(script, until_bash=until_bash).splitlines()
+    assert "$USER_MESSAGE" in source_lines[problems[0].line - 1]
+    line = script[: script.index("$USER_MESSAGE")].count("\n") + 1
+    assert f"line {line} of the script" in problems[0].message
+
+
+@pytest.mark.parametrize("context", SAFE_CONTEXTS)
+def test_safe_context_validates(context):
+    script = SAFE_CONTEXTS[context][0].replace("REF", "$agent.output")
+    result = load_recipe(_recipe(script))
+    assert result.ok, result.errors
