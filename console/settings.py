@@ -303,6 +303,16 @@ HTMX_SCRIPT = "js/htmx-2.0.11.min.js"
 # The agent for nodes that name no provider; none by default, so a recipe that forgets
 # `provider:` is told so instead of silently talking to the demo agent.
 LOOP_DEFAULT_PROVIDER = os.getenv("LOOP_DEFAULT_PROVIDER", "")
+# Extra names of the worker's environment that bash steps and agents may see (besides PATH,
+# HOME, locale and the run's own LOOP_* values). Secrets of the console itself never pass.
+LOOP_CHILD_ENV = env_list("LOOP_CHILD_ENV", [])
+_NEVER_TO_CHILDREN = {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY"}
+if _NEVER_TO_CHILDREN & set(LOOP_CHILD_ENV):
+    raise ImproperlyConfigured(
+        "LOOP_CHILD_ENV may not name "
+        + ", ".join(sorted(_NEVER_TO_CHILDREN & set(LOOP_CHILD_ENV)))
+        + ": child processes never see the console's own secrets"
+    )
 try:
     LOOP_DEMO_DELAY = float(os.getenv("LOOP_DEMO_DELAY", "0.03"))
 except ValueError:

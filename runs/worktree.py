@@ -15,7 +15,6 @@ left in place when the run ends: the branch is the run's work product. Remove th
 from __future__ import annotations
 
 import logging
-import os
 import re
 import subprocess
 import time
@@ -23,6 +22,8 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+
+from runs.executor.process import child_env
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def git(*args: str, cwd: Path | str) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+        env=child_env({"GIT_TERMINAL_PROMPT": "0"}),
     )
 
 

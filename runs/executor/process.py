@@ -41,6 +41,28 @@ def _die_with_parent():  # runs in the child between fork and exec
 # (a CLI's tools, a test runner): a small bash supervisor receives it and kills the whole
 # process group, so nothing the agent started outlives a killed worker. The explicit `<&0`
 # keeps the prompt on stdin (a background job would otherwise read /dev/null).
+# What a child process (a bash step, a check, an agent CLI) may see of the worker's own
+# environment. The worker holds secrets (DATABASE_URL, SECRET_KEY, every provider's key):
+# a child gets these names, the run's values passed in `env`, and the names a provider kind
+# declares for itself (see `inherited`), never the rest.
+BASE_CHILD_ENV = frozenset(
+    ["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM"]
+)
+
+
+def child_env(env: dict[str, str] | None) -> dict[str, str]:
+    from django.conf import settings
+
+    allowed = BASE_CHILD_ENV | frozenset(settings.LOOP_CHILD_ENV)
+    base = {k: v for k, v in os.environ.items() if k in allowed or k.startswith("LC_")}
+    return {**base, **(env or {})}
+
+
+def inherited(*names: str) -> dict[str, str]:
+    """The worker's values of `names`, for a provider that needs its own key or config."""
+    return {name: os.environ[name] for name in names if name in os.environ}
+
+
 SUPERVISOR = ["bash", "-c", 'trap "kill -KILL 0" TERM; "$@" <&0 & wait $!', "loop-agent"]
 
 
@@ -67,7 +89,7 @@ def run_process(
     proc = subprocess.Popen(
         [*SUPERVISOR, *argv],
         cwd=cwd,
-        env={**os.environ, **(env or {})},
+        env=child_env(env),
         stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 
+from runs.executor.process import inherited
+
 from . import pricing
 from .activity import record_tool
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
@@ -48,7 +50,11 @@ class ClaudeProvider:
             provider=self.name,
             cwd=request.workdir,
             prompt=request.prompt,
-            env={**request.env, **(self.options.get("env") or {})},
+            env={
+                **inherited("ANTHROPIC_API_KEY", "CLAUDE_CONFIG_DIR"),
+                **request.env,
+                **(self.options.get("env") or {}),
+            },
             idle_timeout=request.idle_timeout,
             parser=parser,
         )

@@ -12,6 +12,8 @@ import json
 import os
 import tempfile
 
+from runs.executor.process import inherited
+
 from . import pricing
 from .activity import record_tool
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
@@ -62,7 +64,11 @@ class CodexProvider:
             provider=self.name,
             cwd=request.workdir,
             prompt=request.prompt,
-            env={**request.env, **(self.options.get("env") or {})},
+            env={
+                **inherited("OPENAI_API_KEY", "CODEX_API_KEY", "CODEX_HOME"),
+                **request.env,
+                **(self.options.get("env") or {}),
+            },
             idle_timeout=request.idle_timeout,
             parser=parser,
         )
