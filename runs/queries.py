@@ -225,8 +225,10 @@ def _attach_previous_outputs(run: Run, page: list[Iteration]) -> None:
             previous = key[previous_key].output
         else:
             previous = earlier.get(previous_key)
-        it.has_previous = previous is not None
-        it.diff_lines = output_diff(previous, it.output) if previous is not None else []
+        # A failed or cancelled iteration has no answer to compare: no diff against it.
+        answered = it.status in (Iteration.Status.COMPLETED, Iteration.Status.TIMED_OUT)
+        it.has_previous = previous is not None and answered
+        it.diff_lines = output_diff(previous, it.output) if it.has_previous else []
 
 
 def output_diff(before: str, after: str) -> list[tuple[str, str]]:

@@ -154,9 +154,11 @@ def _until_bash(script: str, ctx, run, stream: OutputStream) -> bool:
 def _iteration_failed(it: Iteration, error: str, raw: str) -> None:
     with transaction.atomic():
         run = lock_run(it.run_id)
-        # The output so far is kept (a reviewer reads what the agent got to), but it is
-        # not the iteration's answer: nothing downstream reads a failed iteration's output.
-        if run.is_terminal or not it.finish(Iteration.Status.FAILED, error=error, raw_output=raw):
+        # What the agent printed is kept and shown (once: the error is one line); the node
+        # fails, so nothing downstream takes it for an answer.
+        if run.is_terminal or not it.finish(
+            Iteration.Status.FAILED, error=error, raw_output=raw, output=raw
+        ):
             return
         row = NodeRun.objects.get(pk=it.node_run_id)
         run.append_event("iteration_failed", row.node_id, iteration=it.number, error=error)

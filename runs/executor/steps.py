@@ -72,10 +72,12 @@ def start_node(node_run_id: int) -> None:
             run.set_status(Run.Status.CANCELLED, error=node.cancel or reason)
 
 
-def _fail(row: NodeRun, error: str) -> None:
+def _fail(row: NodeRun, error: str, output: str | None = None) -> None:
     with transaction.atomic():
         run = lock_run(row.run_id)
         row.refresh_from_db()
+        if output is not None:  # everything the step printed, not only what was flushed
+            row.output = output
         if not run.is_terminal:
             row.fail(run, error, attempt=row.attempts)
 
@@ -114,7 +116,7 @@ def _run_step(run: Run, spec, node, row: NodeRun) -> None:
                 except Cancelled:
                     return
                 continue
-            _fail(row, str(exc))
+            _fail(row, str(exc), stream.text)
             return
         with transaction.atomic():
             locked = lock_run(run.pk)
@@ -145,7 +147,8 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
         if result.timed_out:
             raise StepFailed(f"bash step timed out after {timeout:.0f}s")
         if result.exit_code != 0:
-            raise StepFailed(f"bash exited with status {result.exit_code}\n{result.output[-2000:]}")
+            # The output is the node's (shown once, there); the error says what happened.
+            raise StepFailed(f"bash exited with status {result.exit_code}")
         return result.output.rstrip("\n"), None, {"script": script}
     provider = registry.resolve(node.provider or _group_default(spec, row, "provider"), spec)
     prompt = prepare_prompt(substitute(node.prompt, ctx), provider, node.output_format)

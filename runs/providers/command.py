@@ -44,14 +44,19 @@ class CommandProvider:
             ) from exc
         if result.timed_out:
             return AgentResult(text=result.output, session_id=session_id, timed_out=True)
+        # One line: what the agent printed is already the iteration's output, shown once
+        # there; the command itself is in the provider's configuration.
         if result.exit_code == 127:
             program = shlex.split(self.command)[0] if self.command.strip() else self.command
-            raise ProviderError(
-                f"provider '{self.name}': command not found: {program} (exit 127)\n{result.output[-2000:]}"
-            )
+            raise ProviderError(f"provider '{self.name}': command not found: {program} (exit 127)")
         if result.exit_code != 0:
             raise ProviderError(
-                f"provider '{self.name}': {self.command!r} exited with status {result.exit_code}\n"
-                f"{result.output[-2000:]}"
+                f"provider '{self.name}': the command exited with status {result.exit_code}"
+                + _last_line(result.output)
             )
         return AgentResult(text=result.output, session_id=session_id)
+
+
+def _last_line(output: str) -> str:
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    return f" ({lines[-1].strip()[:200]})" if lines else ""

@@ -108,3 +108,59 @@ def test_deciding_a_gate_sends_each_task_once(
         assert broker.sent == [("run_iteration", broker.sent[0][1])]
     else:
         assert broker.sent == [("advance_run", (run.pk,))]
+
+
+FAILING_AGENT = """
+name: failing-agent
+providers:
+  broken:
+    kind: command
+    command: |
+      # a long agent script: its text must not end up in every error message
+      if [ "$LOOP_ITERATION" = 1 ]; then echo "a first draft"; exit 0; fi
+      echo "working on it"
+      echo "giving up: the tests do not pass"
+      exit 3
+nodes:
+  - id: work
+    provider: broken
+    loop:
+      prompt: "try"
+      until: COMPLETE
+      max_iterations: 3
+"""
+
+
+def test_a_provider_error_is_one_message_and_the_output_shows_once(
+    transactional_db, make_recipe, broker, client, viewer
+):
+    run = services.start_run(make_recipe(FAILING_AGENT, "failing-agent"), message="x")
+    broker.deliver()
+    run.refresh_from_db()
+    assert run.status == "failed"
+    it = run.iterations.get(number=2)
+    node = NodeRun.objects.get(run=run, node_id="work")
+    for error in (run.error, node.error, it.error):
+        assert "exited with status 3" in error and "giving up" in error
+        assert "long agent script" not in error and "working on it" not in error
+    assert "working on it" in it.raw_output
+    client.force_login(viewer)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert page.count("working on it") == 1
+    assert "Diff against iteration" not in page
+
+
+def test_a_cancelled_iteration_keeps_its_output_and_duration_in_the_api(
+    transactional_db, guided_run, operator  # noqa: F811
+):
+    from tests.api.conftest import client_for
+    from tests.console.conftest import add_iteration
+
+    run, row = guided_run
+    it = add_iteration(run, row, 1, status="running", raw_output="line 1\nline 2\n", attempts=1)
+    services.cancel_run(run, Actor.operator(operator, "api"))
+    body = client_for(operator).get(f"/api/runs/{run.pk}/iterations").body
+    (item,) = body["items"]
+    assert item["status"] == "cancelled" and item["output"] == "line 1\nline 2\n"
+    assert item["duration_ms"] is not None and item["duration_ms"] >= 0
+    assert it.pk == item["id"]
