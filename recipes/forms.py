@@ -5,9 +5,17 @@ The fields only shape the page; the values are validated by the service
 beside the fields they belong to.
 """
 
+import re
+
 from django import forms
 
 FIELD_PREFIX = "input_"
+# A recipe whose prompts use the message has nothing to work on without one.
+USES_MESSAGE = re.compile(r"\$\{?(?:USER_MESSAGE|ARGUMENTS)\b")
+
+
+def uses_message(source: str) -> bool:
+    return bool(USES_MESSAGE.search(source or ""))
 
 
 def _field(spec) -> forms.Field:
@@ -40,9 +48,16 @@ class StartRunForm(forms.Form):
         help_text="What this run is about ($USER_MESSAGE in the recipe).",
     )
 
-    def __init__(self, *args, declared: dict, **kwargs):
+    def __init__(self, *args, declared: dict, needs_message: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.declared = declared
+        if needs_message:
+            message = self.fields["message"]
+            message.required = True
+            message.widget.attrs["required"] = True
+            message.error_messages["required"] = (
+                "This recipe works on the message: write what the run is about."
+            )
         for name, spec in declared.items():
             field = _field(spec)
             field.label = field.label or name

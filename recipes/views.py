@@ -4,7 +4,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from console.permissions import operator_required, recipe_reader_required
 from recipes import diff
-from recipes.forms import StartRunForm
+from recipes.forms import StartRunForm, uses_message
 from recipes.graph import graph
 from recipes.models import Recipe
 from runs import services
@@ -66,7 +66,9 @@ def recipe_diff(request, slug):
 def recipe_start(request, slug):
     recipe = get_object_or_404(Recipe.objects.select_related("current_version"), slug=slug)
     declared = dict(getattr(current_spec(recipe), "inputs", {}) or {})
-    form = StartRunForm(request.POST or None, declared=declared)
+    form = StartRunForm(
+        request.POST or None, declared=declared, needs_message=uses_message(recipe.source)
+    )
     if request.method == "POST" and form.is_valid():
         try:
             run = services.start_run(

@@ -159,8 +159,9 @@ class RejectIn(JsonObject):
 
 
 class RunFilters(Schema):
+    q: Text | None = Field(None, max_length=200, description="Search run messages")
     status: RunStatus | None = None
-    recipe: Text | None = Field(None, max_length=100)
+    recipe: Text | None = Field(None, max_length=100, description="A recipe's slug")
     cursor: int | None = Field(None, ge=1, le=MAX_ID, description="next_cursor of the last page")
     limit: int = Field(50, ge=1, le=200)
 
@@ -172,6 +173,21 @@ class IterationFilters(Schema):
 
 
 # --- helpers -------------------------------------------------------------------------------
+
+
+class UnknownParameter(services.ServiceError):
+    status = 422
+
+
+def refuse_unknown_parameters(request, *schemas) -> None:
+    """A misspelt filter (`?stauts=failed`) must not quietly return every run."""
+    known = {name for schema in schemas for name in schema.model_fields}
+    unknown = sorted(set(request.GET) - known)
+    if unknown:
+        raise UnknownParameter(
+            f"Unknown query parameter{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}."
+            f" Accepted: {', '.join(sorted(known))}."
+        )
 
 
 def run_url(request, run: Run) -> str:
@@ -216,11 +232,14 @@ def start(request, payload: RunStartIn):
 @router.get("", response={200: RunPageOut, **errors(403, 422)}, summary="List runs, newest first")
 def list_runs(request, filters: Query[RunFilters]):
     require(request.auth, "runs.view_run")
+    refuse_unknown_parameters(request, RunFilters)
     runs = Run.objects.select_related("recipe", "recipe_version", "started_by").order_by("-id")
     if filters.status:
         runs = runs.filter(status=filters.status)
     if filters.recipe:
         runs = runs.filter(recipe__slug=filters.recipe)
+    if filters.q:
+        runs = runs.filter(message__icontains=filters.q)
     if filters.cursor:
         runs = runs.filter(id__lt=filters.cursor)
     page, more = take_page(runs, filters.limit)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import difflib
 from collections import defaultdict
 from dataclasses import dataclass, field
+from decimal import Decimal
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Length, Right
 
 from recipes.models import Recipe
@@ -25,7 +26,9 @@ NODES_PAGE = 50
 NODE_OUTPUT_SHOWN = 20_000
 RUN_LIST_PAGE = 50
 EVENTS_PAGE = 200
-GROUP_ITERATIONS_SHOWN = 3
+# Body steps of this many latest iterations of a loop_group are on the page (all of them
+# in any real recipe); older ones are listed by the API (/api/runs/<id>/steps).
+GROUP_ITERATIONS_SHOWN = 100
 DIFF_LINE_LIMIT = 400
 DIFF_INPUT_LIMIT = 200_000
 
@@ -61,7 +64,7 @@ def inbox() -> dict:
     finished = list(
         Run.objects.filter(status__in=Run.TERMINAL)
         .select_related("recipe", "started_by")
-        .order_by("-id")[:15]
+        .order_by(F("finished_at").desc(nulls_last=True), "-id")[:15]
     )
     counts = dict(Run.objects.values_list("status").annotate(n=Count("id")).order_by())
     status_counts = [(status, counts.get(status, 0)) for status in Run.Status.values]
@@ -99,17 +102,18 @@ def recipe_choices() -> list[tuple[str, str]]:
 
 
 def get_run(run_id: int) -> Run:
-    return Run.objects.select_related("recipe", "recipe_version", "started_by", "rerun_of").get(
-        pk=run_id
-    )
+    return Run.objects.select_related(
+        "recipe__current_version", "recipe_version", "started_by", "rerun_of"
+    ).get(pk=run_id)
 
 
 @dataclass
 class NodeRow:
-    """A top-level node, and for a loop_group its body rows of the latest iterations."""
+    """A top-level node, and for a loop_group the body rows of every iteration."""
 
     row: NodeRun
     group_iterations: list[tuple[int, list[NodeRun]]] = field(default_factory=list)
+    older_iterations: int = 0
 
 
 def _with_output_tail(rows):
@@ -131,6 +135,7 @@ def nodes(run: Run, *, after: int | None = None) -> dict:
         wanted = Q()
         for group in groups:
             first = max(1, group.row.iteration_count - GROUP_ITERATIONS_SHOWN + 1)
+            group.older_iterations = first - 1
             wanted |= Q(
                 node_id__startswith=group.row.node_id + ".",
                 generation=group.row.generation,
@@ -196,11 +201,36 @@ def _attach_worktree_diffs(run: Run, page: list[Iteration]) -> None:
 
 
 def usage(run: Run) -> dict:
-    """Tokens and cost of the whole run, where providers reported them."""
-    totals = run.iterations.aggregate(
-        tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost_usd=Sum("cost_usd")
+    """Tokens and cost of the whole run: its iterations (a loop_group iteration carries the
+    sum of its body steps) and its top-level agent steps. `cost_partial` says that some
+    usage had no known price, so the cost shown is a lower bound."""
+    sums = run.iterations.aggregate(
+        sum_in=Sum("tokens_in"),
+        sum_out=Sum("tokens_out"),
+        sum_cost=Sum("cost_usd"),
+        unpriced=Count("id", filter=Q(tokens_in__isnull=False, cost_usd__isnull=True)),
     )
-    return {"usage": totals if any(v is not None for v in totals.values()) else None}
+    unpriced = sums["unpriced"]
+    totals = {
+        "tokens_in": sums["sum_in"],
+        "tokens_out": sums["sum_out"],
+        "cost_usd": sums["sum_cost"],
+    }
+    steps = run.nodes.filter(iteration=0, kind__in=["prompt", "command"]).values_list(
+        "state__tokens_in", "state__tokens_out", "state__cost_usd"
+    )
+    for tokens_in, tokens_out, cost in steps:
+        if tokens_in is not None:
+            totals["tokens_in"] = (totals["tokens_in"] or 0) + int(tokens_in)
+            totals["tokens_out"] = (totals["tokens_out"] or 0) + int(tokens_out or 0)
+        if cost is not None:
+            totals["cost_usd"] = (totals["cost_usd"] or 0) + Decimal(str(cost))
+        elif tokens_in is not None:
+            unpriced += 1
+    if all(v is None for v in totals.values()):
+        return {"usage": None}
+    totals["cost_partial"] = bool(unpriced) and totals["cost_usd"] is not None
+    return {"usage": totals}
 
 
 def _attach_previous_outputs(run: Run, page: list[Iteration]) -> None:

@@ -100,13 +100,14 @@ def _declared_inputs(recipe, version) -> dict:
     return dict(getattr(spec, "inputs", {}) or {})
 
 
-def rerun(run: Run, *, user=None) -> Run:
+def rerun(run: Run, *, user=None, on_current_version: bool = False) -> Run:
+    """The same message and inputs again, on the run's recipe version (or the current one)."""
     return start_run(
         run.recipe,
         user=user,
         message=run.message,
         inputs=run.inputs,
-        version=run.recipe_version,
+        version=None if on_current_version else run.recipe_version,
         rerun_of=run,
     )
 

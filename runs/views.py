@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
@@ -78,7 +79,13 @@ PARTS = {
     "nodes": ("runs/_nodes.html", queries.nodes),
     "gate": ("runs/_gate.html", queries.gate_state),
     "timeline": ("runs/_timeline.html", lambda run: _timeline(run)),
+    "events": ("runs/_events.html", lambda run: _event_log(run)),
 }
+
+
+def _event_log(run):
+    rows, earlier = queries.events(run)
+    return {"events": rows, "earlier_events": earlier}
 
 
 def _timeline(run, before=None):
@@ -151,7 +158,7 @@ def _act(request, run, action, part, draft=None):
     if request.htmx:
         run = _run_or_404(run.pk)
         template, context = PARTS[part]
-        return render(
+        response = render(
             request,
             template,
             {
@@ -163,6 +170,14 @@ def _act(request, run, action, part, draft=None):
                 "draft": draft if level == messages.ERROR else None,
             },
         )
+        if part == "header":
+            # The header is refreshed live too: its notice goes beside it, out of band.
+            response.content += render_to_string(
+                "runs/_run_notice.html",
+                {"notice": notice, "notice_level": level, "oob": True},
+                request=request,
+            ).encode()
+        return response
     if notice:
         messages.add_message(request, level, notice)
     return redirect("run_detail", run.pk)
@@ -196,14 +211,19 @@ def run_resume(request, run_id):
 @operator_required
 def run_rerun(request, run_id):
     run = _run_or_404(run_id)
+    on_current = request.POST.get("version") == "current"
     try:
-        new_run = services.rerun(run, user=request.user)
+        new_run = services.rerun(run, user=request.user, on_current_version=on_current)
     except services.NotAllowed:
         raise PermissionDenied from None
     except services.ServiceError as exc:
         messages.error(request, str(exc))
         return redirect("run_detail", run.pk)
-    messages.success(request, f"Started run {new_run.pk}, a re-run of run {run.pk}.")
+    messages.success(
+        request,
+        f"Started run {new_run.pk}, a re-run of run {run.pk} "
+        f"on recipe version {new_run.recipe_version.number}.",
+    )
     if request.htmx:
         return HttpResponseClientRedirect(new_run.get_absolute_url())
     return redirect(new_run)
@@ -243,11 +263,13 @@ def gate_reject(request, run_id, gate_id):
     def reject():
         if not form.is_valid():
             raise services.ServiceError(_form_errors(form) + " The gate is still waiting.")
+        reason = form.cleaned_data["reason"].strip()
+        if not reason:
+            # The reason is what the run shows afterwards: a reject without one says nothing.
+            raise services.ServiceError("Say why you reject: the reason stays on the run.")
         gate = services.gate_for_decision(run, gate_id)
-        services.reject(
-            gate.pk, Actor.operator(request.user, "console"), reason=form.cleaned_data["reason"]
-        )
-        return f"Rejected at {gate.node_id}."
+        services.reject(gate.pk, Actor.operator(request.user, "console"), reason=reason)
+        return f"Rejected at {gate.node_id}: {reason}"
 
     return _act(request, run, reject, "gate", draft=request.POST.get("reason", ""))
 

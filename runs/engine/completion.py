@@ -20,9 +20,8 @@ __all__ = [
 
 CHANNELS = ("until", "until_field", "until_bash")
 
-STATUS_MET_ONE = "✅ Completion condition met via "
-STATUS_MET_MANY = "✅ Completion conditions met via "
-STATUS_NOT_MET = "⚠️ No completion condition met in this iteration"
+# Plain words, no emoji: a gate is read by people, on machines that may lack emoji fonts.
+STATUS_NOT_MET = "The agent did not say it was done in this iteration"
 
 # Opening and closing tags are found separately and paired by a forward scan: one regex
 # spanning "open .*? close" rescans the rest of the output from every unclosed opening tag,
@@ -150,15 +149,30 @@ def _ordered(channels: list[str]) -> list[str]:
     return sorted(seen, key=lambda n: (rank.get(n, len(CHANNELS)), seen.index(n)))
 
 
-def status_line(fired: list[str], declared: list[str]) -> str:
-    """One-line iteration outcome leading every gate message."""
+def _channel_words(name: str, signal: str, field: str) -> str:
+    if name == "until":
+        return f"The agent said {signal}" if signal else "The agent said it was done"
+    if name == "until_field":
+        return (
+            f"The agent's answer set {field} to true" if field else "The agent's answer said done"
+        )
+    if name == "until_bash":
+        return "The check command passed"
+    return f"{name} fired"
+
+
+def status_line(fired: list[str], declared: list[str], *, signal: str = "", field: str = "") -> str:
+    """One-line iteration outcome leading every gate message, in plain words."""
     fired = _ordered(fired)
-    if len(fired) == 1:
-        return STATUS_MET_ONE + fired[0]
     if fired:
-        return STATUS_MET_MANY + ", ".join(fired)
-    names = ", ".join(_ordered(declared)) or "none"
-    return f"{STATUS_NOT_MET} (declared: {names})"
+        words = [_channel_words(name, signal, field) for name in fired]
+        rest = [w[0].lower() + w[1:] for w in words[1:]]
+        return " and ".join([words[0], *rest]) + "."
+    expected = [_channel_words(name, signal, field) for name in _ordered(declared)]
+    if not expected:
+        return STATUS_NOT_MET + "."
+    hint = " or ".join(w[0].lower() + w[1:] for w in expected)
+    return f"{STATUS_NOT_MET} (it would end when {hint})."
 
 
 def gate_text(
@@ -168,6 +182,8 @@ def gate_text(
     output: str,
     gate_message: str,
     excerpt_chars: int = 2000,
+    signal: str = "",
+    field: str = "",
 ) -> str:
     """Status line, a bounded tail excerpt of the output, then the gate message.
 
@@ -180,7 +196,7 @@ def gate_text(
         excerpt = "…" + body[-excerpt_chars:] if excerpt_chars > 0 else "…"
     else:
         excerpt = body
-    parts = [status_line(fired, declared), excerpt]
+    parts = [status_line(fired, declared, signal=signal, field=field), excerpt]
     if gate_message:
         parts.append(gate_message)
     return "\n\n".join(parts)

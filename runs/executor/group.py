@@ -7,6 +7,8 @@ every body node is terminal it enqueues `finish_group_iteration`, which checks c
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.db import transaction
 
 from runs.engine.completion import detect_signal
@@ -117,6 +119,7 @@ def finish_group_iteration(group_row_id: int, number: int) -> None:
             return
         if not it.finish(
             Iteration.Status.COMPLETED,
+            **body_usage(body.values()),
             output=output,
             raw_output=raw,
             structured=terminal.structured if terminal else None,
@@ -129,6 +132,19 @@ def finish_group_iteration(group_row_id: int, number: int) -> None:
         if group.status == NodeRun.Status.RUNNING and group.iteration_count > number:
             group.state = {**group.state, "phase": "body"}
             group.save(update_fields=["state"])
+
+
+def body_usage(rows) -> dict:
+    """Tokens and cost of one group iteration: the sum of what its body steps reported
+    (None where none of them did)."""
+    totals = {"tokens_in": None, "tokens_out": None, "cost_usd": None}
+    for row in rows:
+        for name in totals:
+            value = (row.state or {}).get(name)
+            if value is not None:
+                value = Decimal(value) if name == "cost_usd" else int(value)
+                totals[name] = (totals[name] or 0) + value
+    return totals
 
 
 __all__ = ["start_group", "finish_group_iteration", "begin_next", "remember_session"]

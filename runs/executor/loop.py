@@ -210,6 +210,8 @@ def settle_loop(run: Run, row: NodeRun, loop, it: Iteration, fired: list[str]) -
             declared=declared_channels(loop),
             output=it.output,
             gate_message=loop.gate_message or "",
+            signal=getattr(loop, "until", None) or "",
+            field=getattr(loop, "until_field", None) or "",
         )
         row.pause(run, kind=Gate.Kind.LOOP, message=message, iteration=it, fired=fired)
     else:

@@ -167,7 +167,16 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
     )
     outcome = call_agent(provider, request, stream, node.output_format)
     stream.publish()
-    extra = {"prompt": prompt, "raw": outcome.raw, "session_id": outcome.result.session_id}
+    result = outcome.result
+    extra = {
+        "prompt": prompt,
+        "raw": outcome.raw,
+        "session_id": result.session_id,
+        # A body step of a loop_group has no Iteration row: its usage is kept here.
+        "tokens_in": result.tokens_in,
+        "tokens_out": result.tokens_out,
+        "cost_usd": str(result.cost_usd) if result.cost_usd is not None else None,
+    }
     return outcome.text, outcome.payload, extra
 
 

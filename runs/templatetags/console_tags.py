@@ -74,3 +74,19 @@ def after_first_line(text):
 @register.filter
 def as_json(value):
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+@register.filter
+def describe_event(event):
+    """The event as a sentence (runs.event_text)."""
+    from runs.event_text import describe
+
+    return describe(event)
+
+
+@register.filter
+def channel_words(channels):
+    """How an iteration ended, in words: "the agent said it was done"."""
+    from runs.event_text import CHANNEL_WORDS
+
+    return "; ".join(CHANNEL_WORDS.get(name, name) for name in channels or [])

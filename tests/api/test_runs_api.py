@@ -29,7 +29,7 @@ def decided_gate(run, user, status=Gate.Status.ITERATED):
         iteration=it,
         node_id="refine",
         kind=Gate.Kind.LOOP,
-        message="✅ Completion condition met via signal",
+        message="The agent said DONE.",
         completion_signaled=True,
         status=status,
         decided_by=user,
@@ -234,3 +234,21 @@ def test_cancel_then_resume(as_operator, run):
 def test_resume_a_live_run_is_409(as_operator, run):
     response = as_operator.post(f"/api/runs/{run.pk}/resume")
     assert response.status_code == 409 and "failed or cancelled" in response.body["detail"]
+
+
+def test_runs_list_filters_by_search_status_and_recipe(as_viewer, bundled, operator):
+    kettle = services.start_run(bundled["counter-loop"], user=operator, message="a new Kettle")
+    other = services.start_run(bundled["guided-refine"], user=operator, message="a haiku")
+    Run.objects.filter(pk=other.pk).update(status="failed")
+    ids = lambda response: [r["id"] for r in response.body["items"]]  # noqa: E731
+    assert ids(as_viewer.get("/api/runs", q="kettle")) == [kettle.pk]
+    assert ids(as_viewer.get("/api/runs", status="failed")) == [other.pk]
+    assert ids(as_viewer.get("/api/runs", recipe="counter-loop")) == [kettle.pk]
+    assert ids(as_viewer.get("/api/runs", recipe="counter-loop", status="failed")) == []
+
+
+def test_runs_list_refuses_unknown_parameters(as_viewer, bundled):
+    response = as_viewer.get("/api/runs", stauts="failed")
+    assert response.status_code == 422
+    assert "Unknown query parameter: stauts" in response.body["detail"]
+    assert "status" in response.body["detail"]

@@ -28,7 +28,7 @@ def test_script_starts_follows_approves_and_reads(live_worker, bundled, operator
     gate = paused["pending_gate"]
     assert gate["node"] == "refine" and gate["iteration"] == 1 and gate["kind"] == "loop"
     assert gate["completion_signaled"] is True and gate["status"] == "pending"
-    assert gate["message"].startswith("✅ Completion condition met via")
+    assert gate["message"].startswith("The agent said DONE.")
     refine = next(n for n in paused["nodes"] if n["node"] == "refine")
     assert (refine["status"], refine["iterations"], refine["max_iterations"]) == ("paused", 1, 5)
 

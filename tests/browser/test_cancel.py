@@ -34,9 +34,25 @@ def test_cancel_a_running_run(live_worker, make_recipe, operator, console_server
     expect(page.locator("#run-header .badge").first).to_have_text("running")
     expect(page.locator("#run-nodes")).to_contain_text("iteration 1 of 3")
     screenshot(page, "run-running")
-    page.locator("button:has-text('Cancel run')").click()
+    # The duration keeps counting while the run runs, without a reload.
+    clock = page.locator("[data-running-since]")
+    first = clock.inner_text()
+    page.wait_for_function(
+        "text => document.querySelector('[data-running-since]').textContent !== text", arg=first
+    )
+    # The event log is open and follows the run live, in sentences.
+    page.locator("details.events > summary").click()
+    expect(page.locator("#event-log")).to_contain_text("wait iteration 1 started.")
+    # Cancelling asks first.
+    page.locator("summary:has-text('Cancel run')").click()
+    expect(page.locator(".confirm-box")).to_contain_text("Stop run")
+    run.refresh_from_db()
+    assert run.status == "running"
+    page.locator("button:has-text('Yes, cancel the run')").click()
     expect(page.locator("#run-header .badge").first).to_have_text("cancelled")
-    expect(page.locator("#run-header")).to_contain_text(f"Run {run.pk} cancelled.")
+    expect(page.locator("#event-log")).to_contain_text("The run was cancelled: cancelled by otto")
+    assert page.locator("details.events").get_attribute("open") is not None
+    expect(page.locator("#run-notice")).to_contain_text(f"Run {run.pk} cancelled.")
     expect(page.locator("button:has-text('Resume')")).to_be_visible()
     wait_run(run, "cancelled")
     wait_for(

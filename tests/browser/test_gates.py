@@ -34,7 +34,7 @@ def test_start_from_the_form_then_accept_and_complete(
     expect(timeline).to_contain_text("refine · iteration 1")
     primary = page.locator("[data-gate-primary]")
     expect(primary).to_have_text("Accept & complete")
-    expect(page.locator("#gate-panel")).to_contain_text("✅ Completion condition met via")
+    expect(page.locator("#gate-panel")).to_contain_text("The agent said DONE.")
     screenshot(page, "gate")
 
     primary.click()

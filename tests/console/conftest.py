@@ -44,6 +44,7 @@ def open_loop_gate(run, row, iteration, *, signaled=True):
             declared=["until"],
             output=iteration.output,
             gate_message="Read the draft. Accept it, or write feedback for another pass.",
+            signal="DONE",
         ),
         completion_signaled=bool(fired),
         channels=fired,

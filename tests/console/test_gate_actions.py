@@ -93,6 +93,21 @@ def test_reject_with_a_reason(client, operator, gated_run):
     assert gate.status == "rejected" and gate.comment == "off topic"
 
 
+def test_reject_without_a_reason_is_refused_and_the_reason_shows_on_the_run(
+    client, operator, gated_run
+):
+    run, gate = gated_run
+    client = login(client, operator)
+    url = reverse("gate_reject", args=[run.pk, gate.pk])
+    refused = client.post(url, {"reason": "  "}, follow=True)
+    gate.refresh_from_db()
+    assert gate.status == "pending"
+    assert "Say why you reject" in refused.content.decode()
+    client.post(url, {"reason": "the tone is wrong"})
+    page = client.get(reverse("run_detail", args=[run.pk])).content.decode()
+    assert "the tone is wrong" in page
+
+
 @pytest.mark.parametrize("name", ["gate_approve", "gate_reject"])
 def test_viewer_cannot_decide(client, viewer, gated_run, name):
     run, gate = gated_run

@@ -102,7 +102,7 @@ def test_start_creates_the_run_and_redirects(client, operator, make_recipe):
 def test_start_on_a_disabled_recipe_says_why(client, operator, bundled):
     Recipe.objects.filter(slug="counter-loop").update(enabled=False)
     response = login(client, operator).post(
-        reverse("recipe_start", args=["counter-loop"]), {"message": ""}
+        reverse("recipe_start", args=["counter-loop"]), {"message": "go"}
     )
     assert response.status_code == 200 and "is disabled" in response.content.decode()
 
@@ -188,3 +188,24 @@ def test_versions_link_to_their_diff(client, viewer, make_recipe):
 def test_pages_link_the_favicon(client, viewer, bundled):
     body = login(client, viewer).get(reverse("recipe_list")).content.decode()
     assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in body
+
+
+def test_start_form_refuses_an_empty_message_when_the_recipe_uses_it(client, operator, bundled):
+    client = login(client, operator)
+    url = reverse("recipe_start", args=["counter-loop"])  # its prompt uses $USER_MESSAGE
+    page = client.get(url).content.decode()
+    assert 'name="message"' in page and "required" in page.split('name="message"')[1][:80]
+    runs_before = Run.objects.count()
+    response = client.post(url, {"message": "   "})
+    assert response.status_code == 200
+    assert "write what the run is about" in response.content.decode()
+    assert Run.objects.count() == runs_before
+
+
+def test_start_form_allows_an_empty_message_when_the_recipe_does_not_use_it(
+    client, operator, bundled
+):
+    response = login(client, operator).post(
+        reverse("recipe_start", args=["release-approval"]), {"message": ""}
+    )
+    assert response.status_code == 302

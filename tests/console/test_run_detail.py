@@ -17,7 +17,7 @@ def test_viewer_reads_the_run_page(client, viewer, gated_run):
     assert response.status_code == 200
     body = response.content.decode()
     assert "guided-refine" in body or "Guided" in body
-    assert "✅ Completion condition met via" in body
+    assert "The agent said DONE." in body
     assert "iteration 1 of 5" in body
     # A viewer sees no buttons it cannot use.
     assert "Accept &amp; complete" not in body and "Cancel run" not in body
@@ -39,7 +39,7 @@ def test_gate_without_completion_offers_continue(client, operator, guided_run):
     it = add_iteration(run, row, 1, output="not yet")
     open_loop_gate(run, row, it, signaled=False)
     body = login(client, operator).get(reverse("run_detail", args=[run.pk])).content.decode()
-    assert "⚠️ No completion condition met" in body
+    assert "The agent did not say it was done" in body
     assert "Accept &amp; complete" not in body and ">Continue<" in body
 
 

@@ -148,39 +148,47 @@ def test_channels_names():
     assert CHANNELS == ("until", "until_field", "until_bash")
 
 
-def test_status_one_channel():
-    assert (
-        status_line(["until"], ["until", "until_bash"]) == "✅ Completion condition met via until"
-    )
+def test_status_one_channel_in_plain_words():
+    assert status_line(["until"], ["until", "until_bash"], signal="DONE") == "The agent said DONE."
+    assert status_line(["until"], ["until"]) == "The agent said it was done."
 
 
 def test_status_several_channels():
-    line = status_line(["until_bash", "until"], ["until", "until_bash"])
-    assert line == "✅ Completion conditions met via until, until_bash"
+    line = status_line(["until_bash", "until"], ["until", "until_bash"], signal="DONE")
+    assert line == "The agent said DONE and the check command passed."
 
 
-def test_status_none_fired_lists_declared():
-    line = status_line([], ["until_bash", "until"])
-    assert line == "⚠️ No completion condition met in this iteration (declared: until, until_bash)"
-
-
-def test_status_prefixes_for_console_detection():
-    assert status_line(["until_field"], ["until_field"]).startswith(
-        "✅ Completion condition met via"
+def test_status_none_fired_says_what_would_end_it():
+    line = status_line([], ["until_bash", "until"], signal="DONE")
+    assert line == (
+        "The agent did not say it was done in this iteration "
+        "(it would end when the agent said DONE or the check command passed)."
     )
-    assert status_line(["until", "until_field"], []).startswith("✅ Completion conditions met via")
-    assert status_line([], ["until"]).startswith("⚠️ No completion condition met in this iteration")
+
+
+def test_status_field_channel_names_the_field():
+    line = status_line(["until_field"], ["until_field"], field="finished")
+    assert line == "The agent's answer set finished to true."
+
+
+def test_status_has_no_emoji():
+    for line in (status_line(["until"], ["until"]), status_line([], ["until"])):
+        assert all(ord(ch) < 0x2000 for ch in line), line
 
 
 def test_status_deduplicates_fired():
-    assert status_line(["until", "until"], ["until"]) == "✅ Completion condition met via until"
+    assert status_line(["until", "until"], ["until"], signal="OK") == "The agent said OK."
 
 
 def test_gate_text_layout():
     text = gate_text(
-        fired=["until"], declared=["until"], output="the output", gate_message="Review it."
+        fired=["until"],
+        declared=["until"],
+        output="the output",
+        gate_message="Review it.",
+        signal="DONE",
     )
-    assert text == "✅ Completion condition met via until\n\nthe output\n\nReview it."
+    assert text == "The agent said DONE.\n\nthe output\n\nReview it."
 
 
 def test_gate_text_excerpt_is_tail_with_ellipsis():
@@ -189,7 +197,7 @@ def test_gate_text_excerpt_is_tail_with_ellipsis():
         fired=[], declared=["until"], output=output, gate_message="G", excerpt_chars=10
     )
     status, excerpt, msg = text.split("\n\n")
-    assert status.startswith("⚠️ No completion condition met")
+    assert status.startswith("The agent did not say it was done")
     assert excerpt == "…" + output[-10:]
     assert excerpt.endswith("TAIL") and "HEAD" not in excerpt
     assert msg == "G"
@@ -212,7 +220,7 @@ def test_gate_text_empty_output_placeholder():
 
 def test_gate_text_starts_with_status_line():
     text = gate_text(fired=["until_bash"], declared=["until_bash"], output="o", gate_message="m")
-    assert text.startswith("✅ Completion condition met via until_bash\n\n")
+    assert text.startswith("The check command passed.\n\n")
 
 
 # --- until_bash short-circuit ------------------------------------------------------------

@@ -59,7 +59,7 @@ def test_interactive_run_from_the_cli(live_worker, worker_env, django_user_model
     paused = manage(
         worker_env, "run", "start", "guided-refine", "-m", "docs", "-i", "tone=formal", "--wait"
     )
-    assert paused.returncode == 1 and "✅ Completion condition met via until" in paused.stdout
+    assert paused.returncode == 1 and "The agent said DONE." in paused.stdout
     run_id = paused.stdout.split()[1].rstrip(":")
     approve = manage(worker_env, "run", "approve", run_id, "--user", "cli-op", "--json")
     assert approve.returncode == 0, approve.stderr

@@ -33,7 +33,7 @@ def test_gate_on_completed_iteration_finalizes_without_rerun(live_worker, recipe
     wait_run(run, "paused")
     gate = gate_of(run)
     assert gate.kind == "loop" and gate.completion_signaled
-    assert gate.message.startswith("✅ Completion condition met via until")
+    assert gate.message.startswith("The agent said DONE.")
     assert "draft one" in gate.message and gate.message.rstrip().endswith("Review the draft.")
     services.approve(gate.pk, Actor.operator(operator, "console"))
     wait_run(run, "completed", "failed")
@@ -53,7 +53,7 @@ def test_feedback_iterates_and_is_only_seen_by_the_next_iteration(live_worker, r
     wait_for(lambda: Gate.objects.filter(run=run, status="pending").exists(), 30)
     second = services.pending_gate(run)
     assert not second.completion_signaled
-    assert second.message.startswith("⚠️ No completion condition met in this iteration")
+    assert second.message.startswith("The agent did not say it was done in this iteration")
     # Without completion, a bare approve iterates too.
     services.approve(second.pk, Actor.operator(operator, "console"))
     wait_for(

@@ -1,0 +1,118 @@
+"""The run's event log in sentences a person reads, not the JSON the engine stores.
+
+Values in the sentences come from recipes, agents and people: they are returned as plain
+text and escaped by the template like everything else.
+"""
+
+from __future__ import annotations
+
+from runs.models import RunEvent
+
+CHANNEL_WORDS = {
+    "until": "the agent said it was done",
+    "until_field": "the agent's answer marked it done",
+    "until_bash": "the check command passed",
+}
+EXCERPT = 160
+
+
+def _short(text: object) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= EXCERPT else text[: EXCERPT - 1] + "…"
+
+
+def _iteration(data: dict) -> str:
+    number = data.get("iteration")
+    return f" iteration {number}" if number else ""
+
+
+def _channels(data: dict) -> str:
+    names = data.get("channels") or []
+    if not names:
+        return ""
+    return " — " + ", ".join(CHANNEL_WORDS.get(name, name) for name in names)
+
+
+def _run_status(kind: str, data: dict) -> str:
+    status = kind.removeprefix("run_")
+    sentence = {
+        "running": "The run started.",
+        "completed": "The run completed.",
+        "failed": "The run failed",
+        "cancelled": "The run was cancelled",
+        "paused": "The run is waiting for a decision.",
+        "pending": "The run is waiting to start.",
+    }.get(status, f"The run is now {status}.")
+    error = data.get("error")
+    if status in ("failed", "cancelled"):
+        sentence += f": {_short(error)}" if error else "."
+    return sentence
+
+
+def describe(event: RunEvent) -> str:
+    """One sentence for one event."""
+    data = event.data or {}
+    kind = event.kind
+    step = event.step
+    where = f"{step}{_iteration(data)}"
+    if kind == "run_created":
+        by = data.get("by") or "someone"
+        version = data.get("version")
+        return f"{by} started the run on recipe {data.get('recipe', '')} version {version}."
+    if kind.startswith("run_"):
+        return _run_status(kind, data)
+    if kind == "node_queued":
+        return f"{where} is queued."
+    if kind == "node_started":
+        return f"{where} started."
+    if kind == "node_completed":
+        return f"{step} completed."
+    if kind == "node_failed":
+        return f"{step} failed: {_short(data.get('error'))}"
+    if kind == "node_skipped":
+        return f"{step} was skipped: {_short(data.get('reason'))}"
+    if kind == "node_requeued":
+        return f"{step} was handed to another worker (attempt {data.get('attempts')})."
+    if kind == "loop_started":
+        return f"Loop {step} started (at most {data.get('max_iterations')} iterations)."
+    if kind == "iteration_queued":
+        extra = " with feedback" if data.get("feedback") else ""
+        return f"{where} is queued{extra}."
+    if kind == "iteration_started":
+        attempt = data.get("attempt")
+        extra = f" (attempt {attempt})" if attempt and attempt > 1 else ""
+        return f"{where} started{extra}."
+    if kind == "iteration_completed":
+        timed_out = " after timing out" if data.get("timed_out") else ""
+        return f"{where} finished{timed_out}{_channels(data)}."
+    if kind == "iteration_failed":
+        return f"{where} failed: {_short(data.get('error'))}"
+    if kind == "iteration_requeued":
+        return f"{where} was handed to another worker (attempt {data.get('attempts')})."
+    if kind == "approval_requested":
+        return f"Waiting for a decision at {step}."
+    if kind == "gate_decided":
+        return _decision(step, data)
+    if kind == "agent_tool":
+        detail = _short(data.get("detail"))
+        return f"The agent at {where} used {data.get('tool')}" + (f": {detail}" if detail else ".")
+    if kind == "worktree_diff":
+        return f"{where} changed files in the worktree."
+    return f"{kind.replace('_', ' ').capitalize()}{' at ' + step if step else ''}."
+
+
+def _decision(step: str, data: dict) -> str:
+    by = data.get("by") or "someone"
+    status = data.get("status")
+    verb = {
+        "accepted": "accepted",
+        "iterated": "asked for another iteration at",
+        "rejected": "rejected",
+        "cancelled": "cancelled the gate at",
+    }.get(status, status or "decided")
+    if status == "accepted" and data.get("decision"):
+        verb = f"chose “{data['decision']}” at"
+    elif status == "accepted":
+        verb = "approved"
+    comment = _short(data.get("comment"))
+    return f"{by} {verb} {step}" + (f": “{comment}”" if comment else ".")
