@@ -3,6 +3,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 LOOP_TEST_DATA ?= $(CURDIR)/.loop-test-data
+# The web server's port: `make run PORT=8001` when 8000 is taken.
+PORT ?= 8000
 
 .PHONY: run test install dev lint format clean bench
 
@@ -24,7 +26,7 @@ run: install
 	@$(PY) manage.py migrate --noinput -v 0
 	@$(PY) manage.py recipe sync
 	@$(PY) manage.py ensure_admin
-	@$(PY) manage.py serve
+	@$(PY) manage.py serve --port $(PORT)
 
 ## The whole suite (PostgreSQL + Redis when DATABASE_URL / REDIS_URL are set).
 test: dev

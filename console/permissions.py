@@ -1,12 +1,36 @@
 """The roles as view decorators: logged in (else the login page), holding the role's
-permission (else 403)."""
+permission (else a 403 page that names the missing role)."""
 
-from django.contrib.auth.decorators import login_required, permission_required
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+
+# Which role grants what a view needs: the 403 page tells the user what to ask for.
+ROLE_FOR = {
+    "runs.view_run": "viewer",
+    "recipes.view_recipe": "viewer",
+    "runs.operate_run": "operator",
+}
+
+
+class RoleMissing(PermissionDenied):
+    def __init__(self, role: str):
+        super().__init__(f"This page needs the {role} role.")
+        self.role = role
 
 
 def role_required(permission: str):
+    role = ROLE_FOR.get(permission, "editor")
+
     def decorator(view):
-        return login_required(permission_required(permission, raise_exception=True)(view))
+        @wraps(view)
+        def wrapped(request, *args, **kwargs):
+            if not request.user.has_perm(permission):
+                raise RoleMissing(role)
+            return view(request, *args, **kwargs)
+
+        return login_required(wrapped)
 
     return decorator
 

@@ -295,9 +295,24 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"no_client_tracebacks": {"()": "console.logfilters.NoTracebackForClientErrors"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["no_client_tracebacks"],
+        }
+    },
     "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        # Celery's per-task lines (received / succeeded / beat sending) would print several
+        # lines every sweep pass and every iteration; failures still log at ERROR, and the
+        # sweep logs one line when it finds work (runs.tasks.sweep).
+        "celery.app.trace": {"level": "WARNING"},
+        "celery.worker.strategy": {"level": "WARNING"},
+        "celery.beat": {"level": "WARNING"},
+    },
 }
 HTMX_SCRIPT = "js/htmx-2.0.11.min.js"
 # The agent for nodes that name no provider; none by default, so a recipe that forgets

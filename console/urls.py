@@ -24,3 +24,7 @@ urlpatterns = [
     path("", include("runs.urls")),
     path("", include("recipes.urls")),
 ]
+
+handler403 = "console.views.forbidden"
+handler404 = "console.views.not_found"
+handler500 = "console.views.server_error"

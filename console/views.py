@@ -47,3 +47,26 @@ def inbox(request):
         "console/_inbox_live.html" if request.GET.get("part") == "live" else "console/inbox.html"
     )
     return render(request, template, queries.inbox())
+
+
+# --- error pages, in the console's own layout ----------------------------------------------
+
+
+def forbidden(request, exception=None):
+    """403: say which role is missing and who can grant it, with the navigation around."""
+    role = getattr(exception, "role", "")
+    return render(request, "403.html", {"missing_role": role}, status=403)
+
+
+def not_found(request, exception=None):
+    return render(request, "404.html", status=404)
+
+
+def server_error(request):
+    """500: the layout without anything that could fail again (no database queries)."""
+    try:
+        return render(request, "500.html", status=500)
+    except Exception:  # noqa: BLE001 - the error page must never fail in turn
+        from django.views.defaults import server_error as plain
+
+        return plain(request)

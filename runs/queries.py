@@ -91,7 +91,33 @@ def run_list(*, status: str = "", recipe: str = "", search: str = "", before: in
     if before:
         runs = runs.filter(pk__lt=before)
     page, more = take_page(runs, RUN_LIST_PAGE)
+    _attach_usage(page)
     return page, (page[-1].pk if more else None)
+
+
+def _attach_usage(page: list[Run]) -> None:
+    """Tokens and cost of each run on a page of the list (one grouped query for the page)."""
+    found = {
+        row["run_id"]: row
+        for row in Iteration.objects.filter(run_id__in=[run.pk for run in page])
+        .values("run_id")
+        .annotate(
+            sum_in=Sum("tokens_in"),
+            sum_out=Sum("tokens_out"),
+            sum_cost=Sum("cost_usd"),
+            unpriced=Count("id", filter=Q(tokens_in__isnull=False, cost_usd__isnull=True)),
+        )
+        .order_by()
+    }
+    for run in page:
+        row = found.get(run.pk, {})
+        run.tokens_total = (
+            (row.get("sum_in") or 0) + (row.get("sum_out") or 0)
+            if row.get("sum_in") is not None
+            else None
+        )
+        run.cost_total = row.get("sum_cost")
+        run.cost_partial = bool(row.get("unpriced")) and run.cost_total is not None
 
 
 def recipe_choices() -> list[tuple[str, str]]:

@@ -50,6 +50,7 @@ def start_run(
     workdir: str = "",
     version=None,
     rerun_of: Run | None = None,
+    started_via: str = "",
 ) -> Run:
     from recipes.inputs import InputsInvalid, clean_inputs
 
@@ -85,7 +86,7 @@ def start_run(
             "run_created",
             recipe=recipe.slug,
             version=version.number,
-            by=user.get_username() if user is not None and user.is_authenticated else "",
+            by=user.get_username() if user is not None and user.is_authenticated else started_via,
         )
         dispatch.send_on_commit("advance_run", run.pk)
     return run

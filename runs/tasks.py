@@ -75,4 +75,10 @@ def finish_group_iteration(group_row_id: int, number: int) -> None:
 
 @shared_task(name="runs.tasks.sweep")
 def sweep() -> dict:
-    return sweeper.sweep()
+    counts = sweeper.sweep()
+    # One line per pass at most, and only when the pass found work: a quiet log stays quiet.
+    if any(counts.values()):
+        log.info("sweep: %s", ", ".join(f"{k} {v}" for k, v in counts.items() if v))
+    else:
+        log.debug("sweep: nothing to do")
+    return counts

@@ -1,11 +1,13 @@
 """manage.py run start|status|approve|reject|cancel|resume — all with --json for scripts."""
 
+import getpass
 import json
 import time
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from ninja.responses import NinjaJSONEncoder
 
 from recipes import editing
 from recipes.models import Recipe
@@ -20,33 +22,67 @@ class Command(BaseCommand):
     help = "Start and steer runs from the command line."
 
     def add_arguments(self, parser):
-        sub = parser.add_subparsers(dest="action", required=True)
-        start = sub.add_parser("start", help="Start a run of a recipe (slug or YAML path)")
-        start.add_argument("recipe")
-        start.add_argument("--message", "-m", default="")
-        start.add_argument("--input", "-i", action="append", default=[], metavar="KEY=VALUE")
-        start.add_argument("--workdir", default="")
+        sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+        start = sub.add_parser(
+            "start",
+            help="Start a run of a recipe (slug or YAML path)",
+            description="Start a run. Prints its id, or with --wait follows it to the end "
+            "or the first gate (exit 0 only when it completed).",
+        )
+        start.add_argument("recipe", help="a recipe's slug, or the path of a recipe YAML file")
+        start.add_argument("--message", "-m", default="", help="what the run is about")
+        start.add_argument(
+            "--input",
+            "-i",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="a declared input (repeat for several)",
+        )
+        start.add_argument("--workdir", default="", help="an existing or new directory to work in")
         start.add_argument("--wait", action="store_true", help="wait until terminal or paused")
-        start.add_argument("--timeout", type=float, default=3600)
+        start.add_argument(
+            "--timeout", type=float, default=3600, help="seconds to wait (with --wait)"
+        )
         start.add_argument(
             "--force",
             action="store_true",
             help="let a recipe file replace a recipe created or edited in the console",
         )
-        for name in ("status", "cancel", "resume", "approve", "reject"):
-            p = sub.add_parser(name)
-            p.add_argument("run_id", type=int)
+        helps = {
+            "status": "Show a run: its nodes, progress and the gate it waits at",
+            "cancel": "Cancel a run (the agent is stopped)",
+            "resume": "Resume a failed or cancelled run",
+            "approve": "Approve the gate a run waits at (or iterate, with --comment)",
+            "reject": "Reject the gate a run waits at",
+        }
+        for name, text in helps.items():
+            p = sub.add_parser(name, help=text, description=text + ".")
+            p.add_argument("run_id", type=int, help="the run's id")
         for p in sub.choices.values():
-            p.add_argument("--json", action="store_true")
-            p.add_argument("--user", default="", help="act as this user (audit log)")
-        sub.choices["approve"].add_argument("--comment", default="")
-        sub.choices["approve"].add_argument("--decision", default="")
-        sub.choices["reject"].add_argument("--reason", default="")
-        sub.choices["status"].add_argument("--wait", action="store_true")
-        sub.choices["status"].add_argument("--timeout", type=float, default=3600)
+            p.add_argument("--json", action="store_true", help="print JSON, as the API does")
+            p.add_argument(
+                "--user",
+                default="",
+                help="act as this account (default: the account named like your OS user)",
+            )
+        sub.choices["approve"].add_argument(
+            "--comment", default="", help="feedback: at a loop gate, asks for another iteration"
+        )
+        sub.choices["approve"].add_argument(
+            "--decision", default="", help="the choice, at an approval with declared decisions"
+        )
+        sub.choices["reject"].add_argument("--reason", default="", help="why; kept on the run")
+        sub.choices["status"].add_argument(
+            "--wait", action="store_true", help="wait until terminal or paused"
+        )
+        sub.choices["status"].add_argument(
+            "--timeout", type=float, default=3600, help="seconds to wait (with --wait)"
+        )
 
     def handle(self, *args, **options):
         self.user = None
+        self.os_user = _os_user()
         if options.get("user"):
             self.user = get_user_model().objects.filter(username=options["user"]).first()
             if self.user is None:
@@ -62,7 +98,7 @@ class Command(BaseCommand):
         run.refresh_from_db()
         data = run_summary(run)
         if options.get("json"):
-            self.stdout.write(json.dumps(data, indent=2, default=str))
+            self.stdout.write(json.dumps(data, indent=2, cls=NinjaJSONEncoder))
             return
         self.stdout.write(f"run {run.pk}: {run.status}" + (f" — {run.error}" if run.error else ""))
         for node in data["nodes"]:
@@ -113,6 +149,14 @@ class Command(BaseCommand):
             raise CommandError(f"No recipe '{target}' (and no such file)")
         return recipe
 
+    def _os_account(self):
+        """Who typed the command, recorded as the run's starter: the account named like the
+        OS user, when it may start runs (the command line itself acts without an account)."""
+        if not self.os_user:
+            return None
+        account = get_user_model().objects.filter(username=self.os_user).first()
+        return account if account is not None and account.has_perm("runs.operate_run") else None
+
     def do_start(self, options):
         inputs = {}
         for item in options["input"]:
@@ -120,13 +164,15 @@ class Command(BaseCommand):
             if not sep:
                 raise CommandError(f"--input expects KEY=VALUE, got {item!r}")
             inputs[key.strip()] = value
+        workdir = _workdir(options["workdir"])
         try:
             run = services.start_run(
                 self._recipe(options["recipe"], force=options["force"]),
                 message=options["message"],
                 inputs=inputs,
-                workdir=options["workdir"],
-                user=self.user,
+                workdir=workdir,
+                user=self.user or self._os_account(),
+                started_via=f"cli ({self.os_user})" if self.os_user else "cli",
             )
         except services.InputError as exc:
             raise CommandError(
@@ -183,3 +229,23 @@ class Command(BaseCommand):
         run = self._run(options["run_id"])
         services.reject(services.gate_for_decision(run).pk, self.actor, reason=options["reason"])
         self.emit(options, run)
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        return ""
+
+
+def _workdir(value: str) -> str:
+    """An existing directory, or one that can be made: refused clearly otherwise."""
+    if not value:
+        return ""
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        raise CommandError(f"--workdir {value}: this is a file; give a directory")
+    for parent in path.parents:
+        if parent.exists() and not parent.is_dir():
+            raise CommandError(f"--workdir {value}: {parent} is a file, not a directory")
+    return str(path.resolve())
