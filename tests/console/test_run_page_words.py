@@ -109,3 +109,20 @@ def test_inbox_lists_recently_finished_by_finish_time(client, viewer, bundled, o
     page = login(client, viewer).get(reverse("inbox")).content.decode()
     finished = page.split("Recently finished")[1]
     assert finished.index("finished last") < finished.index("finished first")
+
+
+def test_runs_list_has_duration_and_usage_columns(client, viewer, guided_run):
+    from decimal import Decimal
+
+    run, row = guided_run
+    add_iteration(run, row, 1, output="a", tokens_in=100, tokens_out=20, cost_usd=Decimal("0.25"))
+    add_iteration(run, row, 2, output="b", tokens_in=10, tokens_out=5)
+    Run.objects.filter(pk=run.pk).update(
+        status="completed",
+        started_at=timezone.now() - timedelta(seconds=75),
+        finished_at=timezone.now(),
+    )
+    page = login(client, viewer).get(reverse("run_list")).content.decode()
+    assert "<th>Duration</th><th>Usage</th>" in page
+    assert "1 min 15 s" in page
+    assert "135 tokens · $0.2500+" in page  # the + says part of the usage had no price
