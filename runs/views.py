@@ -263,11 +263,11 @@ def gate_reject(request, run_id, gate_id):
     def reject():
         if not form.is_valid():
             raise services.ServiceError(_form_errors(form) + " The gate is still waiting.")
+        gate = services.gate_for_decision(run, gate_id)
         reason = form.cleaned_data["reason"].strip()
         if not reason:
             # The reason is what the run shows afterwards: a reject without one says nothing.
             raise services.ServiceError("Say why you reject: the reason stays on the run.")
-        gate = services.gate_for_decision(run, gate_id)
         services.reject(gate.pk, Actor.operator(request.user, "console"), reason=reason)
         return f"Rejected at {gate.node_id}: {reason}"
 
