@@ -22,7 +22,7 @@ from runs import services
 from runs.actor import Actor
 from runs.models import Iteration, Run
 from runs.models.gate import COMMENT_LIMIT
-from runs.queries import take_page
+from runs.queries import one_snapshot, take_page
 from runs.serializers import run_summary
 
 router = Router()
@@ -267,7 +267,8 @@ def list_runs(request, filters: Query[RunFilters]):
     summary="A run with its nodes and its pending gate",
 )
 def get_run(request, run_id: int = RunId):
-    return run_out(request, readable_run(request, run_id))
+    with one_snapshot():
+        return run_out(request, readable_run(request, run_id))
 
 
 @router.get(

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import difflib
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from django.db import connection, transaction
 from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Length, Right
 
@@ -31,6 +33,46 @@ EVENTS_PAGE = 200
 GROUP_ITERATIONS_SHOWN = 100
 DIFF_LINE_LIMIT = 400
 DIFF_INPUT_LIMIT = 200_000
+
+
+@contextmanager
+def one_snapshot():
+    """Reads that must agree with each other (a run's status and its pending gate): one
+    transaction that sees a single committed state, so a poller never reads "running"
+    beside the gate that paused the run."""
+    outermost = not connection.in_atomic_block
+    with transaction.atomic():
+        if outermost and connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        yield
+
+
+# The inbox refreshes live: counting a status stops here ("1000+"), so a refresh reads at
+# most this many index entries per status however many runs the table holds.
+STATUS_COUNT_CAP = 1000
+
+
+def capped_status_counts() -> list[tuple[str, str]]:
+    """(status, shown count) for every run status, in one query bounded by the cap."""
+    table = Run._meta.db_table
+    selects, params = [], []
+    for status in Run.Status.values:
+        selects.append(
+            f"SELECT %s, (SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE status = %s "
+            "LIMIT %s) AS capped)"
+        )
+        params += [status, status, STATUS_COUNT_CAP + 1]
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(selects), params)
+        counts = dict(cursor.fetchall())
+    return [
+        (
+            status,
+            f"{STATUS_COUNT_CAP}+" if counts[status] > STATUS_COUNT_CAP else str(counts[status]),
+        )
+        for status in Run.Status.values
+    ]
 
 
 # --- inbox ---------------------------------------------------------------------------------
@@ -66,8 +108,7 @@ def inbox() -> dict:
         .select_related("recipe", "started_by")
         .order_by(F("finished_at").desc(nulls_last=True), "-id")[:15]
     )
-    counts = dict(Run.objects.values_list("status").annotate(n=Count("id")).order_by())
-    status_counts = [(status, counts.get(status, 0)) for status in Run.Status.values]
+    status_counts = capped_status_counts()
     return {
         "gates": gates,
         "running": running,

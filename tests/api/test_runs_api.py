@@ -252,3 +252,18 @@ def test_runs_list_refuses_unknown_parameters(as_viewer, bundled):
     assert response.status_code == 422
     assert "Unknown query parameter: stauts" in response.body["detail"]
     assert "status" in response.body["detail"]
+
+
+def test_run_detail_reads_status_and_gate_from_one_snapshot(transactional_db):
+    """A poller must never see "running" beside the gate that paused the run: the detail
+    is read in one repeatable-read transaction on PostgreSQL."""
+    from django.db import connection
+
+    from runs.queries import one_snapshot
+
+    with one_snapshot():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SHOW transaction_isolation")
+                assert cursor.fetchone()[0] == "repeatable read"
+        assert connection.in_atomic_block

@@ -58,3 +58,17 @@ def test_outsider_is_forbidden(client, outsider):
 
 def test_post_is_405(client, viewer):
     assert login(client, viewer).post(reverse("inbox")).status_code == 405
+
+
+def test_counts_stop_at_the_cap_so_a_refresh_never_counts_the_whole_table(
+    client, viewer, guided_run, monkeypatch
+):
+    from runs import queries
+
+    run, _ = guided_run
+    monkeypatch.setattr(queries, "STATUS_COUNT_CAP", 2)
+    for _ in range(3):
+        Run.objects.create(recipe=run.recipe, recipe_version=run.recipe_version, status="completed")
+    body = login(client, viewer).get(reverse("inbox") + "?part=live").content.decode()
+    assert 'badge-completed">completed</span> <span class="count">2+</span>' in body
+    assert '<span class="count">1</span>' in body  # the guided run, under the cap

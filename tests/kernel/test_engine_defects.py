@@ -151,7 +151,9 @@ def test_a_provider_error_is_one_message_and_the_output_shows_once(
 
 
 def test_a_cancelled_iteration_keeps_its_output_and_duration_in_the_api(
-    transactional_db, guided_run, operator  # noqa: F811
+    transactional_db,
+    guided_run,  # noqa: F811
+    operator,
 ):
     from tests.api.conftest import client_for
     from tests.console.conftest import add_iteration
