@@ -329,6 +329,19 @@ if _NEVER_TO_CHILDREN & set(LOOP_CHILD_ENV):
         + ", ".join(sorted(_NEVER_TO_CHILDREN & set(LOOP_CHILD_ENV)))
         + ": child processes never see the console's own secrets"
     )
+# Environment variables an API provider's `api_key_env` may name, besides OPENAI_API_KEY and
+# ANTHROPIC_API_KEY; the console's own secrets are refused whatever this says.
+LOOP_PROVIDER_ENV = env_list("LOOP_PROVIDER_ENV", [])
+if _NEVER_TO_CHILDREN & set(LOOP_PROVIDER_ENV):
+    raise ImproperlyConfigured(
+        "LOOP_PROVIDER_ENV may not name "
+        + ", ".join(sorted(_NEVER_TO_CHILDREN & set(LOOP_PROVIDER_ENV)))
+        + ": providers never receive the console's own secrets"
+    )
+# Hosts a recipe's inline `providers:` may send requests to (`base_url`).
+LOOP_PROVIDER_HOSTS = env_list(
+    "LOOP_PROVIDER_HOSTS", ["api.openai.com", "api.anthropic.com", "127.0.0.1", "localhost"]
+)
 try:
     LOOP_DEMO_DELAY = float(os.getenv("LOOP_DEMO_DELAY", "0.03"))
 except ValueError:

@@ -62,6 +62,24 @@ class ProviderSpec(_Spec):
     api_key_env: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("api_key_env")
+    @classmethod
+    def _allowed_key_env(cls, value: str | None) -> str | None:
+        from runs.providers.policy import key_env_problem
+
+        if problem := key_env_problem(value):
+            raise ValueError(problem)
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _allowed_host(cls, value: str | None) -> str | None:
+        from runs.providers.policy import host_problem
+
+        if problem := host_problem(value):
+            raise ValueError(problem)
+        return value
+
     @model_validator(mode="before")
     @classmethod
     def _collect_options(cls, data: Any) -> Any:

@@ -69,10 +69,14 @@ class ProviderConfig(models.Model):
             super().save(*args, **kwargs)
 
     def clean(self):
+        from runs.providers.policy import key_env_problem
+
         if self.api_key_env and not self.api_key_env.replace("_", "").isalnum():
             raise ValidationError(
                 {"api_key_env": "Give the NAME of an environment variable, e.g. OPENAI_API_KEY."}
             )
+        if problem := key_env_problem(self.api_key_env):
+            raise ValidationError({"api_key_env": problem[0].upper() + problem[1:] + "."})
         if self.kind == self.Kind.OPENAI and not self.base_url:
             raise ValidationError({"base_url": "An OpenAI-compatible provider needs a base URL."})
         if self.kind == self.Kind.COMMAND and not self.command.strip():

@@ -3,28 +3,32 @@
 The request runs in a reader thread that hands lines over a queue, so the worker thread
 keeps calling `on_chunk("")` (which raises Cancelled when the iteration was cancelled)
 even while the server is silent. Errors become ProviderErrors that say whether a retry
-could help: connection trouble, 408/409/429 and 5xx are transient; other 4xx are permanent
-and carry the provider's own message.
+could help: connection trouble, 408/409/429 and 5xx are transient; other 4xx are permanent.
+The stored error never carries the response body (viewers read it); the log does.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http import HTTPStatus
 
 import httpx
 
 from .base import OnChunk, ProviderError
+from .policy import key_env_problem
 
 HEARTBEAT_SECONDS = 0.5
 CONNECT_TIMEOUT = 15.0
 TRANSIENT_STATUS = {408, 409, 425, 429}
 _END = object()
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -42,6 +46,10 @@ def api_key(provider: str, env_name: str | None, *, required: bool) -> str:
                 "of the environment variable that holds the key"
             )
         return ""
+    # Checked again here (validation and the admin form refuse it first) so that a recipe
+    # stored before the rule, or a row written around the form, still cannot read a secret.
+    if problem := key_env_problem(env_name):
+        raise ProviderError(f"provider '{provider}': api_key_env refused: {problem}")
     value = os.environ.get(env_name, "")
     if not value and required:
         raise ProviderError(
@@ -69,10 +77,23 @@ def error_message(body: bytes) -> str:
     return text[:500]
 
 
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "error"
+
+
 def status_error(provider: str, status: int, url: str, body: bytes) -> ProviderError:
+    """The stored error says the status and its standard reason only: it is shown to every
+    viewer of the run, and the body may be anything the endpoint chose to answer (an
+    internal service's page, a reflected secret). The body goes to the worker's log."""
     transient = status in TRANSIENT_STATUS or status >= 500
+    logger.warning("provider %r: HTTP %s from %s: %s", provider, status, url, error_message(body))
+    hint = " (the API key was refused: check api_key_env)" if status in (401, 403) else ""
     return ProviderError(
-        f"provider '{provider}': HTTP {status} from {url}: {error_message(body)}",
+        f"provider '{provider}': HTTP {status} {_reason(status)}{hint}; "
+        "the response is in the worker's log",
         permanent=not transient,
     )
 

@@ -16,6 +16,7 @@ from django.conf import settings
 from .base import Provider, ProviderError
 from .command import CommandProvider
 from .demo import DemoProvider
+from .policy import host_problem
 
 BUILTIN = {"demo", "claude", "codex"}
 KINDS = ("command", "claude", "codex", "openai", "anthropic", "demo")
@@ -92,6 +93,10 @@ def _named(name: str, spec) -> Provider:
 
     declared = (getattr(spec, "providers", None) or {}).get(name)
     if declared is not None:
+        # Inline providers come from recipe authors: their hosts are re-checked at run time
+        # (admin rows are configured by administrators and may point anywhere).
+        if problem := host_problem(declared.base_url):
+            raise ProviderError(f"provider '{name}': base_url refused: {problem}")
         return build(name, declared.kind, _inline_config(declared))
     row = ProviderConfig.objects.filter(name=name).first()
     if row is not None and row.enabled:

@@ -17,6 +17,10 @@ from tests.conftest import wait_for
 FAKE_KEY = "sk-fake-provider-key"
 os.environ.setdefault("FAKE_PROVIDER_KEY", FAKE_KEY)
 os.environ.setdefault("FAKE_PROVIDER_WRONG_KEY", "sk-not-the-right-one")
+# The key variables these tests name must be on the allow-list, in the worker (which reads
+# the environment when it starts) and in this process (where recipes are validated).
+TEST_KEY_ENV = ["FAKE_PROVIDER_KEY", "FAKE_PROVIDER_WRONG_KEY", "NO_SUCH_KEY_VARIABLE"]
+os.environ.setdefault("LOOP_PROVIDER_ENV", ",".join(TEST_KEY_ENV))
 # Worktrees only apply to runs started on the top folder of a git repository, so turning
 # them on for the whole session changes nothing for runs elsewhere.
 os.environ.setdefault("LOOP_GIT_WORKTREES", "1")
@@ -25,6 +29,11 @@ FAKES = Path(__file__).resolve().parent / "fakes"
 FAKE_CLAUDE = FAKES / "fake_claude.py"
 FAKE_CODEX = FAKES / "fake_codex.py"
 FAKE_COMMAND = FAKES / "fake_command.py"
+
+
+@pytest.fixture(autouse=True)
+def test_key_env_allowed(settings):
+    settings.LOOP_PROVIDER_ENV = [*settings.LOOP_PROVIDER_ENV, *TEST_KEY_ENV]
 
 
 @pytest.fixture(scope="session")

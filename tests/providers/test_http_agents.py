@@ -138,10 +138,11 @@ def test_openai_invalid_answers_exhaust_the_reasks_and_fail_the_node(live_worker
     assert "structured output does not match output_format" in node(run).error
 
 
-def test_openai_401_fails_fast_with_the_servers_message(live_worker, start, fake_ai):
+def test_openai_401_fails_fast_naming_the_key_not_the_body(live_worker, start, fake_ai):
     run = wait_run(start(recipe("openai", fake_ai.url + "/v1", key="FAKE_PROVIDER_WRONG_KEY")))
     assert run.status == "failed"
-    assert "HTTP 401" in node(run).error and "Invalid API key" in node(run).error
+    assert "HTTP 401 Unauthorized" in node(run).error and "api_key_env" in node(run).error
+    assert "Invalid API key" not in node(run).error  # the body is logged, not shown
     assert len(fake_ai.requests) == 1  # permanent: no retry
 
 
@@ -200,5 +201,6 @@ def test_anthropic_server_errors_retry_and_bad_requests_fail(live_worker, start,
     fake_ai.fail_next(400)
     run = wait_run(start(recipe("anthropic", fake_ai.url), slug="second"))
     assert run.status == "failed"
-    assert "HTTP 400" in node(run).error and "injected 400" in node(run).error
+    assert "HTTP 400 Bad Request" in node(run).error
+    assert "injected 400" not in node(run).error
     assert len(fake_ai.requests) == 1

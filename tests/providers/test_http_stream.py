@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from http import HTTPStatus
 
 import pytest
 
@@ -16,10 +17,14 @@ def test_overload_and_server_errors_are_transient(status):
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
-def test_client_errors_are_permanent_and_carry_the_message(status):
-    error = status_error("p", status, "http://x/v1", b'{"error": {"message": "model not found"}}')
+def test_client_errors_are_permanent_and_keep_the_body_out_of_the_error(status, caplog):
+    body = b'{"error": {"message": "model not found; internal-db.corp:5432"}}'
+    error = status_error("p", status, "http://x/v1", body)
     assert error.permanent
-    assert str(error) == f"provider 'p': HTTP {status} from http://x/v1: model not found"
+    assert f"HTTP {status} " in str(error) and HTTPStatus(status).phrase in str(error)
+    # Viewers read the stored error: the endpoint's answer (and its URL) stays in the log.
+    assert "internal-db" not in str(error) and "http://x" not in str(error)
+    assert "model not found; internal-db.corp:5432" in caplog.text
 
 
 def test_error_messages_from_each_shape():

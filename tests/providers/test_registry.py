@@ -43,7 +43,12 @@ def spec(provider=None, **providers):
     ],
 )
 def test_inline_providers_of_every_kind(kind, cls):
-    declared = {"kind": kind, "command": "echo hi", "base_url": "http://x/v1", "model": "m"}
+    declared = {
+        "kind": kind,
+        "command": "echo hi",
+        "base_url": "http://localhost:9/v1",
+        "model": "m",
+    }
     provider = registry.resolve("mine", spec(mine=declared))
     assert isinstance(provider, cls) and provider.name == "mine"
 
@@ -54,7 +59,7 @@ def test_inline_extras_become_options():
         spec(
             api={
                 "kind": "openai",
-                "base_url": "http://x/v1",
+                "base_url": "http://localhost:9/v1",
                 "structured_output": "best_effort",
                 "price_in": 2,
             }
@@ -72,7 +77,7 @@ def test_recipe_map_wins_over_the_admin_and_the_admin_over_builtins():
 
 def test_the_recipe_level_provider_is_the_fallback_name():
     ProviderConfig.objects.create(
-        name="local", kind="openai", base_url="http://x/v1", model="llama"
+        name="local", kind="openai", base_url="http://localhost:9/v1", model="llama"
     )
     provider = registry.resolve(None, spec(provider="local"))
     assert isinstance(provider, OpenAIProvider) and provider.model == "llama"

@@ -634,7 +634,7 @@ providers:
     kind: openai
     base_url: http://localhost:8080/v1
     model: qwen
-    api_key_env: LOCAL_KEY
+    api_key_env: OPENAI_API_KEY
     temperature: 0.2
 inputs:
   topic: {type: text, label: Topic, required: true}
@@ -714,7 +714,7 @@ def test_full_workflow_loads_with_correct_values(commands):
         "openai",
         "http://localhost:8080/v1",
         "qwen",
-        "LOCAL_KEY",
+        "OPENAI_API_KEY",
         None,
     )
     assert local.options == {"temperature": 0.2}
