@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from . import history
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
-from .http import HttpStream, api_key, json_event
+from .http import HttpStream, api_key, json_event, stream_error_message
 
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 8192
@@ -86,7 +86,7 @@ class AnthropicProvider:
             elif kind == "error":
                 err = data.get("error") or {}
                 raise ProviderError(
-                    f"provider '{self.name}': {err.get('message') or err.get('type') or data}",
+                    stream_error_message(self.name, err),
                     permanent=err.get("type") not in TRANSIENT_TYPES,
                 )
             elif kind == "message_stop":

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import queue
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -96,6 +97,16 @@ def status_error(provider: str, status: int, url: str, body: bytes) -> ProviderE
         "the response is in the worker's log",
         permanent=not transient,
     )
+
+
+def stream_error_message(provider: str, err: object) -> str:
+    """An `error` event sent mid-stream, said without the server's free text: only its
+    type when that is a plain identifier (e.g. overloaded_error); the rest is logged."""
+    logger.warning("provider %r: error event in the stream: %s", provider, str(err)[:2000])
+    kind = err.get("type") if isinstance(err, dict) else None
+    if isinstance(kind, str) and re.fullmatch(r"[A-Za-z_]{1,40}", kind):
+        return f"provider '{provider}': the server reported {kind} mid-answer"
+    return f"provider '{provider}': the server reported an error mid-answer"
 
 
 class HttpStream:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from . import history
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
-from .http import HttpStream, api_key, json_event
+from .http import HttpStream, api_key, json_event, stream_error_message
 
 
 class OpenAIProvider:
@@ -96,7 +96,6 @@ class OpenAIProvider:
     def _parse(self, data: str) -> dict:
         chunk = json_event(self.name, data, "a line")
         if chunk.get("error"):
-            err = chunk["error"]
-            message = err.get("message") if isinstance(err, dict) else str(err)
-            raise ProviderError(f"provider '{self.name}': {message}", permanent=False)
+            message = stream_error_message(self.name, chunk["error"])
+            raise ProviderError(message, permanent=False)
         return chunk

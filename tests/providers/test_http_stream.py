@@ -8,7 +8,7 @@ from http import HTTPStatus
 import pytest
 
 from runs.providers.base import Cancelled, ProviderError
-from runs.providers.http import HttpStream, error_message, status_error
+from runs.providers.http import HttpStream, error_message, status_error, stream_error_message
 
 
 @pytest.mark.parametrize("status", [408, 429, 500, 502, 503, 529])
@@ -72,3 +72,13 @@ def test_connection_refused_is_transient():
     with pytest.raises(ProviderError) as caught:
         list(stream("http://127.0.0.1:9/v1/chat/completions", lambda chunk: None).events())
     assert not caught.value.permanent and "connection to" in str(caught.value)
+
+
+def test_mid_stream_error_events_keep_the_servers_text_in_the_log(caplog):
+    err = {"type": "overloaded_error", "message": "upstream 10.0.0.7 said: token=abc"}
+    said = stream_error_message("p", err)
+    assert said == "provider 'p': the server reported overloaded_error mid-answer"
+    assert "token=abc" in caplog.text
+    odd = stream_error_message("p", {"type": "see http://10.0.0.7/admin"})
+    assert "10.0.0.7" not in odd and odd.endswith("an error mid-answer")
+    assert "10.0.0.7" not in stream_error_message("p", "plain text from 10.0.0.7")
