@@ -4,7 +4,8 @@
 It reports the session the console gave it (LOOP_SESSION_ID / LOOP_SESSION_RESUME). When
 the prompt carries the console's "## Output format" section, its first answer in a
 working directory is broken JSON and later ones fit the schema (to exercise re-asks).
-Switch: --fake-delay S between words.
+Switches: --fake-delay S between words; --fake-hold FILE: before the last word, wait until
+FILE exists (a test says "go" once it has seen the words so far).
 """
 
 from __future__ import annotations
@@ -44,7 +45,12 @@ def main(argv: list[str]) -> int:
         answer = (
             f"Fake command call {calls}, resumed={os.environ.get('LOOP_SESSION_RESUME')}. Done."
         )
-    for word in answer.split(" "):
+    hold = option(argv, "--fake-hold")
+    words = answer.split(" ")
+    for index, word in enumerate(words):
+        if hold and index == len(words) - 1:
+            while not os.path.exists(hold):
+                time.sleep(0.05)
         sys.stdout.write(word + " ")
         sys.stdout.flush()
         time.sleep(delay)
