@@ -152,7 +152,9 @@ if DATABASE_URL:
             DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
             options = DATABASES["default"].setdefault("OPTIONS", {})
             # Named, so `pg_stat_activity` tells the web's connections from the workers'.
-            options.setdefault("application_name", "loop-console-web")
+            options.setdefault(
+                "application_name", os.getenv("LOOP_DB_APPLICATION_NAME", "loop-console-web")
+            )
             options["pool"] = {
                 "min_size": 1,
                 "max_size": LOOP_DB_POOL_SIZE,
@@ -311,7 +313,10 @@ LOGGING = {
         # lines every sweep pass and every iteration; failures still log at ERROR, and the
         # sweep logs one line when it finds work (runs.tasks.sweep).
         "celery.app.trace": {"level": "WARNING"},
-        "celery.worker.strategy": {"level": "WARNING"},
+        # LOOP_LOG_TASKS=1 shows each task's receipt again (the fault tests count deliveries).
+        "celery.worker.strategy": {
+            "level": "INFO" if env_bool("LOOP_LOG_TASKS", False) else "WARNING"
+        },
         "celery.beat": {"level": "WARNING"},
     },
 }

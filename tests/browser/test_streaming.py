@@ -48,7 +48,7 @@ def test_output_streams_into_the_open_page(
     assert run.iterations.get().status == "running"
     go.touch()
     expect(page.locator("#run-header .badge").first).to_have_text("completed")
-    expect(page.locator("#timeline .iteration").first).to_contain_text("completed via until")
+    expect(page.locator("#timeline .iteration").first).to_contain_text("the agent said it was done")
     assert still_same_page(page)
     wait_run(run, "completed")
 

@@ -16,6 +16,7 @@ TRIALS = 30
 RECIPE = """
 name: gate-race
 interactive: true
+provider: demo
 nodes:
   - id: work
     loop:

@@ -32,7 +32,9 @@ def test_open_gate_outlasting_the_visibility_timeout_runs_nothing_again(
         interactive=True,
     )
     recipe = make_recipe(source)
-    worker = fault_engine.start_worker(concurrency=2, LOOP_VISIBILITY_TIMEOUT=VISIBILITY_TIMEOUT)
+    worker = fault_engine.start_worker(
+        concurrency=2, LOOP_VISIBILITY_TIMEOUT=VISIBILITY_TIMEOUT, LOOP_LOG_TASKS="1"
+    )
     run = services.start_run(recipe, message="wait at the gate")
     wait_run(run, "paused", "failed", timeout=60)
     assert run.status == "paused", run.error

@@ -49,6 +49,8 @@ def web_server(worker_env, tmp_path):
             env={
                 **{k: v for k, v in worker_env.items() if k != "LOOP_TESTING"},
                 "LOOP_DB_POOL_SIZE": str(POOL_SIZE),
+                # Its own name: the browser suite's server may share this database.
+                "LOOP_DB_APPLICATION_NAME": APP_NAME,
             },
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -74,11 +76,15 @@ def web_server(worker_env, tmp_path):
         proc.wait()
 
 
+APP_NAME = "loop-console-flood-test"
+
+
 def web_connections() -> int:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND application_name = 'loop-console-web'"
+            " WHERE datname = current_database() AND application_name = %s",
+            [APP_NAME],
         )
         return cursor.fetchone()[0]
 
