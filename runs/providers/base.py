@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from runs.agent_tools import ToolBox
 
 
 class ProviderError(Exception):
@@ -37,6 +40,9 @@ class AgentRequest:
     run_id: int | None = None
     node_id: str = ""
     iteration: int = 0
+    # Tools the agent may call (runs.agent_tools): HTTP providers offer them as function
+    # tools, CLI agents reach them through `env` (LOOP_TOOL_SOCKET, see agent_tools.serve).
+    tools: ToolBox | None = None
 
 
 @dataclass

@@ -1,0 +1,105 @@
+"""The worker side of tools for CLI agents: a private unix socket, open while the agent runs.
+
+One JSON object per line each way. A request carries the call's token (the agent got it in
+its environment); the answer is `{"ok": bool, "content": str}` or, for `list`, the tools'
+specs. The socket lives in a fresh 0700 folder (a socket path must stay short, so not
+under the run's data folder).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import secrets
+import shlex
+import shutil
+import socketserver
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from . import ToolBox
+
+MANAGE_PY = Path(__file__).resolve().parents[2] / "manage.py"
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
+
+
+def tool_command() -> str:
+    """The command line that reaches the tools from an agent's shell (`... tool NAME`)."""
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(MANAGE_PY))} loop"
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    def handle(self):
+        from django.db import connections
+
+        try:
+            line = self.rfile.readline(MAX_REQUEST_BYTES + 1)
+            answer = self.server.answer(line)
+        except Exception as exc:  # noqa: BLE001 - the agent gets a reason, the worker lives
+            answer = {"ok": False, "content": f"tool server error: {type(exc).__name__}"}
+        finally:
+            connections.close_all()  # this thread's connections; the worker's stay open
+        self.wfile.write((json.dumps(answer, ensure_ascii=False) + "\n").encode())
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: str, toolbox: ToolBox, token: str):
+        self.toolbox = toolbox
+        self.token = token
+        super().__init__(path, _Handler)
+
+    def answer(self, line: bytes) -> dict:
+        if len(line) > MAX_REQUEST_BYTES:
+            return {"ok": False, "content": "request too large"}
+        try:
+            request = json.loads(line or b"{}")
+        except json.JSONDecodeError:
+            return {"ok": False, "content": "the request is not JSON"}
+        if not isinstance(request, dict) or not hmac.compare_digest(
+            str(request.get("token", "")), self.token
+        ):
+            return {"ok": False, "content": "refused: wrong or missing LOOP_TOOL_TOKEN"}
+        if request.get("op") == "list":
+            return {"ok": True, "tools": self.toolbox.specs()}
+        if request.get("op") == "call":
+            result = self.toolbox.call(str(request.get("name", "")), request.get("arguments"))
+            return {"ok": result.ok, "content": result.content}
+        return {"ok": False, "content": "unknown op (expected list or call)"}
+
+
+@contextmanager
+def serving(toolbox: ToolBox | None) -> Iterator[dict[str, str]]:
+    """Serve `toolbox` while the block runs; yields the environment the agent needs
+    (empty when there are no tools)."""
+    if not toolbox:
+        yield {}
+        return
+    folder = tempfile.mkdtemp(prefix="loop-tools-")
+    os.chmod(folder, 0o700)
+    path = os.path.join(folder, "s")
+    token = secrets.token_urlsafe(24)
+    server = _Server(path, toolbox, token)
+    thread = threading.Thread(target=server.serve_forever, name="agent-tools", daemon=True)
+    thread.start()
+    ctx = toolbox.context
+    try:
+        yield {
+            "LOOP_TOOL_SOCKET": path,
+            "LOOP_TOOL_TOKEN": token,
+            "LOOP_TOOLS": ",".join(toolbox.names),
+            "LOOP_TOOL_CMD": tool_command() + " tool",
+            "LOOP_MCP_CMD": tool_command() + " mcp",
+            "LOOP_RUN_ID": str(ctx.run_id),
+            **({"LOOP_ROLE": ctx.role} if ctx.role else {}),
+        }
+    finally:
+        server.shutdown()
+        server.server_close()
+        shutil.rmtree(folder, ignore_errors=True)
