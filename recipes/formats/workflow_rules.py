@@ -176,6 +176,8 @@ def _check_nodes(
                 aliases[node_id] = (expansion.sinks, expansion.primary)
                 cleaned.extend(expansion.nodes)
                 ctx.block_providers.update(expansion.providers)
+            else:  # already an error: stand in for the node so nothing else trips on it
+                cleaned.append({"id": node_id, "kind": "cancel", "cancel": "include"})
         else:
             cleaned.append(_check_node(raw, node_path, label, ctx, group, visible))
         deps = raw.get("depends_on")
@@ -184,9 +186,8 @@ def _check_nodes(
             if isinstance(node_id, str) and node_paths.get(node_id) == node_path:
                 edges[node_id] = valid
     _check_cycles(edges, node_paths, ctx)
+    ctx.aliases = aliases  # read by the caller at once (top level: returns; a group: until)
     if aliases:
-        if group is None:
-            ctx.aliases = aliases
         cleaned = [_through_aliases(node, aliases) for node in cleaned]
     return cleaned
 
@@ -374,4 +375,7 @@ def _check_group(raw: dict, path: str, label: str, ctx: RuleContext, visible: fr
     elif isinstance(body, list):
         group_id = raw.get("id") if isinstance(raw.get("id"), str) else label
         out["nodes"] = _check_nodes(body, body_path, ctx, group=group_id, outer_ids=visible)
+        if ctx.aliases:  # until / until_bash may read an included block's output
+            nodes = out.pop("nodes")
+            out = {**_through_aliases(out, ctx.aliases), "nodes": nodes}
     return out
