@@ -14,8 +14,8 @@ from pathlib import Path
 from django.utils.text import slugify
 
 from recipes import editing
-from recipes.models import Recipe
 from recipes.layout import recipe_files, workflow_folder
+from recipes.models import Recipe
 from recipes.sources import BUILTIN_DIR, project_dirs, user_dir
 
 
