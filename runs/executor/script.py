@@ -25,8 +25,13 @@ _DEPENDENCIES = re.compile(r"dependencies\s*=\s*\[(.*?)\]", re.DOTALL)
 
 
 def find_runtime(name: str) -> str | None:
-    """`uv` or `bun` on the worker's PATH, else beside this console's interpreter (a venv
-    the console was installed in, where `pip install uv` puts it)."""
+    """`uv` or `bun` in LOOP_RUNTIME_DIRS; by default on the worker's PATH, else beside this
+    console's interpreter (a venv the console was installed in, where `pip install uv` puts
+    it)."""
+    from django.conf import settings
+
+    if settings.LOOP_RUNTIME_DIRS:
+        return shutil.which(name, path=os.pathsep.join(settings.LOOP_RUNTIME_DIRS))
     found = shutil.which(name)
     if found:
         return found
