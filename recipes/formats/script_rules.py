@@ -9,6 +9,7 @@ instead; a named script is a file and is never rewritten.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,11 @@ def check_script(raw: dict, out: dict, path: str, label: str, ctx: RuleContext) 
     script_path = child_path(path, "script")
     if is_inline(script):
         for line, ref in _references(script):
-            ctx.error(script_path, _reference_problem(label, line, ref, runtime))
+            problem = ctx.lines.problem(script_path, _reference_problem(label, line, ref, runtime))
+            if problem.line is not None and "\n" in script.rstrip("\n"):
+                # A block scalar starts on the line below its key: point at the code's line.
+                problem = replace(problem, line=problem.line + line)
+            ctx.errors.append(problem)
         return
     found = _find_script(script.strip(), runtime, script_path, label, ctx)
     if found is not None:
