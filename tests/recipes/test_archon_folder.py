@@ -178,7 +178,7 @@ def test_values_in_inline_code_are_refused_with_the_variable_to_read(repo):
     )
     found = messages(result.errors)
     assert any(
-        "line 8" in m
+        "line 10" in m
         and "line 2 of the script: $USER_MESSAGE would become part of the code" in m
         and "os.environ['USER_MESSAGE']" in m
         for m in found
