@@ -151,3 +151,29 @@ def test_sweep_advances_a_parent_whose_child_message_was_lost(archon, make_recip
     assert counts["advanced"] >= 1
     wait_run(run, "completed")
     assert node(run, "after").output == "done"
+
+
+def test_bun_and_uv_scripts_run_for_real(archon, make_recipe, tmp_path):
+    repo = tmp_path / "checkout" / ".archon"
+    (repo / "scripts" / "shout.ts").write_text(
+        "const m: string = process.env.USER_MESSAGE ?? '';\nconsole.log(m.toUpperCase());\n"
+    )
+    flow = repo / "workflows" / "both-runtimes.yaml"
+    flow.write_text(
+        "name: both\nnodes:\n"
+        "  - {id: shout, script: shout, runtime: bun}\n"
+        "  - id: count\n    runtime: bun\n    depends_on: [shout]\n"
+        "    with: {loud: $shout.output}\n"
+        "    script: console.log(process.env.INPUTS_LOUD.length)\n"
+        "  - id: py\n    runtime: uv\n    depends_on: [count]\n    with: {n: $count.output}\n"
+        "    script: |\n      import os, sys\n      print(int(os.environ['INPUTS_N']) * 2, "
+        "sys.version_info >= (3, 8))\n"
+    )
+    sync()
+    run = services.start_run(Recipe.objects.get(slug="both-runtimes"), message="$(id) hey")
+    wait_run(run, "completed", "failed")
+    assert run.status == "completed", run.error
+    assert node(run, "shout").output == "$(ID) HEY"
+    assert node(run, "count").output == "9"
+    assert node(run, "py").output == "18 True"
+    assert node(run, "shout").state["runtime"] == "bun" and node(run, "py").state["runtime"] == "uv"
