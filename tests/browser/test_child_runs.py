@@ -35,7 +35,9 @@ def test_the_parent_shows_its_children_and_a_child_links_back(
     expect(each).to_contain_text("recipe handle-item")
     rows = each.locator("li.child-run")
     expect(rows).to_have_count(3)
-    for row, child, status in zip(rows.all(), children, ["completed", "failed", "completed"]):
+    for row, child, status in zip(
+        rows.all(), children, ["completed", "failed", "completed"], strict=True
+    ):
         expect(row).to_contain_text(f"Run {child.pk}")
         expect(row.locator(".badge")).to_have_text(status)
     expect(rows.nth(1)).to_contain_text("fail-me")
