@@ -14,6 +14,7 @@ from runs import services
 from runs.actor import Actor
 from runs.executor import sweep as sweeper
 from runs.models import Run, RunEvent
+from runs.serializers import run_summary
 from tests.archon_repo import make_archon_repo
 from tests.conftest import wait_for, wait_run
 
@@ -58,6 +59,13 @@ def test_all_done_join_keeps_every_child_result_and_completes(archon):
     assert results[1]["archon_failed"] is True and results[1]["status"] == "failed"
     assert "bash exited with status 3" in results[1]["error"]
     assert node(run, "report").output == "2 of 3 handled"
+    # The API and the CLI read the same links both ways.
+    summary = run_summary(run)
+    assert next(n for n in summary["nodes"] if n["node"] == "each")["child_runs"] == [
+        c.pk for c in kids
+    ]
+    assert summary["parent"] is None
+    assert run_summary(kids[1])["parent"] == {"run": run.pk, "node": "each", "item": 1}
     # max_parallel 2: the third child started only once one of the first two had ended.
     events = list(RunEvent.objects.filter(run=run, step="each").order_by("seq"))
     started = [e.seq for e in events if e.kind == "child_run_started"]
