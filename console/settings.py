@@ -230,6 +230,9 @@ LOOP_MAX_ATTEMPTS = env_int("LOOP_MAX_ATTEMPTS", 3)
 # The longest a step's `retry.delay_ms` may make a worker wait between attempts.
 LOOP_MAX_RETRY_DELAY_SECONDS = env_int("LOOP_MAX_RETRY_DELAY_SECONDS", 300)
 LOOP_RECIPE_DIRS = env_list("LOOP_RECIPE_DIRS", [])
+# Folders where script nodes find `uv` and `bun`; empty: the worker's PATH, then the folder of
+# the console's own interpreter (where `pip install uv` into its virtualenv puts uv).
+LOOP_RUNTIME_DIRS = env_list("LOOP_RUNTIME_DIRS", [])
 LOOP_USER_RECIPE_DIR = Path(
     os.getenv("LOOP_USER_RECIPE_DIR")
     or Path(os.getenv("XDG_CONFIG_HOME") or Path.home() / ".config") / "loop-console" / "recipes"

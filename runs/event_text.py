@@ -96,9 +96,20 @@ def describe(event: RunEvent) -> str:
     if kind == "agent_tool":
         detail = _short(data.get("detail"))
         return f"The agent at {where} used {data.get('tool')}" + (f": {detail}" if detail else ".")
+    if kind == "child_run_started":
+        return f"{step} started child run {data.get('child')}{_item(data)}."
+    if kind == "child_run_finished":
+        return f"Child run {data.get('child')}{_item(data)} of {step} {data.get('status')}."
+    if kind == "child_run_resumed":
+        return f"{step} resumed child run {data.get('child')}."
     if kind == "worktree_diff":
         return f"{where} changed files in the worktree."
     return f"{kind.replace('_', ' ').capitalize()}{' at ' + step if step else ''}."
+
+
+def _item(data: dict) -> str:
+    index = data.get("index")
+    return f" (item {index})" if index is not None else ""
 
 
 def _decision(step: str, data: dict) -> str:
