@@ -37,6 +37,7 @@ __all__ = [
 
 NodeKind = Literal["bash", "prompt", "command", "loop", "loop_group", "approval", "cancel"]
 TriggerRule = Literal["all_success", "one_success", "none_failed_min_one_success", "all_done"]
+OnTimeout = Literal["remind", "reject", "fail"]
 InputType = Literal["text", "textarea", "boolean", "select", "number", "branch", "task"]
 
 
@@ -185,6 +186,8 @@ class ApprovalSpec(_Spec):
     message: Text
     decisions: list[DecisionSpec] = Field(default_factory=list)
     capture_response: bool = False
+    gate_timeout: Text | None = None
+    on_timeout: OnTimeout | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -205,6 +208,8 @@ class LoopSpec(_Spec):
     interactive: bool = False
     gate_message: Text | None = None
     signal_completes: bool = False
+    gate_timeout: Text | None = None
+    on_timeout: OnTimeout | None = None
 
 
 class LoopGroupSpec(_Spec):
@@ -215,6 +220,8 @@ class LoopGroupSpec(_Spec):
     interactive: bool = False
     gate_message: Text | None = None
     signal_completes: bool = False
+    gate_timeout: Text | None = None
+    on_timeout: OnTimeout | None = None
     nodes: list[NodeSpec] = Field(min_length=1)
 
     def layers(self) -> list[list[str]]:

@@ -8,6 +8,7 @@ import logging
 from django.db import InterfaceError, OperationalError, transaction
 
 from runs.engine.completion import detect_signal, gate_text, until_field_met
+from runs.engine.deadlines import GateDeadline
 from runs.engine.variables import VariableError, substitute, substitute_shell
 from runs.models import Gate, Iteration, NodeRun, Run
 from runs.providers import registry
@@ -213,6 +214,13 @@ def settle_loop(run: Run, row: NodeRun, loop, it: Iteration, fired: list[str]) -
             signal=getattr(loop, "until", None) or "",
             field=getattr(loop, "until_field", None) or "",
         )
-        row.pause(run, kind=Gate.Kind.LOOP, message=message, iteration=it, fired=fired)
+        row.pause(
+            run,
+            kind=Gate.Kind.LOOP,
+            message=message,
+            iteration=it,
+            fired=fired,
+            deadline=GateDeadline.of(loop),
+        )
     else:
         row.start_iteration(run, it.number + 1)

@@ -144,6 +144,10 @@ class Run(models.Model):
             self.error = fields["error"] = error
         Run.objects.filter(pk=self.pk).update(**fields)
         self.append_event(f"run_{status}", previous=previous, error=error or "", **data)
+        if status in (self.Status.COMPLETED, self.Status.FAILED):
+            from notifications.events import announce
+
+            announce(self, f"run_{status}")
         return True
 
     def update_status(self, *, finished: bool = False) -> None:
