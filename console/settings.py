@@ -358,7 +358,9 @@ LOOP_NOTIFY_MAX_ATTEMPTS = env_int("LOOP_NOTIFY_MAX_ATTEMPTS", 6)
 LOOP_NOTIFY_RETRY_SECONDS = env_int("LOOP_NOTIFY_RETRY_SECONDS", 30)
 LOOP_NOTIFY_TIMEOUT_SECONDS = env_int("LOOP_NOTIFY_TIMEOUT_SECONDS", 10)
 if LOOP_NOTIFY_MAX_ATTEMPTS < 1 or LOOP_NOTIFY_RETRY_SECONDS < 1:
-    raise ImproperlyConfigured("LOOP_NOTIFY_MAX_ATTEMPTS and LOOP_NOTIFY_RETRY_SECONDS must be >= 1")
+    raise ImproperlyConfigured(
+        "LOOP_NOTIFY_MAX_ATTEMPTS and LOOP_NOTIFY_RETRY_SECONDS must be >= 1"
+    )
 # E-mail through Django's mail backend: SMTP when EMAIL_HOST is set, else printed to the
 # log (nothing leaves a trial machine).
 EMAIL_HOST = os.getenv("EMAIL_HOST", "")

@@ -75,7 +75,9 @@ def post_webhook(subscription, delivery) -> int:
         "webhook %s answered %s: %s", subscription.url, code, response.text[:500].replace("\n", " ")
     )
     if 300 <= code < 400:
-        raise TransportError(f"{reason(code)} (redirects are not followed)", permanent=True, code=code)
+        raise TransportError(
+            f"{reason(code)} (redirects are not followed)", permanent=True, code=code
+        )
     permanent = code < 500 and code not in (408, 425, 429)
     raise TransportError(reason(code), permanent=permanent, code=code)
 

@@ -9,61 +9,174 @@ import notifications.models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('recipes', '0002_python_kind'),
-        ('runs', '0004_gate_deadlines'),
+        ("recipes", "0002_python_kind"),
+        ("runs", "0004_gate_deadlines"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Subscription',
+            name="Subscription",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(help_text='What this subscription is for.', max_length=100)),
-                ('channel', models.CharField(choices=[('webhook', 'webhook (signed POST)'), ('email', 'e-mail')], default='webhook', max_length=10)),
-                ('only_own_runs', models.BooleanField(default=False, help_text='Only runs the person above started.')),
-                ('url', models.URLField(blank=True, help_text='Webhook: where to POST (an allowed host).', max_length=500)),
-                ('secret', models.CharField(default=notifications.models.new_secret, help_text='Webhook: the key the signature is made with; give it to the receiver.', max_length=100)),
-                ('email', models.EmailField(blank=True, help_text="E-mail: the address (else the person's).", max_length=254)),
-                ('on_gate_waiting', models.BooleanField(default=True, verbose_name='a gate waits')),
-                ('on_gate_reminder', models.BooleanField(default=True, verbose_name="a gate's deadline passed")),
-                ('on_run_completed', models.BooleanField(default=False, verbose_name='a run completed')),
-                ('on_run_failed', models.BooleanField(default=True, verbose_name='a run failed')),
-                ('enabled', models.BooleanField(default=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('recipe', models.ForeignKey(blank=True, help_text="Only this recipe's runs. Empty: every recipe.", null=True, on_delete=django.db.models.deletion.CASCADE, related_name='subscriptions', to='recipes.recipe')),
-                ('user', models.ForeignKey(blank=True, help_text='The person this is for: e-mail goes to their address unless one is given below. They must be able to read runs (the viewer role).', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='subscriptions', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "name",
+                    models.CharField(help_text="What this subscription is for.", max_length=100),
+                ),
+                (
+                    "channel",
+                    models.CharField(
+                        choices=[("webhook", "webhook (signed POST)"), ("email", "e-mail")],
+                        default="webhook",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "only_own_runs",
+                    models.BooleanField(
+                        default=False, help_text="Only runs the person above started."
+                    ),
+                ),
+                (
+                    "url",
+                    models.URLField(
+                        blank=True,
+                        help_text="Webhook: where to POST (an allowed host).",
+                        max_length=500,
+                    ),
+                ),
+                (
+                    "secret",
+                    models.CharField(
+                        default=notifications.models.new_secret,
+                        help_text="Webhook: the key the signature is made with; give it to the receiver.",
+                        max_length=100,
+                    ),
+                ),
+                (
+                    "email",
+                    models.EmailField(
+                        blank=True,
+                        help_text="E-mail: the address (else the person's).",
+                        max_length=254,
+                    ),
+                ),
+                ("on_gate_waiting", models.BooleanField(default=True, verbose_name="a gate waits")),
+                (
+                    "on_gate_reminder",
+                    models.BooleanField(default=True, verbose_name="a gate's deadline passed"),
+                ),
+                (
+                    "on_run_completed",
+                    models.BooleanField(default=False, verbose_name="a run completed"),
+                ),
+                ("on_run_failed", models.BooleanField(default=True, verbose_name="a run failed")),
+                ("enabled", models.BooleanField(default=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "recipe",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="Only this recipe's runs. Empty: every recipe.",
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="subscriptions",
+                        to="recipes.recipe",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="The person this is for: e-mail goes to their address unless one is given below. They must be able to read runs (the viewer role).",
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="subscriptions",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name', 'id'],
+                "ordering": ["name", "id"],
             },
         ),
         migrations.CreateModel(
-            name='Delivery',
+            name="Delivery",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('event', models.CharField(max_length=30)),
-                ('payload', models.JSONField(default=dict)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('sending', 'Sending'), ('delivered', 'Delivered'), ('failed', 'Failed')], default='pending', max_length=10)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('response_code', models.PositiveIntegerField(blank=True, null=True)),
-                ('error', models.CharField(blank=True, help_text='Never a response body.', max_length=300)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('last_attempt_at', models.DateTimeField(blank=True, null=True)),
-                ('next_attempt_at', models.DateTimeField(blank=True, null=True)),
-                ('delivered_at', models.DateTimeField(blank=True, null=True)),
-                ('gate', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='runs.gate')),
-                ('run', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='runs.run')),
-                ('subscription', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='deliveries', to='notifications.subscription')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("event", models.CharField(max_length=30)),
+                ("payload", models.JSONField(default=dict)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("sending", "Sending"),
+                            ("delivered", "Delivered"),
+                            ("failed", "Failed"),
+                        ],
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("response_code", models.PositiveIntegerField(blank=True, null=True)),
+                (
+                    "error",
+                    models.CharField(
+                        blank=True, help_text="Never a response body.", max_length=300
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("last_attempt_at", models.DateTimeField(blank=True, null=True)),
+                ("next_attempt_at", models.DateTimeField(blank=True, null=True)),
+                ("delivered_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "gate",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="runs.gate",
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="runs.run",
+                    ),
+                ),
+                (
+                    "subscription",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="deliveries",
+                        to="notifications.subscription",
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'deliveries',
-                'ordering': ['-id'],
-                'indexes': [models.Index(fields=['status', 'next_attempt_at'], name='delivery_due')],
+                "verbose_name_plural": "deliveries",
+                "ordering": ["-id"],
+                "indexes": [
+                    models.Index(fields=["status", "next_attempt_at"], name="delivery_due")
+                ],
             },
         ),
     ]

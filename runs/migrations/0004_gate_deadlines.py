@@ -5,40 +5,58 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runs', '0003_gate_decided_by_name'),
+        ("runs", "0003_gate_decided_by_name"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='gate',
-            name='deadline_at',
+            model_name="gate",
+            name="deadline_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='gate',
-            name='on_timeout',
-            field=models.CharField(blank=True, choices=[('remind', 'remind (the gate keeps waiting)'), ('reject', 'reject (the step fails)'), ('fail', 'fail the run')], max_length=10),
+            model_name="gate",
+            name="on_timeout",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("remind", "remind (the gate keeps waiting)"),
+                    ("reject", "reject (the step fails)"),
+                    ("fail", "fail the run"),
+                ],
+                max_length=10,
+            ),
         ),
         migrations.AddField(
-            model_name='gate',
-            name='reminded_at',
+            model_name="gate",
+            name="reminded_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='gate',
-            name='timeout_seconds',
+            model_name="gate",
+            name="timeout_seconds",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AlterField(
-            model_name='gate',
-            name='status',
-            field=models.CharField(choices=[('pending', 'Pending'), ('accepted', 'Accepted'), ('iterated', 'Iterated'), ('rejected', 'Rejected'), ('cancelled', 'Cancelled'), ('timed_out', 'Timed Out')], default='pending', max_length=20),
+            model_name="gate",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("pending", "Pending"),
+                    ("accepted", "Accepted"),
+                    ("iterated", "Iterated"),
+                    ("rejected", "Rejected"),
+                    ("cancelled", "Cancelled"),
+                    ("timed_out", "Timed Out"),
+                ],
+                default="pending",
+                max_length=20,
+            ),
         ),
         migrations.AddIndex(
-            model_name='gate',
-            index=models.Index(fields=['status', 'deadline_at'], name='gate_deadline'),
+            model_name="gate",
+            index=models.Index(fields=["status", "deadline_at"], name="gate_deadline"),
         ),
     ]

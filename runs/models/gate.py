@@ -242,6 +242,25 @@ class Gate(models.Model):
 
     # --- the deadline: what the sweep does when nobody decided in time -------------------
 
+    @property
+    def is_overdue(self) -> bool:
+        return self.deadline_at is not None and self.deadline_at <= timezone.now()
+
+    @property
+    def on_timeout_words(self) -> str:
+        """What happens at the deadline, as the gate panel and the inbox say it."""
+        return {
+            self.OnTimeout.REMIND: "a reminder is sent",
+            self.OnTimeout.REJECT: "the sweep rejects it",
+            self.OnTimeout.FAIL: "the sweep fails the run",
+        }.get(self.on_timeout, "")
+
+    @property
+    def timeout_words(self) -> str:
+        from runs.engine.durations import say_duration
+
+        return say_duration(self.timeout_seconds) if self.timeout_seconds else ""
+
     def remind(self, run, actor, now) -> bool:
         """Record the one reminder this deadline gets (a conditional UPDATE: of two
         sweepers, one sends it) and announce it."""

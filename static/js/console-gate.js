@@ -3,6 +3,16 @@
 // accepts ("Accept & complete") and any feedback runs another iteration ("Continue").
 (function () {
   "use strict";
+  function feedbackOf(form) {
+    return form.querySelector("[data-gate-feedback], [data-gate-comment]");
+  }
+  // Whether submitting `form` as it stands accepts the gate: the server says whether an
+  // empty approve accepts (data-plain-approve-accepts); written feedback asks for more.
+  function acceptsNow(form) {
+    if (!form || form.dataset.plainApproveAccepts !== "true") return false;
+    var box = feedbackOf(form);
+    return !box || box.value.trim() === "";
+  }
   function relabel(textarea) {
     var form = textarea.closest("form[data-empty-approve-completes]");
     if (!form) return;
@@ -21,4 +31,5 @@
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("[data-gate-feedback]").forEach(relabel);
   });
+  window.LoopGate = { acceptsNow: acceptsNow, feedbackOf: feedbackOf };
 })();
