@@ -13,6 +13,7 @@ admin.site.index_title = "Administration"
 urlpatterns = [
     path("", views.inbox, name="inbox"),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", views.metrics, name="metrics"),
     path(
         "accounts/login/",
         auth_views.LoginView.as_view(authentication_form=LoginForm),

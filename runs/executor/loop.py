@@ -38,7 +38,12 @@ def start_loop(run: Run, spec, node, row: NodeRun) -> None:
         row.max_iterations = node.loop.max_iterations
         row.lease_expires_at = None
         # Snapshot the prompt template: a paused run keeps the prompt it started with.
-        row.state = {**row.state, "prompt_template": node.loop.prompt}
+        # ... and which provider the recipe names (the metrics add usage up per provider).
+        row.state = {
+            **row.state,
+            "prompt_template": node.loop.prompt,
+            "provider": node.provider or spec.provider or "default",
+        }
         row.save()
         run.append_event("loop_started", row.node_id, max_iterations=node.loop.max_iterations)
         row.start_iteration(run, 1)

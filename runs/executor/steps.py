@@ -183,6 +183,7 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
         "tokens_in": result.tokens_in,
         "tokens_out": result.tokens_out,
         "cost_usd": str(result.cost_usd) if result.cost_usd is not None else None,
+        "provider": getattr(provider, "name", "") or "default",
     }
     return outcome.text, outcome.payload, extra
 
