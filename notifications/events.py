@@ -47,8 +47,8 @@ def summary(event: str, run, gate=None, now=None) -> str:
     return f"{what} completed."
 
 
-def payload(event: str, run, gate=None) -> dict:
-    now = timezone.now()
+def payload(event: str, run, gate=None, now=None) -> dict:
+    now = now or timezone.now()
     body = {
         "event": event,
         "summary": summary(event, run, gate, now),
@@ -76,7 +76,7 @@ def payload(event: str, run, gate=None) -> dict:
     return body
 
 
-def announce(run, event: str, gate=None) -> int:
+def announce(run, event: str, gate=None, now=None) -> int:
     """Record a delivery for each subscription listening to `event` on `run` and send
     each once the transaction commits. Returns how many were recorded."""
     assert event in EVENTS, event
@@ -87,7 +87,7 @@ def announce(run, event: str, gate=None) -> int:
     ]
     if not listeners:
         return 0
-    body = payload(event, run, gate)
+    body = payload(event, run, gate, now)
     now = timezone.now()
     for sub in listeners:
         delivery = Delivery.objects.create(

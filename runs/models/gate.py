@@ -281,7 +281,7 @@ class Gate(models.Model):
             by=actor.name,
             surface=actor.surface,
         )
-        announce(run, "gate_reminder", gate=self)
+        announce(run, "gate_reminder", gate=self, now=now)
         return True
 
     def time_out(self, run, actor, now, reason: str) -> bool:
