@@ -84,7 +84,9 @@ def webhook(db, settings):
 def test_the_deadline_is_stored_on_the_gate_and_shown_by_the_api(make_recipe, broker):
     run, gate = started(make_recipe, broker, APPROVAL.format(action="remind"), "approve-later")
     assert gate.timeout_seconds == 1800 and gate.on_timeout == "remind"
-    assert gate.deadline_at - gate.created_at == pytest.approx(timedelta(minutes=30), abs=timedelta(seconds=2))
+    assert gate.deadline_at - gate.created_at == pytest.approx(
+        timedelta(minutes=30), abs=timedelta(seconds=2)
+    )
     as_seen = gate.as_dict()
     assert as_seen["deadline_at"] == gate.deadline_at.isoformat()
     assert as_seen["on_timeout"] == "remind"
