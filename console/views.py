@@ -53,8 +53,6 @@ def inbox(request):
 def metrics(request):
     """Prometheus' text format, for a staff account's session or an API token with the
     `metrics` scope (a scraper needs nothing else). Bounded queries: runs/metrics.py."""
-    from prometheus_client import CONTENT_TYPE_LATEST
-
     from console.models import ApiToken, TokenRefused
     from runs import metrics as collected
 
@@ -77,7 +75,7 @@ def metrics(request):
         return _refuse(401, "Sign in as staff, or send an API token with scope 'metrics'.")
     elif not user.is_staff:
         return _refuse(403, "Only staff accounts (or a 'metrics' API token) may read /metrics.")
-    return HttpResponse(collected.render(), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(collected.render(), content_type=collected.CONTENT_TYPE)
 
 
 def _refuse(status: int, detail: str) -> JsonResponse:

@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 WAIT_BUCKETS = (60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400)
 DECIDED = [Gate.Status.ACCEPTED, Gate.Status.ITERATED, Gate.Status.REJECTED, Gate.Status.TIMED_OUT]
 STATEMENT_TIMEOUT_MS = 5000
+# The classic text format (what generate_latest writes), which every Prometheus reads.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # A worker whose heartbeat is older than this many intervals counts as gone.
 ALIVE_INTERVALS = 3
 
