@@ -47,13 +47,15 @@ def parse_duration(value) -> int:
 
 
 def say_duration(seconds: int | float) -> str:
-    """'2 hours', '1 day 3 hours', '45 seconds': at most the two largest parts."""
+    """'2 hours', '1 day 3 hours', '1 hour 30 minutes', '45 seconds': the largest unit and,
+    when there is some, the one just below it ('2 hours', not '2 hours 2 seconds')."""
     seconds = int(seconds)
     if seconds <= 0:
         return "0 seconds"
-    parts = []
+    counts = []
     for word, size in WORDS:
         count, seconds = divmod(seconds, size)
-        if count:
-            parts.append(f"{count} {word}{'' if count == 1 else 's'}")
-    return " ".join(parts[:2])
+        counts.append((word, count))
+    first = next(i for i, (_, count) in enumerate(counts) if count)
+    parts = [(w, c) for w, c in counts[first : first + 2] if c]
+    return " ".join(f"{c} {w}{'' if c == 1 else 's'}" for w, c in parts)

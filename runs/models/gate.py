@@ -171,6 +171,14 @@ class Gate(models.Model):
         return self.outcome("approve") == self.Status.ACCEPTED
 
     @property
+    def commented_approve_accepts(self) -> bool:
+        """Approving with a comment still accepts (an approval's comment is only a note; a
+        loop gate's feedback asks for another iteration)."""
+        if self.kind == self.Kind.APPROVAL and self.decisions:
+            return False
+        return self.outcome("approve", "feedback") == self.Status.ACCEPTED
+
+    @property
     def approve_label(self) -> str:
         if self.kind == self.Kind.APPROVAL:
             return "Approve"

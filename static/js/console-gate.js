@@ -6,12 +6,15 @@
   function feedbackOf(form) {
     return form.querySelector("[data-gate-feedback], [data-gate-comment]");
   }
-  // Whether submitting `form` as it stands accepts the gate: the server says whether an
-  // empty approve accepts (data-plain-approve-accepts); written feedback asks for more.
+  // Whether submitting `form` as it stands accepts the gate. The server renders both
+  // answers (Gate.plain_approve_accepts, Gate.commented_approve_accepts); this only picks
+  // the one for what is in the box.
   function acceptsNow(form) {
-    if (!form || form.dataset.plainApproveAccepts !== "true") return false;
+    if (!form) return false;
     var box = feedbackOf(form);
-    return !box || box.value.trim() === "";
+    var empty = !box || box.value.trim() === "";
+    var answer = empty ? form.dataset.plainApproveAccepts : form.dataset.commentedApproveAccepts;
+    return answer === "true";
   }
   function relabel(textarea) {
     var form = textarea.closest("form[data-empty-approve-completes]");
