@@ -4,15 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('console', '0003_api_token_scope_and_expiry'),
+        ("console", "0003_api_token_scope_and_expiry"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='apitoken',
-            name='scope',
-            field=models.CharField(choices=[('read', 'read-only: look at runs, gates and recipes'), ('operate', 'operate: also start, cancel and resume runs, decide at gates'), ('edit', "edit: everything the user's role allows, changing recipes included"), ('metrics', 'metrics: read /metrics only (for a Prometheus scraper)')], default='edit', help_text="Narrows what the user's role allows; a token never does more than its user.", max_length=10),
+            model_name="apitoken",
+            name="scope",
+            field=models.CharField(
+                choices=[
+                    ("read", "read-only: look at runs, gates and recipes"),
+                    ("operate", "operate: also start, cancel and resume runs, decide at gates"),
+                    ("edit", "edit: everything the user's role allows, changing recipes included"),
+                    ("metrics", "metrics: read /metrics only (for a Prometheus scraper)"),
+                ],
+                default="edit",
+                help_text="Narrows what the user's role allows; a token never does more than its user.",
+                max_length=10,
+            ),
         ),
     ]

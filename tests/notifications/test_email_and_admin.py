@@ -129,3 +129,19 @@ def test_deliveries_are_read_only_in_the_admin(client, admin_user, make_recipe, 
     assert "is not an allowed webhook host" in refused.content.decode()
     assert sending.send(delivery.pk) is None  # delivered: nothing to do again
     assert sub.deliveries.count() == 1
+
+
+def test_the_api_and_the_cli_show_the_deadline(make_recipe, in_process, viewer):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from tests.api.conftest import client_for
+
+    run, gate = gated(make_recipe, in_process)
+    shown = client_for(viewer).get(f"/api/runs/{run.pk}").body["pending_gate"]
+    assert shown["on_timeout"] == "remind" and shown["reminded_at"] is None
+    assert shown["deadline_at"].startswith(gate.deadline_at.strftime("%Y-%m-%dT%H:%M:%S"))
+    out = StringIO()
+    call_command("run", "status", str(run.pk), stdout=out)
+    assert f"decide by {gate.deadline_at.isoformat()}; then a reminder is sent" in out.getvalue()
