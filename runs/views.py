@@ -119,12 +119,13 @@ def gate_detail(request, run_id, gate_id):
         raise Http404("No such gate.")
     state = queries.gate_state(run)
     if gate.is_pending:
+        waiting = [g for g in [state["gate"], *state["other_gates"]] if g and g.pk != gate.pk]
         previous = state["last_decision"]
-        state["gate"] = gate
+        state["gate"], state["other_gates"] = gate, waiting
         if previous is not None and previous.node_run_id != gate.node_run_id:
             state["last_decision"] = None
     else:
-        state["gate"], state["last_decision"] = None, gate
+        state["gate"], state["last_decision"], state["other_gates"] = None, gate, []
     state["now_waiting"] = None if gate.is_pending else services.pending_gate(run)
     return render(request, "runs/gate.html", {"run": run, "this_gate": gate, **state})
 

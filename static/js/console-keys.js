@@ -72,7 +72,7 @@
         : "Accepting this gate needs a choice or feedback: decide with the buttons.");
       return;
     }
-    if (item.tagName === "TR" && armed !== item) {
+    if (item.dataset.gatePage && armed !== item) {
       armed = item;
       say("Press a again to accept " + (item.getAttribute("aria-label") || "this gate") + ".");
       return;
@@ -110,7 +110,8 @@
     var dialog = document.getElementById("keys-help");
     if (dialog && dialog.open) return;
     var actions = { j: function () { move(1); }, k: function () { move(-1); }, a: accept, f: feedback, "?": help };
-    if (event.key === "Enter" && selected() && selected().tagName === "TR" && event.target === selected()) {
+    var chosen = selected();
+    if (event.key === "Enter" && chosen && event.target === chosen && chosen.dataset.gatePage) {
       event.preventDefault();
       open();
       return;

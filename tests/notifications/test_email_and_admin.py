@@ -145,3 +145,33 @@ def test_the_api_and_the_cli_show_the_deadline(make_recipe, in_process, viewer):
     out = StringIO()
     call_command("run", "status", str(run.pk), stdout=out)
     assert f"decide by {gate.deadline_at.isoformat()}; then a reminder is sent" in out.getvalue()
+
+
+PARALLEL = """
+name: two-approvals
+nodes:
+  - id: legal
+    approval: {message: Legal ok?, gate_timeout: 1h}
+  - id: design
+    approval: {message: Design ok?}
+"""
+
+
+def test_a_run_page_lists_every_gate_it_waits_at(make_recipe, in_process, client, viewer):
+    run = services.start_run(make_recipe(PARALLEL, "two-approvals"), message="x")
+    in_process()
+    first, second = run.gates.order_by("id")
+    client.force_login(viewer)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert page.count("data-gate-item") == 2  # the panel and the other gate: stops for j / k
+    assert "Also waiting in this run" in page
+    listed = [
+        g for g in (first, second) if f'data-gate-page="/runs/{run.pk}/gates/{g.pk}/"' in page
+    ]
+    assert len(listed) == 1
+    # Each gate's own page lists the other one.
+    for this, that in ((first, second), (second, first)):
+        other = client.get(f"/runs/{run.pk}/gates/{this.pk}/").content.decode()
+        assert f'data-gate-page="/runs/{run.pk}/gates/{that.pk}/"' in other
+        assert f'data-gate-page="/runs/{run.pk}/gates/{this.pk}/"' not in other
+    assert first.node_id == "legal" and "deadline in" in other
