@@ -1,5 +1,5 @@
 from django.contrib import admin, messages
-from django.db import transaction
+from django.db import models, transaction
 from django.utils import timezone
 
 from runs import dispatch
@@ -14,6 +14,7 @@ class SubscriptionAdmin(admin.ModelAdmin):
     search_fields = ["name", "url", "email", "user__username"]
     raw_id_fields = ["user"]
     actions = ["send_test"]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     fieldsets = [
         (None, {"fields": ["name", "enabled", "channel"]}),
         ("Which runs", {"fields": ["recipe", "user", "only_own_runs"]}),

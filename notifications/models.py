@@ -152,9 +152,7 @@ class Delivery(models.Model):
         Subscription, on_delete=models.CASCADE, related_name="deliveries"
     )
     event = models.CharField(max_length=30)
-    run = models.ForeignKey(
-        "runs.Run", null=True, on_delete=models.SET_NULL, related_name="+", db_constraint=True
-    )
+    run = models.ForeignKey("runs.Run", null=True, on_delete=models.SET_NULL, related_name="+")
     gate = models.ForeignKey("runs.Gate", null=True, on_delete=models.SET_NULL, related_name="+")
     payload = models.JSONField(default=dict)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)

@@ -1,6 +1,6 @@
 from django.conf import settings
 from django.db import models
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from runs.errors import AlreadyDecided, Conflict, NotFound, ServiceError
@@ -37,9 +37,7 @@ class GateQuerySet(models.QuerySet):
 
     def overdue(self, now):
         """Pending gates past their deadline that still have something to do: a reminder
-        not yet sent, or a reject / fail (the `gate_waiting` index: status, then time)."""
-        from django.db.models import Q
-
+        not yet sent, or a reject / fail (the `gate_deadline` index: status, then time)."""
         return self.filter(
             status=Gate.Status.PENDING, deadline_at__isnull=False, deadline_at__lte=now
         ).filter(~Q(on_timeout=Gate.OnTimeout.REMIND) | Q(reminded_at__isnull=True))

@@ -151,3 +151,25 @@ def test_queue_depth_and_worker_heartbeats(live_worker, client, admin_user, sett
     finally:
         with app.connection_for_write() as conn:
             conn.default_channel.client.delete(queue + "-metrics-probe")
+
+
+def test_a_scrape_costs_the_same_queries_however_much_history(client, admin_user, history):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.force_login(admin_user)
+    client.get("/metrics")  # warm the session and permission caches
+    with CaptureQueriesContext(connection) as small:
+        scrape(client)
+    done, _ = history
+    row = done.nodes.get(node_id="refine")
+    Iteration.objects.bulk_create(
+        Iteration(run=done, node_run=row, node_id="refine", number=n, status="completed")
+        for n in range(10, 1010)
+    )
+    with CaptureQueriesContext(connection) as big:
+        families = scrape(client)
+    assert len(big.captured_queries) == len(small.captured_queries) <= 15
+    assert value(families, "loop_iterations_started", "loop_iterations_started_total") == 2
+    finished = "loop_iterations_finished_total"
+    assert value(families, "loop_iterations_finished", finished, status="completed") == 1001
