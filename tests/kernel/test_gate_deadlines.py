@@ -6,6 +6,7 @@ nodes and a Python loop's gate all go through `NodeRun.pause`."""
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -166,6 +167,20 @@ def test_a_loop_gate_with_a_deadline_is_rejected_by_the_sweep(make_recipe, broke
     assert "by the sweep: no decision within 1 hour 30 minutes" in row.error
 
 
+def in_a_thread(work):
+    """The Python runner calls `asyncio.run`, as in a worker; after the browser tests this
+    process has an event loop running (Playwright's), which a worker never has."""
+
+    def closing():
+        try:
+            work()
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(closing).result()
+
+
 def test_a_python_loops_gate_option_gives_its_gate_a_deadline(transactional_db, broker, tmp_path):
     path = tmp_path / "python_deadline.py"
     path.write_text(PYTHON)
@@ -173,12 +188,12 @@ def test_a_python_loops_gate_option_gives_its_gate_a_deadline(transactional_db, 
         PYTHON, slug="python-deadline", origin=Recipe.Origin.PROJECT, source_path=str(path)
     )
     run = services.start_run(recipe, message="copy")
-    broker.deliver()
+    in_a_thread(broker.deliver)
     gate = services.pending_gate(run)
     assert gate is not None and (gate.node_id, gate.on_timeout) == ("writer", "reject")
     assert gate.timeout_seconds == 7200
     assert sweep(now=gate.deadline_at + timedelta(seconds=1))["timed_out"] == 1
-    broker.deliver()
+    in_a_thread(broker.deliver)
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED
     gate.refresh_from_db()
