@@ -167,16 +167,20 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": LOOP_DATA_DIR / "console.sqlite3",
-            "OPTIONS": {
-                # WAL lets the web server read while a worker writes; IMMEDIATE avoids
-                # lock upgrades that would fail with "database is locked".
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-                "transaction_mode": "IMMEDIATE",
-                "timeout": 20,
-            },
         }
     }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # The same options whether SQLite is the default or named by DATABASE_URL: WAL lets the
+    # web server read while a worker writes; IMMEDIATE avoids lock upgrades that would fail
+    # with "database is locked" when several workers (or a Python loop's parallel agents)
+    # write at once; the timeout lets a writer wait for another instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        }
+    )
     # A file, not memory, so that worker processes started by the tests share it.
     DATABASES["default"]["TEST"] = {"NAME": str(LOOP_DATA_DIR / "test.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

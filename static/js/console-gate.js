@@ -34,5 +34,17 @@
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("[data-gate-feedback]").forEach(relabel);
   });
+  // A live refresh that brings the same gate in the same state changes nothing a reviewer
+  // could want, and would wipe what they typed and close an open "Reject…": keep the panel.
+  // A form's own answer (a POST: a notice, an error) always replaces it.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail.target;
+    if (!target || target.id !== "gate-panel") return;
+    if ((event.detail.requestConfig || {}).verb !== "get") return;
+    var incoming = /data-gate-state="([^"]*)"/.exec(event.detail.serverResponse || "");
+    if (incoming && incoming[1] === target.dataset.gateState) {
+      event.detail.shouldSwap = false;
+    }
+  });
   window.LoopGate = { acceptsNow: acceptsNow, feedbackOf: feedbackOf };
 })();
