@@ -21,6 +21,7 @@ urlpatterns = [
         RedirectView.as_view(url=static("favicon.svg"), permanent=True),
         name="favicon",
     ),
+    path("metrics", views.metrics, name="metrics"),
     path(
         "accounts/login/",
         auth_views.LoginView.as_view(authentication_form=LoginForm),

@@ -91,6 +91,10 @@ class GateOut(Schema):
     completion_signaled: bool
     status: str
     decisions: list[dict[str, Any]]
+    created_at: datetime | None = Field(None, description="When the gate opened")
+    deadline_at: datetime | None = Field(None, description="gate_timeout: decide by then")
+    on_timeout: str | None = Field(None, description="What the sweep does at the deadline")
+    reminded_at: datetime | None = Field(None, description="When the reminder was sent")
 
 
 class RunOut(Schema):

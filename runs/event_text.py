@@ -6,6 +6,7 @@ text and escaped by the template like everything else.
 
 from __future__ import annotations
 
+from runs.engine.durations import say_duration
 from runs.models import RunEvent
 
 CHANNEL_WORDS = {
@@ -93,6 +94,10 @@ def describe(event: RunEvent) -> str:
         return f"Waiting for a decision at {step}."
     if kind == "gate_decided":
         return _decision(step, data)
+    if kind == "gate_reminded":
+        waited = say_duration(data.get("waited_seconds") or 0)
+        by = data.get("by") or "the sweep"
+        return f"{by} sent a reminder: the gate at {where} has waited {waited} (gate_timeout)."
     if kind == "agent_tool":
         detail = _short(data.get("detail"))
         return f"The agent at {where} used {data.get('tool')}" + (f": {detail}" if detail else ".")
@@ -120,6 +125,7 @@ def _decision(step: str, data: dict) -> str:
         "iterated": "asked for another iteration at",
         "rejected": "rejected",
         "cancelled": "cancelled the gate at",
+        "timed_out": "closed the gate at",
     }.get(status, status or "decided")
     if status == "accepted" and data.get("decision"):
         verb = f"chose “{data['decision']}” at"

@@ -251,8 +251,20 @@ def gate_state(run: Run) -> dict:
     decided = next((g for g in gates if g.status != Gate.Status.PENDING), None)
     if pending is not None and decided is not None and decided.node_run_id != pending.node_run_id:
         decided = None  # another node's decision says nothing about this gate
+    # Parallel branches can wait at several gates: the panel lists the others (keys j / k).
+    others = (
+        list(
+            run.gates.filter(status=Gate.Status.PENDING)
+            .exclude(pk=pending.pk)
+            .select_related("iteration")
+            .order_by("created_at", "id")[:20]
+        )
+        if pending is not None
+        else []
+    )
     return {
         "gate": pending,
+        "other_gates": others,
         "last_decision": decided,
         "comment_limit": COMMENT_LIMIT,
         "comment_limit_text": f"{COMMENT_LIMIT:,}",

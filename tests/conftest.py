@@ -176,6 +176,10 @@ def worker_env(django_db_setup, django_db_blocker, tmp_path_factory):
         "LOOP_TESTING": "1",
         # How the workers' database connections show in pg_stat_activity.
         "PGAPPNAME": WORKER_APP_NAME,
+        # Webhook receivers started by the tests listen here; their retries come quickly.
+        "LOOP_WEBHOOK_HOSTS": "127.0.0.1",
+        "LOOP_NOTIFY_RETRY_SECONDS": "1",
+        "LOOP_WORKER_HEARTBEAT_SECONDS": "2",
     }
     return env
 

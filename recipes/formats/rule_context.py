@@ -68,11 +68,15 @@ _CONTROL_FIELDS = (
     "interactive",
     "gate_message",
     "signal_completes",
+    "gate_timeout",
+    "on_timeout",
 )
 LOOP_FIELDS = frozenset({"prompt", "command", "until_field", *_CONTROL_FIELDS})
 GROUP_FIELDS = frozenset({"nodes", *_CONTROL_FIELDS})
 INPUT_FIELDS = frozenset({"type", "label", "description", "required", "default", "options"})
-APPROVAL_FIELDS = frozenset({"message", "decisions", "capture_response"})
+APPROVAL_FIELDS = frozenset(
+    {"message", "decisions", "capture_response", "gate_timeout", "on_timeout"}
+)
 
 ID_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 KIND_LIST = ", ".join(KIND_KEYS)

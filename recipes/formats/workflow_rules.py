@@ -18,6 +18,7 @@ from typing import Any
 from recipes.formats.field_rules import (
     check_approval,
     check_controls,
+    check_gate_deadline,
     check_input,
     check_loop,
     check_output_schema,
@@ -335,7 +336,9 @@ def _check_node(
     elif kind == "workflow":
         check_workflow_node(raw, out, path, label, ctx, group)
     elif kind == "approval":
-        out["approval"] = check_approval(raw.get("approval"), child_path(path, "approval"), ctx)
+        out["approval"] = check_approval(
+            raw.get("approval"), child_path(path, "approval"), ctx, label
+        )
     elif kind == "loop":
         out["loop"] = check_loop(raw, child_path(path, "loop"), label, ctx)
     elif kind == "loop_group":
@@ -366,6 +369,7 @@ def _check_group(raw: dict, path: str, label: str, ctx: RuleContext, visible: fr
             ctx.warn(key_path, f"{label}: unknown loop_group field {short_repr(key)} is ignored")
     out = drop_nulls({k: v for k, v in block.items() if k in GROUP_FIELDS})
     check_controls(block, path, label, ctx, "loop_group")
+    check_gate_deadline(out, path, label, ctx, has_gate=block.get("interactive") is True)
     body = block.get("nodes")
     body_path = child_path(path, "nodes")
     if body is None:

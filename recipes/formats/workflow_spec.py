@@ -40,6 +40,7 @@ NodeKind = Literal[
     "bash", "prompt", "command", "script", "workflow", "loop", "loop_group", "approval", "cancel"
 ]
 TriggerRule = Literal["all_success", "one_success", "none_failed_min_one_success", "all_done"]
+OnTimeout = Literal["remind", "reject", "fail"]
 InputType = Literal["text", "textarea", "boolean", "select", "number", "branch", "task"]
 
 
@@ -188,6 +189,8 @@ class ApprovalSpec(_Spec):
     message: Text
     decisions: list[DecisionSpec] = Field(default_factory=list)
     capture_response: bool = False
+    gate_timeout: Text | None = None
+    on_timeout: OnTimeout | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -208,6 +211,8 @@ class LoopSpec(_Spec):
     interactive: bool = False
     gate_message: Text | None = None
     signal_completes: bool = False
+    gate_timeout: Text | None = None
+    on_timeout: OnTimeout | None = None
 
 
 class LoopGroupSpec(_Spec):
@@ -218,6 +223,8 @@ class LoopGroupSpec(_Spec):
     interactive: bool = False
     gate_message: Text | None = None
     signal_completes: bool = False
+    gate_timeout: Text | None = None
+    on_timeout: OnTimeout | None = None
     nodes: list[NodeSpec] = Field(min_length=1)
 
     def layers(self) -> list[list[str]]:

@@ -8,6 +8,7 @@ import logging
 from django.db import InterfaceError, OperationalError, transaction
 
 from runs.engine.completion import detect_signal, gate_text, until_field_met
+from runs.engine.deadlines import GateDeadline
 from runs.engine.variables import VariableError, substitute, substitute_shell
 from runs.models import Gate, Iteration, NodeRun, Run
 from runs.providers import registry
@@ -37,7 +38,12 @@ def start_loop(run: Run, spec, node, row: NodeRun) -> None:
         row.max_iterations = node.loop.max_iterations
         row.lease_expires_at = None
         # Snapshot the prompt template: a paused run keeps the prompt it started with.
-        row.state = {**row.state, "prompt_template": node.loop.prompt}
+        # ... and which provider the recipe names (the metrics add usage up per provider).
+        row.state = {
+            **row.state,
+            "prompt_template": node.loop.prompt,
+            "provider": node.provider or spec.provider or "default",
+        }
         row.save()
         run.append_event("loop_started", row.node_id, max_iterations=node.loop.max_iterations)
         row.start_iteration(run, 1)
@@ -213,6 +219,13 @@ def settle_loop(run: Run, row: NodeRun, loop, it: Iteration, fired: list[str]) -
             signal=getattr(loop, "until", None) or "",
             field=getattr(loop, "until_field", None) or "",
         )
-        row.pause(run, kind=Gate.Kind.LOOP, message=message, iteration=it, fired=fired)
+        row.pause(
+            run,
+            kind=Gate.Kind.LOOP,
+            message=message,
+            iteration=it,
+            fired=fired,
+            deadline=GateDeadline.of(loop),
+        )
     else:
         row.start_iteration(run, it.number + 1)

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import transaction
 
 from runs.actor import Actor
+from runs.engine.deadlines import GateDeadline
 from runs.engine.variables import VariableError, substitute, substitute_shell
 from runs.models import Gate, NodeRun, Run
 from runs.providers import registry
@@ -66,7 +67,13 @@ def start_node(node_run_id: int) -> None:
             except VariableError as exc:
                 row.fail(run, f"approval message: {exc}")
                 return
-            row.pause(run, kind=Gate.Kind.APPROVAL, message=message, decisions=decisions)
+            row.pause(
+                run,
+                kind=Gate.Kind.APPROVAL,
+                message=message,
+                decisions=decisions,
+                deadline=GateDeadline.of(node.approval),
+            )
     elif node.kind == "cancel":
         with transaction.atomic():
             run = lock_run(run.pk)
@@ -183,6 +190,7 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
         "tokens_in": result.tokens_in,
         "tokens_out": result.tokens_out,
         "cost_usd": str(result.cost_usd) if result.cost_usd is not None else None,
+        "provider": getattr(provider, "name", "") or "default",
     }
     return outcome.text, outcome.payload, extra
 

@@ -158,6 +158,10 @@ class Run(models.Model):
             from runs import dispatch
 
             dispatch.send_on_commit("advance_run", self.parent_id)
+        if status in (self.Status.COMPLETED, self.Status.FAILED):
+            from notifications.events import announce
+
+            announce(self, f"run_{status}")
         return True
 
     def update_status(self, *, finished: bool = False) -> None:

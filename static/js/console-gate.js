@@ -3,6 +3,19 @@
 // "no feedback written" or "feedback written", it never decides what a decision means.
 (function () {
   "use strict";
+  function feedbackOf(form) {
+    return form.querySelector("[data-gate-feedback], [data-gate-comment]");
+  }
+  // Whether submitting `form` as it stands accepts the gate. The server renders both
+  // answers (Gate.plain_approve_accepts, Gate.commented_approve_accepts); this only picks
+  // the one for what is in the box.
+  function acceptsNow(form) {
+    if (!form) return false;
+    var box = feedbackOf(form);
+    var empty = !box || box.value.trim() === "";
+    var answer = empty ? form.dataset.plainApproveAccepts : form.dataset.commentedApproveAccepts;
+    return answer === "true";
+  }
   function relabel(textarea) {
     var form = textarea.closest("form");
     var button = form && form.querySelector("[data-gate-primary]");
@@ -31,4 +44,5 @@
       event.detail.shouldSwap = false;
     }
   });
+  window.LoopGate = { acceptsNow: acceptsNow, feedbackOf: feedbackOf };
 })();
