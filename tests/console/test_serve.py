@@ -51,10 +51,47 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+def _group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def _members(groups: set[int]) -> list[int]:
+    """Live (not zombie) processes of the given process groups."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z" and int(fields[2]) in groups:
+                found.append(int(entry))
+    return found
+
+
+def _with_env(entry: str) -> list[int]:
+    """Processes whose environment holds `entry` (ours and their children's, orphans too)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as env:
+                    if entry.encode() in env.read().split(b"\0"):
+                        found.append(int(pid))
+            except OSError:
+                continue
+    return found
+
+
 def test_a_port_in_use_fails_fast_with_a_clear_message(worker_env):
     held, port = _held_port()
+    queue = f"serve-busy-{os.getpid()}"
     try:
-        proc = _serve({**worker_env, "PORT": str(port)})
+        proc = _serve({**worker_env, "PORT": str(port), "LOOP_QUEUE": queue})
         out, err = proc.communicate(timeout=120)
     finally:
         held.close()
@@ -62,7 +99,7 @@ def test_a_port_in_use_fails_fast_with_a_clear_message(worker_env):
     assert f"Port {port} on 127.0.0.1 is already in use" in err
     assert f"make run PORT={port + 1}" in err
     assert "running at" not in out
-    assert _descendants(proc.pid) == []  # nothing was started, nothing is left
+    assert _with_env(f"LOOP_QUEUE={queue}") == []  # nothing was started, nothing is left
 
 
 @pytest.mark.django_db(transaction=True)
@@ -86,8 +123,13 @@ def test_serve_prints_the_url_once_it_answers_and_stops_everything(worker_env):
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code in (200, 503)
         started = _descendants(proc.pid)
         assert started
+        # Wait until the worker's pool is up, so its processes are among those checked.
+        wait_for(lambda: len(_descendants(proc.pid)) >= 4, 60, message="the worker's pool")
+        groups = {_group(pid) for pid in _descendants(proc.pid)} - {None}
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=60)
     assert proc.returncode == 0, proc.stderr.read()
-    wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in started), 30)
+    # Not only the processes seen: every member of their process groups is gone (a pool
+    # process or the beat whose leader exited first must not live on, orphaned).
+    wait_for(lambda: not _members(groups), 30, message=f"processes left: {_members(groups)}")

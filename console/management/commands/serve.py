@@ -182,3 +182,10 @@ class Command(BaseCommand):
                 except ProcessLookupError:
                     pass
                 proc.wait()
+        # The leader may be gone while members of its group live on (a pool process, the
+        # worker's beat): the group goes too, so nothing outlives `make run`.
+        for _name, proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
