@@ -267,15 +267,23 @@ def _attach_worktree_diffs(run: Run, page: list[Iteration]) -> None:
         it.worktree_diff = by_key.get((it.node_id, it.number))
 
 
-def usage(run: Run) -> dict:
+def usage(run: Run, *, own_only: bool = False, with_count: bool = False) -> dict:
     """Tokens and cost of the whole run: its iterations (a loop_group iteration carries the
     sum of its body steps) and its top-level agent steps. `cost_partial` says that some
-    usage had no known price, so the cost shown is a lower bound."""
-    sums = run.iterations.aggregate(
+    usage had no known price, so the cost shown is a lower bound. `own_only` leaves out
+    what a fork carried over (the budget counts only a run's own work); `with_count` adds
+    the number of iterations (two queries either way)."""
+    iterations = run.iterations.all()
+    steps = run.nodes.filter(iteration=0, kind__in=["prompt", "command"])
+    if own_only:
+        iterations = iterations.filter(carried_from__isnull=True)
+        steps = steps.filter(carried_from__isnull=True)
+    sums = iterations.aggregate(
         sum_in=Sum("tokens_in"),
         sum_out=Sum("tokens_out"),
         sum_cost=Sum("cost_usd"),
         unpriced=Count("id", filter=Q(tokens_in__isnull=False, cost_usd__isnull=True)),
+        count=Count("id", filter=~Q(status=Iteration.Status.PENDING)),
     )
     unpriced = sums["unpriced"]
     totals = {
@@ -283,9 +291,7 @@ def usage(run: Run) -> dict:
         "tokens_out": sums["sum_out"],
         "cost_usd": sums["sum_cost"],
     }
-    steps = run.nodes.filter(iteration=0, kind__in=["prompt", "command"]).values_list(
-        "state__tokens_in", "state__tokens_out", "state__cost_usd"
-    )
+    steps = steps.values_list("state__tokens_in", "state__tokens_out", "state__cost_usd")
     for tokens_in, tokens_out, cost in steps:
         if tokens_in is not None:
             totals["tokens_in"] = (totals["tokens_in"] or 0) + int(tokens_in)
@@ -294,9 +300,11 @@ def usage(run: Run) -> dict:
             totals["cost_usd"] = (totals["cost_usd"] or 0) + Decimal(str(cost))
         elif tokens_in is not None:
             unpriced += 1
-    if all(v is None for v in totals.values()):
+    if all(v is None for v in totals.values()) and not with_count:
         return {"usage": None}
     totals["cost_partial"] = bool(unpriced) and totals["cost_usd"] is not None
+    if with_count:
+        totals["iterations"] = sums["count"]
     return {"usage": totals}
 
 

@@ -51,7 +51,12 @@ def start_run(
     version=None,
     rerun_of: Run | None = None,
     started_via: str = "",
+    budget: dict | None = None,
+    forked: dict | None = None,
 ) -> Run:
+    """Start a run. `budget` (limits as a person gave them) replaces the recipe's limits
+    one by one; `forked` ({"from": run, "point": {...}}) is given by runs.fork only."""
+    from recipes.formats.budget import BudgetInvalid, clean_budget, merged
     from recipes.inputs import InputsInvalid, clean_inputs
 
     if user is not None:
@@ -61,19 +66,26 @@ def start_run(
     version = version or recipe.current_version
     if version is None or not recipe.valid and version == recipe.current_version:
         raise Conflict(f"Recipe '{recipe.slug}' has errors; fix it before starting a run.")
-    spec_inputs = _declared_inputs(recipe, version)
+    spec = _spec(recipe, version)
     try:
-        cleaned = clean_inputs(spec_inputs, inputs or {})
+        cleaned = clean_inputs(dict(getattr(spec, "inputs", {}) or {}), inputs or {})
     except InputsInvalid as exc:
         raise InputError(exc.errors) from None
+    try:
+        limits = merged(getattr(spec, "budget", None), clean_budget(budget))
+    except BudgetInvalid as exc:
+        raise InputError({f"budget.{k}": v for k, v in exc.errors.items()}) from None
     with transaction.atomic():
         run = Run.objects.create(
             recipe=recipe,
             recipe_version=version,
             message=message,
             inputs=cleaned,
+            budget=limits,
             started_by=user if user is not None and user.is_authenticated else None,
             rerun_of=rerun_of,
+            forked_from=forked["from"] if forked else None,
+            fork_point=forked["point"] if forked else {},
             workdir=workdir,
         )
         base = Path(settings.LOOP_DATA_DIR) / "runs" / str(run.pk)
@@ -87,18 +99,21 @@ def start_run(
             recipe=recipe.slug,
             version=version.number,
             by=user.get_username() if user is not None and user.is_authenticated else started_via,
+            budget=limits,
         )
-        dispatch.send_on_commit("advance_run", run.pk)
+        if forked:
+            forked["carry"](run)  # the fork's history, and where it goes on (runs.fork)
+        else:
+            dispatch.send_on_commit("advance_run", run.pk)
     return run
 
 
-def _declared_inputs(recipe, version) -> dict:
+def _spec(recipe, version):
     # The same cached parse the engine uses for this version: a start parses it once.
     try:
-        spec = spec_of(recipe, version)
+        return spec_of(recipe, version)
     except SpecError as exc:
         raise Conflict(f"Recipe '{recipe.slug}' v{version.number} does not load: {exc}") from None
-    return dict(getattr(spec, "inputs", {}) or {})
 
 
 def rerun(run: Run, *, user=None, on_current_version: bool = False) -> Run:
@@ -110,7 +125,16 @@ def rerun(run: Run, *, user=None, on_current_version: bool = False) -> Run:
         inputs=run.inputs,
         version=None if on_current_version else run.recipe_version,
         rerun_of=run,
+        budget=run.budget,
     )
+
+
+def fork_run(run: Run, actor: Actor, *, node: str, iteration: int, feedback="", prompt="") -> Run:
+    """A new run carrying `run`'s history up to that iteration, going on with this feedback
+    or prompt (runs.fork)."""
+    from runs.fork import fork_run as fork
+
+    return fork(run, actor, node=node, iteration=iteration, feedback=feedback, prompt=prompt)
 
 
 # --- cancelling and resuming ---------------------------------------------------------------
@@ -127,10 +151,50 @@ def cancel_run(run: Run, actor: Actor, *, reason: str = "") -> Run:
     return run
 
 
-def resume_run(run: Run, actor: Actor) -> Run:
-    """Re-run what did not complete (and `always_run` nodes); a loop restarts at iteration 1."""
+def set_budget(run: Run, actor: Actor, limits: dict, *, resume: bool = False) -> Run:
+    """Change a run's limits (a limit left out keeps its value; an empty one is removed),
+    and with `resume` go on after a budget stop."""
+    from recipes.formats.budget import BudgetInvalid, clean_budget
+
+    removed = [k for k, v in (limits or {}).items() if v is None or str(v).strip() == ""]
+    try:
+        given = clean_budget(limits, allow_empty_values=True)
+    except BudgetInvalid as exc:
+        raise InputError({f"budget.{k}": v for k, v in exc.errors.items()}) from None
     with transaction.atomic():
         run = lock_run(run.pk)
+        if run.is_terminal:
+            raise Conflict(f"Run {run.pk} is {run.status}; its budget no longer applies.")
+        budget = {k: v for k, v in {**run.budget, **given}.items() if k not in removed}
+        Run.objects.filter(pk=run.pk).update(budget=budget)
+        run.budget = budget
+        run.append_event("budget_changed", budget=budget, by=actor.name, surface=actor.surface)
+        if resume and run.status == Run.Status.BUDGET_EXCEEDED:
+            _resume_budget_stop(run, actor)
+    return run
+
+
+def _resume_budget_stop(run: Run, actor: Actor) -> None:
+    from runs import budget
+
+    over = next((s for s in budget.limits(run) if s.exceeded), None)
+    if over is not None:
+        raise Conflict(
+            f"Run {run.pk} is still over its budget ({over.words}); raise that limit first."
+        )
+    run.set_status(Run.Status.RUNNING, error="", by=actor.name, surface=actor.surface)
+    budget.resume_held_work(run)
+    run.update_status()
+
+
+def resume_run(run: Run, actor: Actor) -> Run:
+    """Re-run what did not complete (and `always_run` nodes); a loop restarts at iteration 1.
+    After a budget stop, go on where it stopped (once the budget allows)."""
+    with transaction.atomic():
+        run = lock_run(run.pk)
+        if run.status == Run.Status.BUDGET_EXCEEDED:
+            _resume_budget_stop(run, actor)
+            return run
         if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED):
             raise Conflict(
                 f"Only a failed or cancelled run can be resumed; run {run.pk} is {run.status}."

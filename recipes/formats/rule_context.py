@@ -28,7 +28,17 @@ FOREIGN_NODE_FIELDS = frozenset(
 )
 LOOP_DISCARDED_FIELDS = ("hooks", "mcp", "skills", "allowed_tools", "denied_tools", "context")
 TOP_LEVEL_FIELDS = frozenset(
-    {"name", "description", "interactive", "provider", "model", "providers", "inputs", "nodes"}
+    {
+        "name",
+        "description",
+        "interactive",
+        "provider",
+        "model",
+        "providers",
+        "inputs",
+        "budget",
+        "nodes",
+    }
 )
 _CONTROL_FIELDS = (
     "until",

@@ -80,6 +80,9 @@ class Gate(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     surface = models.CharField(max_length=20, choices=Surface.choices, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    carried_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="carried_copies"
+    )
 
     objects = GateQuerySet.as_manager()
 
