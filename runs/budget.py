@@ -95,6 +95,51 @@ def limits(run, used: dict | None = None) -> list[LimitState]:
     ]
 
 
+def attach_limits(runs) -> None:
+    """`budget_limits` on each run of a list (the inbox): two grouped queries for all."""
+    from django.db.models import Count, Q, Sum
+
+    from runs.models import Iteration, NodeRun
+
+    for run in runs:
+        run.budget_limits = []
+    with_budget = {run.pk: run for run in runs if run.budget}
+    if not with_budget:
+        return
+    own = Iteration.objects.filter(run_id__in=list(with_budget), carried_from__isnull=True)
+    sums = {
+        row["run_id"]: row
+        for row in own.values("run_id")
+        .annotate(
+            t_in=Sum("tokens_in"),
+            t_out=Sum("tokens_out"),
+            cost=Sum("cost_usd"),
+            count=Count("id", filter=~Q(status=Iteration.Status.PENDING)),
+        )
+        .order_by()
+    }
+    steps = NodeRun.objects.filter(
+        run_id__in=list(with_budget),
+        iteration=0,
+        kind__in=["prompt", "command"],
+        carried_from__isnull=True,
+    ).values_list("run_id", "state__tokens_in", "state__tokens_out", "state__cost_usd")
+    extra = {pk: [0, Decimal(0)] for pk in with_budget}
+    for run_id, tokens_in, tokens_out, cost in steps:
+        extra[run_id][0] += int(tokens_in or 0) + int(tokens_out or 0)
+        extra[run_id][1] += Decimal(str(cost)) if cost is not None else 0
+    now = timezone.now()
+    for pk, run in with_budget.items():
+        row = sums.get(pk, {})
+        used = {
+            "cost_usd": Decimal(row.get("cost") or 0) + extra[pk][1],
+            "tokens": Decimal((row.get("t_in") or 0) + (row.get("t_out") or 0) + extra[pk][0]),
+            "iterations": Decimal(row.get("count") or 0),
+            "wall_seconds": Decimal(int((now - (run.started_at or now)).total_seconds())),
+        }
+        run.budget_limits = limits(run, used)
+
+
 def stop_message(state: LimitState) -> str:
     return (
         f"Stopped by its budget before the next iteration: {state.words}. "

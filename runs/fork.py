@@ -84,6 +84,15 @@ def fork_run(run: Run, actor, *, node: str, iteration: int, feedback="", prompt=
     )
 
 
+def check_fork_point(run: Run, node: str, number: int) -> None:
+    """Refuse (NotFound / Conflict) an iteration that cannot be forked, as the fork would."""
+    point = _fork_point(run, node, number, "", "")
+    if point.row.kind not in CONTINUATIONS:
+        raise Conflict(f"Iterations of a {point.row.kind} node cannot be forked.")
+    if point.row.kind != "agent" and "." in point.row.node_id:
+        _check_workflow(point)
+
+
 def _fork_point(run: Run, node: str, number: int, feedback: str, prompt: str) -> ForkPoint:
     it = (
         Iteration.objects.select_related("node_run")

@@ -91,18 +91,32 @@ def inbox() -> dict:
         .select_related("run__recipe", "iteration")
         .order_by("created_at", "id")[:50]
     )
+    from runs import budget, chart
+
     running = list(
-        Run.objects.filter(status__in=[Run.Status.PENDING, Run.Status.RUNNING])
+        Run.objects.filter(
+            status__in=[Run.Status.PENDING, Run.Status.RUNNING, Run.Status.BUDGET_EXCEEDED]
+        )
         .select_related("recipe", "started_by")
         .order_by("-id")[:20]
     )
     loops_by_run = defaultdict(list)
-    for row in NodeRun.objects.filter(
-        run__in=[run.pk for run in running], iteration=0, kind__in=["loop", "loop_group"]
-    ).order_by("id"):
+    for row in (
+        NodeRun.objects.filter(
+            run__in=[run.pk for run in running],
+            iteration=0,
+            kind__in=["loop", "loop_group", "agent"],
+        )
+        .defer("output", "state")
+        .order_by("id")
+    ):
         loops_by_run[row.run_id].append(row)
+    lines = chart.sparklines([row for rows in loops_by_run.values() for row in rows])
     for run in running:
         run.loop_rows = loops_by_run[run.pk]
+        for row in run.loop_rows:
+            row.sparkline = lines.get(row.pk)
+    budget.attach_limits(running)
     finished = list(
         Run.objects.filter(status__in=Run.TERMINAL)
         .select_related("recipe", "started_by")

@@ -52,6 +52,7 @@ def start_run(
     rerun_of: Run | None = None,
     started_via: str = "",
     budget: dict | None = None,
+    budget_replaces_recipe: bool = False,
     forked: dict | None = None,
 ) -> Run:
     """Start a run. `budget` (limits as a person gave them) replaces the recipe's limits
@@ -72,7 +73,8 @@ def start_run(
     except InputsInvalid as exc:
         raise InputError(exc.errors) from None
     try:
-        limits = merged(getattr(spec, "budget", None), clean_budget(budget))
+        given = clean_budget(budget, allow_empty_values=True)
+        limits = given if budget_replaces_recipe else merged(getattr(spec, "budget", None), given)
     except BudgetInvalid as exc:
         raise InputError({f"budget.{k}": v for k, v in exc.errors.items()}) from None
     with transaction.atomic():
