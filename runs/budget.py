@@ -163,8 +163,14 @@ def allows_next_iteration(run, row, hold: dict) -> bool:
         run.set_status(
             Run.Status.BUDGET_EXCEEDED, error=stop_message(over), **over.as_dict(), node=row.node_id
         )
-    row.state = {**row.state, HOLD: hold}
-    type(row).objects.filter(pk=row.pk).update(state=row.state, lease_expires_at=None)
+    # The node waits (paused, no lease) and keeps what it will do on resume; the whole
+    # row is written, since a caller (settle_loop) leaves that to the transition it calls.
+    row._move(
+        row.Status.PAUSED,
+        allowed=row.UNFINISHED,
+        state={**row.state, HOLD: hold},
+        lease_expires_at=None,
+    )
     return False
 
 

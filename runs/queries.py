@@ -88,7 +88,8 @@ def take_page(rows, size: int) -> tuple[list, bool]:
 def inbox() -> dict:
     gates = list(
         Gate.objects.filter(status=Gate.Status.PENDING)
-        .select_related("run__recipe", "iteration")
+        .select_related("run__recipe", "iteration", "node_run")
+        .defer("node_run__output", "node_run__state")
         .order_by("created_at", "id")[:50]
     )
     from runs import budget, chart
@@ -111,7 +112,11 @@ def inbox() -> dict:
         .order_by("id")
     ):
         loops_by_run[row.run_id].append(row)
-    lines = chart.sparklines([row for rows in loops_by_run.values() for row in rows])
+    loop_rows = [row for rows in loops_by_run.values() for row in rows]
+    gate_rows = [gate.node_run for gate in gates if gate.kind == Gate.Kind.LOOP]
+    lines = chart.sparklines(loop_rows + gate_rows)
+    for gate in gates:
+        gate.sparkline = lines.get(gate.node_run_id)
     for run in running:
         run.loop_rows = loops_by_run[run.pk]
         for row in run.loop_rows:

@@ -5,6 +5,7 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console.permissions import operator_required, viewer_required
@@ -129,9 +130,12 @@ def iteration_compare(request):
         if b.run_id != b_run.pk and request.GET.get("b_run"):
             b = None  # the run was changed: pick from its iterations
     if b is None:
-        b = comparing.default_partner(a) if b_run.pk == a.run_id else None
-        if b is None:
-            b = b_run.iterations.order_by("-id").first()
+        if b_run.pk == a.run_id and (partner := comparing.default_partner(a)):
+            # Only one named: the earlier of the pair on the left, and an address that
+            # keeps the comparison.
+            older, newer = sorted([a, partner], key=lambda it: it.number)
+            return redirect(f"{reverse('iteration_compare')}?a={older.pk}&b={newer.pk}")
+        b = b_run.iterations.order_by("-id").first()
     view = "unified" if request.GET.get("view") == "unified" else "split"
     context = {
         "a": a,

@@ -281,10 +281,7 @@ class RecordingHost:
         """The kernel's budget check before a new agent call; when it says stop, the
         `workflow` node waits, holding no lease, until the run is resumed."""
         workflow = NodeRun.objects.select_for_update().get(pk=self.row.pk)
-        if budget.allows_next_iteration(run, workflow, {"action": "node"}):
-            return True
-        self._owned().update(status=NodeRun.Status.PAUSED, lease_expires_at=None)
-        return False
+        return budget.allows_next_iteration(run, workflow, {"action": "node"})
 
     def _call_done(self, it: Iteration, result: AgentResult, raw: str) -> None:
         with transaction.atomic():
