@@ -20,6 +20,7 @@ from runs.fork import PROMPT_LIMIT
 from runs.models.gate import COMMENT_LIMIT
 
 router = Router()
+iterations_router = Router()  # /api/iterations/...: comparisons may span two runs
 
 
 class ForkIn(JsonObject):
@@ -118,7 +119,7 @@ def fork(request, payload: ForkIn, run_id: int = RunId):
     )
 
 
-@router.get(
+@iterations_router.get(
     "/compare",
     response={200: dict[str, Any], **errors(403, 404, 409, 422)},
     summary="Compare two iterations (of one run or two runs of one recipe)",
