@@ -103,10 +103,9 @@ def inbox() -> dict:
     )
     loops_by_run = defaultdict(list)
     for row in (
-        NodeRun.objects.filter(
-            run__in=[run.pk for run in running],
-            iteration=0,
-            kind__in=["loop", "loop_group", "agent"],
+        NodeRun.objects.filter(run__in=[run.pk for run in running], iteration=0)
+        .filter(  # a Python loop's agents count as loops; a pipeline's single calls do not
+            Q(kind__in=["loop", "loop_group"]) | Q(kind="agent", max_iterations__isnull=False)
         )
         .defer("output", "state")
         .order_by("id")

@@ -92,6 +92,7 @@ def _positive_int(raw) -> int | None:
 PARTS = {
     "header": ("runs/_header.html", lambda run: {**queries.usage(run), **_history_part(run)}),
     "budget": ("runs/_budget.html", lambda run: _history_part(run)),
+    "budget-meters": ("runs/_budget_meters.html", lambda run: _history_part(run)),
     "chart": ("runs/_chart.html", None),
     "nodes": ("runs/_nodes.html", queries.nodes),
     "gate": ("runs/_gate.html", queries.gate_state),

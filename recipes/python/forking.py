@@ -7,11 +7,18 @@ forked agent's instructions from the next iteration on (`RecordingHost.forked_pr
 from __future__ import annotations
 
 from runs import dispatch
+from runs.errors import Conflict
 from runs.models import Gate, Iteration, NodeRun
 
 
 def check(point) -> None:
-    return None  # any completed agent call of a loop can be a fork point
+    """Any completed agent call inside a LoopWorkflow can be a fork point; a single call of
+    a pipeline has no next iteration to go on with."""
+    if not point.row.max_iterations:
+        raise Conflict(
+            f"'{point.row.node_id}' is not inside a loop: only a loop's iterations can be "
+            "forked from."
+        )
 
 
 def carry(new, point, counts: dict) -> None:
