@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from django.db.models import Q
 from django.utils import timezone
 
+from runs import worktree
 from runs.errors import Conflict, InputError, NotFound
 from runs.models import Iteration, NodeRun, Run
 from runs.models.gate import COMMENT_LIMIT
@@ -62,6 +63,10 @@ def fork_run(run: Run, actor, *, node: str, iteration: int, feedback="", prompt=
     if continuation is None:
         raise Conflict(f"Iterations of a {point.row.kind} node cannot be forked.")
     continuation.check(point)
+    place = {}
+    started_from = worktree.fork_start(run, point.it.finished_at)
+    if started_from is not None:  # its own worktree, as the original's was at that moment
+        place = {"workdir": started_from[0], "commit": started_from[1]}
     return services.start_run(
         run.recipe,
         user=actor.person,
@@ -70,6 +75,7 @@ def fork_run(run: Run, actor, *, node: str, iteration: int, feedback="", prompt=
         inputs=run.inputs,
         version=run.recipe_version,
         budget=run.budget,
+        workdir=place.get("workdir", ""),
         forked={
             "from": run,
             "point": {
@@ -78,6 +84,7 @@ def fork_run(run: Run, actor, *, node: str, iteration: int, feedback="", prompt=
                 "iteration_id": point.it.pk,
                 "feedback": point.feedback,
                 "prompt": point.prompt,
+                **({"commit": place["commit"]} if place else {}),
             },
             "carry": lambda new: _carry(new, point, continuation, actor),
         },
