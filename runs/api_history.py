@@ -15,7 +15,14 @@ from runs import chart as charts
 from runs import compare as comparing
 from runs import services
 from runs.actor import Actor
-from runs.api import MAX_ID, RunId, readable_run, refuse_unknown_parameters, run_url
+from runs.api import (
+    MAX_ID,
+    RunId,
+    UnknownParameter,
+    readable_run,
+    refuse_unknown_parameters,
+    run_url,
+)
 from runs.fork import PROMPT_LIMIT
 from runs.models.gate import COMMENT_LIMIT
 
@@ -44,8 +51,11 @@ class ForkOut(Schema):
 
 
 class CompareFilters(Schema):
-    a: int = Field(..., ge=1, le=MAX_ID, description="An iteration id")
-    b: int = Field(..., ge=1, le=MAX_ID, description="Another iteration id (same recipe)")
+    # Required, but checked after the caller's role: who may not read learns nothing more.
+    a: int | None = Field(None, ge=1, le=MAX_ID, description="An iteration id (required)")
+    b: int | None = Field(
+        None, ge=1, le=MAX_ID, description="Another iteration id, same recipe (required)"
+    )
 
 
 class ChartFilters(Schema):
@@ -127,6 +137,8 @@ def fork(request, payload: ForkIn, run_id: int = RunId):
 def compare(request, filters: Query[CompareFilters]):
     require(request.auth, "runs.view_run")
     refuse_unknown_parameters(request, CompareFilters)
+    if filters.a is None or filters.b is None:
+        raise UnknownParameter("Name the two iterations to compare: ?a=ID&b=ID.")
     a, b = comparing.iteration(filters.a), comparing.iteration(filters.b)
     return comparing.as_dict(a, b, comparing.compare(a, b))
 

@@ -244,7 +244,7 @@ def continue_node(new: Run, point: ForkPoint, **state) -> NodeRun:
         state={**kept, **state},
         attempts=0,
         queued_at=timezone.now(),
-        started_at=row.started_at or timezone.now(),
+        started_at=timezone.now(),
         finished_at=None,
     )[row.pk]
     return copy

@@ -168,9 +168,10 @@ def set_budget(run: Run, actor: Actor, limits: dict, *, resume: bool = False) ->
         if run.is_terminal:
             raise Conflict(f"Run {run.pk} is {run.status}; its budget no longer applies.")
         budget = {k: v for k, v in {**run.budget, **given}.items() if k not in removed}
-        Run.objects.filter(pk=run.pk).update(budget=budget)
-        run.budget = budget
-        run.append_event("budget_changed", budget=budget, by=actor.name, surface=actor.surface)
+        if budget != run.budget:
+            Run.objects.filter(pk=run.pk).update(budget=budget)
+            run.budget = budget
+            run.append_event("budget_changed", budget=budget, by=actor.name, surface=actor.surface)
         if resume and run.status == Run.Status.BUDGET_EXCEEDED:
             _resume_budget_stop(run, actor)
     return run

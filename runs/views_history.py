@@ -198,6 +198,6 @@ def run_budget_change(request, run_id):
         "notice": notice,
         "notice_level_tag": level,
     }
-    if errors:  # what was typed comes back in its boxes
+    if level == "error":  # what was typed comes back in its boxes
         context["budget_fields"] = [(n, LABELS[n].capitalize(), limits[n]) for n in LIMITS]
     return render(request, "runs/_budget.html", context)

@@ -8,6 +8,7 @@ from recipes.validation import validate_source
 from runs import budget, services
 from runs.actor import Actor
 from runs.errors import Conflict, InputError
+from runs.event_text import describe
 from tests.conftest import wait_run
 from tests.providers.conftest import FAKE_CLAUDE
 
@@ -71,6 +72,8 @@ def test_iterations_limit_stops_between_iterations_then_raise_and_resume(
     assert len(calls(run)) == 5
     warned = run.events.filter(kind="budget_warning").values_list("data__limit", flat=True)
     assert list(warned) == ["iterations"]
+    stop = run.events.get(kind="run_budget_exceeded")
+    assert describe(stop) == "The run stopped at its budget (iterations) before its next iteration."
     with pytest.raises(Conflict, match="still over its budget"):
         services.resume_run(run, actor)
     services.set_budget(run, actor, {"iterations": 10}, resume=True)
@@ -80,7 +83,7 @@ def test_iterations_limit_stops_between_iterations_then_raise_and_resume(
     assert node(run, "work").status == "completed"
 
 
-def test_a_recipe_budget_is_merged_with_the_start_budget(live_worker, recipe, actor):
+def test_a_recipe_budget_is_merged_with_the_start_budget(db, recipe, actor):
     made = recipe(LOOP, head="budget: {iterations: 2, wall_seconds: 3600}\n")
     run = services.start_run(made, budget={"iterations": 4})
     assert run.budget == {"iterations": 4, "wall_seconds": 3600}

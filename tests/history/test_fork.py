@@ -7,6 +7,7 @@ import pytest
 from runs import services
 from runs.actor import Actor
 from runs.errors import Conflict, InputError, NotFound
+from runs.event_text import describe
 from runs.models import Run
 from tests.conftest import wait_run
 
@@ -65,6 +66,10 @@ def test_fork_a_workflow_loop_carries_history_and_continues_with_feedback(live_w
     assert list(original.forks.all()) == [fork]
     forked = fork.events.get(kind="run_forked")
     assert forked.data["from_run"] == original.pk and forked.data["iteration"] == 1
+    assert describe(forked) == (
+        f"otto forked run {original.pk} after work iteration 1: 1 iteration(s) carried over "
+        "with the feedback “be bolder”."
+    )
 
 
 def test_fork_resumes_the_threaded_session_and_an_edited_prompt(live_worker, recipe, cli):

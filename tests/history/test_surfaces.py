@@ -262,5 +262,7 @@ def test_fork_over_the_api_and_budget_resume_from_the_cli(live_worker, recipe, o
     assert "run " in out
     wait_run(run, "completed", "failed", "budget_exceeded")
     assert run.status == "completed" and len(iterations(run, "work")) == 4
-    out = cli("fork", str(run.pk), "--node", "work", "--iteration", "3", "--json")
-    assert json.loads(out)["forked_from"] == run.pk
+    out = json.loads(cli("fork", str(run.pk), "--node", "work", "--iteration", "3", "--json"))
+    assert out["forked_from"] == run.pk
+    last = wait_run(type(run).objects.get(pk=out["id"]), "completed", "failed", "budget_exceeded")
+    assert [it.number for it in iterations(last, "work")] == [1, 2, 3, 4]
