@@ -141,9 +141,9 @@ def iteration_compare(request):
         "a": a,
         "b": b,
         "view": view,
-        "runs": comparing.sibling_runs(a.run),
-        "a_choices": comparing.choices(a.run),
-        "b_choices": comparing.choices(b_run),
+        "runs": _with(comparing.sibling_runs(a.run), b_run),
+        "a_choices": _with(comparing.choices(a.run), a),
+        "b_choices": _with(comparing.choices(b_run), b),
         "diffs": [],
     }
     status = 200
@@ -153,6 +153,13 @@ def iteration_compare(request):
         except services.ServiceError as exc:
             context["error"], context["b"], status = str(exc), None, exc.status
     return render(request, "runs/compare.html", context, status=status)
+
+
+def _with(options: list, chosen) -> list:
+    """A picker's options always include what is chosen (an old run, an early iteration)."""
+    if chosen is not None and all(o.pk != chosen.pk for o in options):
+        return [chosen, *options]
+    return options
 
 
 def _int(raw) -> int:
