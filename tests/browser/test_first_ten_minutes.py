@@ -116,15 +116,15 @@ def test_first_ten_minutes(
         run = walk.start("release-approval", f"rejected release by {width}")
         expect(gate).to_contain_text("ship now or hold?")
         reason = gate.locator("textarea[name=reason]")
-        for _ in range(5):  # a live refresh of the panel may close it again: open until typed
+        for _ in range(5):  # a live refresh of the panel may close it again: open until sent
             gate.locator("details.reject").evaluate("el => el.open = true")
             try:
                 reason.fill("the changelog is incomplete", timeout=5_000)
+                walk.shot("gate-reject")
+                gate.locator("button:has-text('Reject')").click(timeout=5_000)
                 break
             except PlaywrightTimeout:
                 continue
-        walk.shot("gate-reject")
-        gate.locator("button:has-text('Reject')").click()
         wait_run(run, "failed")
         page.reload()
         expect(page.locator("body")).to_contain_text("the changelog is incomplete")
