@@ -72,3 +72,51 @@ def compare(versions: dict, a, b) -> dict:
         "rows": rows,
         "stats": stats(rows),
     }
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    kind: str  # "same", "change", "add", "remove", "hunk"
+    old: str | None = None
+    new: str | None = None
+    old_number: int | None = None
+    new_number: int | None = None
+
+
+def side_by_side(old: str, new: str, context: int = 3) -> list[SideBySide]:
+    """The same hunks as `unified`, as rows of two columns (a changed line pairs with the
+    line that replaced it); empty when the texts are equal."""
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    rows: list[SideBySide] = []
+    matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
+    for group in matcher.get_grouped_opcodes(context):
+        first = group[0]
+        rows.append(SideBySide("hunk", f"line {first[1] + 1}", f"line {first[3] + 1}"))
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                rows += [
+                    SideBySide("same", old_lines[i], new_lines[j], i + 1, j + 1)
+                    for i, j in zip(range(i1, i2), range(j1, j2), strict=True)
+                ]
+                continue
+            left, right = list(range(i1, i2)), list(range(j1, j2))
+            for n in range(max(len(left), len(right))):
+                i = left[n] if n < len(left) else None
+                j = right[n] if n < len(right) else None
+                kind = (
+                    "change"
+                    if i is not None and j is not None
+                    else "remove"
+                    if j is None
+                    else "add"
+                )
+                rows.append(
+                    SideBySide(
+                        kind,
+                        old_lines[i] if i is not None else None,
+                        new_lines[j] if j is not None else None,
+                        i + 1 if i is not None else None,
+                        j + 1 if j is not None else None,
+                    )
+                )
+    return rows

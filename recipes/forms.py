@@ -9,7 +9,10 @@ import re
 
 from django import forms
 
+from recipes.formats.budget import LABELS, LIMITS
+
 FIELD_PREFIX = "input_"
+BUDGET_PREFIX = "budget_"
 # A recipe whose prompts use the message has nothing to work on without one.
 USES_MESSAGE = re.compile(r"\$\{?(?:USER_MESSAGE|ARGUMENTS)\b")
 
@@ -48,7 +51,7 @@ class StartRunForm(forms.Form):
         help_text="What this run is about ($USER_MESSAGE in the recipe).",
     )
 
-    def __init__(self, *args, declared: dict, needs_message: bool = False, **kwargs):
+    def __init__(self, *args, declared: dict, needs_message: bool = False, budget=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.declared = declared
         if needs_message:
@@ -62,6 +65,23 @@ class StartRunForm(forms.Form):
             field = _field(spec)
             field.label = field.label or name
             self.fields[FIELD_PREFIX + name] = field
+        for name in LIMITS:  # the recipe's limits, which a person may change for this run
+            self.fields[BUDGET_PREFIX + name] = forms.CharField(
+                required=False,
+                label=f"Budget: {LABELS[name]}",
+                initial=(budget or {}).get(name, ""),
+                help_text="Empty: no limit." if name == LIMITS[-1] else "",
+                widget=forms.TextInput(attrs={"inputmode": "decimal", "size": 12}),
+            )
+
+    def budget_fields(self):
+        return [self[BUDGET_PREFIX + name] for name in LIMITS]
+
+    def other_fields(self):
+        return [f for f in self if not f.name.startswith(BUDGET_PREFIX)]
+
+    def raw_budget(self) -> dict:
+        return {name: self.cleaned_data.get(BUDGET_PREFIX + name) or "" for name in LIMITS}
 
     def raw_inputs(self) -> dict:
         return {name: self.cleaned_data.get(FIELD_PREFIX + name) for name in self.declared}
@@ -69,4 +89,6 @@ class StartRunForm(forms.Form):
     def add_input_errors(self, errors: dict) -> None:
         for name, message in errors.items():
             key = FIELD_PREFIX + name
+            if name.startswith("budget."):
+                key = BUDGET_PREFIX + name.removeprefix("budget.")
             self.add_error(key if key in self.fields else None, f"{name}: {message}")

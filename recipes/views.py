@@ -65,9 +65,13 @@ def recipe_diff(request, slug):
 @operator_required
 def recipe_start(request, slug):
     recipe = get_object_or_404(Recipe.objects.select_related("current_version"), slug=slug)
-    declared = dict(getattr(current_spec(recipe), "inputs", {}) or {})
+    spec = current_spec(recipe)
+    declared = dict(getattr(spec, "inputs", {}) or {})
     form = StartRunForm(
-        request.POST or None, declared=declared, needs_message=uses_message(recipe.source)
+        request.POST or None,
+        declared=declared,
+        needs_message=uses_message(recipe.source),
+        budget=getattr(spec, "budget", None),
     )
     if request.method == "POST" and form.is_valid():
         try:
@@ -76,6 +80,8 @@ def recipe_start(request, slug):
                 user=request.user,
                 message=form.cleaned_data["message"],
                 inputs=form.raw_inputs(),
+                budget=form.raw_budget(),
+                budget_replaces_recipe=True,  # the form showed the recipe's limits
             )
         except services.InputError as exc:
             form.add_input_errors(exc.errors)

@@ -39,6 +39,9 @@ class RunStartIn(JsonObject):
     recipe: Text = Field(..., max_length=100, description="The recipe's slug")
     message: Text = Field("", max_length=100_000)
     inputs: dict[str, Any] = Field(default_factory=dict)
+    budget: dict[str, Any] | None = Field(
+        None, description="Limits for this run: cost_usd, tokens, wall_seconds, iterations"
+    )
 
 
 class RunCreatedOut(Schema):
@@ -236,7 +239,11 @@ def start(request, payload: RunStartIn):
     require(request.auth, "runs.operate_run")
     recipe = get_object_or_404(Recipe, slug=payload.recipe)
     run = services.start_run(
-        recipe, user=request.auth, message=payload.message, inputs=payload.inputs
+        recipe,
+        user=request.auth,
+        message=payload.message,
+        inputs=payload.inputs,
+        budget=payload.budget,
     )
     return Status(201, {"id": run.pk, "status": run.status, "url": run_url(request, run)})
 

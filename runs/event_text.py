@@ -43,8 +43,11 @@ def _run_status(kind: str, data: dict) -> str:
         "cancelled": "The run was cancelled",
         "paused": "The run is waiting for a decision.",
         "pending": "The run is waiting to start.",
+        "budget_exceeded": "The run stopped at its budget",
     }.get(status, f"The run is now {status}.")
     error = data.get("error")
+    if status == "budget_exceeded":
+        return sentence + f" ({data.get('limit', '').replace('_', ' ')}) before its next iteration."
     if status in ("failed", "cancelled"):
         sentence += f": {_short(error)}" if error else "."
     return sentence
@@ -60,6 +63,13 @@ def describe(event: RunEvent) -> str:
         by = data.get("by") or "someone"
         version = data.get("version")
         return f"{by} started the run on recipe {data.get('recipe', '')} version {version}."
+    if kind == "run_forked":
+        extra = f" with the feedback “{_short(data['feedback'])}”" if data.get("feedback") else ""
+        prompt = " and a new prompt" if data.get("prompt_changed") else ""
+        return (
+            f"{data.get('by') or 'Someone'} forked run {data.get('from_run')} after {where}: "
+            f"{data.get('carried_iterations', 0)} iteration(s) carried over{extra}{prompt}."
+        )
     if kind.startswith("run_"):
         return _run_status(kind, data)
     if kind == "node_queued":
@@ -107,6 +117,11 @@ def describe(event: RunEvent) -> str:
         return f"Child run {data.get('child')}{_item(data)} of {step} {data.get('status')}."
     if kind == "child_run_resumed":
         return f"{step} resumed child run {data.get('child')}."
+    if kind == "budget_warning":
+        return f"The budget is nearly spent: {data.get('percent')} % of its {_limit(data)}."
+    if kind == "budget_changed":
+        limits = ", ".join(f"{k} {v}" for k, v in (data.get("budget") or {}).items()) or "none"
+        return f"{data.get('by') or 'Someone'} set the budget: {limits}."
     if kind == "worktree_diff":
         return f"{where} changed files in the worktree."
     return f"{kind.replace('_', ' ').capitalize()}{' at ' + step if step else ''}."
@@ -115,6 +130,12 @@ def describe(event: RunEvent) -> str:
 def _item(data: dict) -> str:
     index = data.get("index")
     return f" (item {index})" if index is not None else ""
+
+
+def _limit(data: dict) -> str:
+    from recipes.formats.budget import LABELS
+
+    return LABELS.get(data.get("limit"), str(data.get("limit")))
 
 
 def _decision(step: str, data: dict) -> str:

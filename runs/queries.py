@@ -88,21 +88,39 @@ def take_page(rows, size: int) -> tuple[list, bool]:
 def inbox() -> dict:
     gates = list(
         Gate.objects.filter(status=Gate.Status.PENDING)
-        .select_related("run__recipe", "iteration")
+        .select_related("run__recipe", "iteration", "node_run")
+        .defer("node_run__output", "node_run__state")
         .order_by("created_at", "id")[:50]
     )
+    from runs import budget, chart
+
     running = list(
-        Run.objects.filter(status__in=[Run.Status.PENDING, Run.Status.RUNNING])
+        Run.objects.filter(
+            status__in=[Run.Status.PENDING, Run.Status.RUNNING, Run.Status.BUDGET_EXCEEDED]
+        )
         .select_related("recipe", "started_by")
         .order_by("-id")[:20]
     )
     loops_by_run = defaultdict(list)
-    for row in NodeRun.objects.filter(
-        run__in=[run.pk for run in running], iteration=0, kind__in=["loop", "loop_group"]
-    ).order_by("id"):
+    for row in (
+        NodeRun.objects.filter(run__in=[run.pk for run in running], iteration=0)
+        .filter(  # a Python loop's agents count as loops; a pipeline's single calls do not
+            Q(kind__in=["loop", "loop_group"]) | Q(kind="agent", max_iterations__isnull=False)
+        )
+        .defer("output", "state")
+        .order_by("id")
+    ):
         loops_by_run[row.run_id].append(row)
+    loop_rows = [row for rows in loops_by_run.values() for row in rows]
+    gate_rows = [gate.node_run for gate in gates if gate.kind == Gate.Kind.LOOP]
+    lines = chart.sparklines(loop_rows + gate_rows)
+    for gate in gates:
+        gate.sparkline = lines.get(gate.node_run_id)
     for run in running:
         run.loop_rows = loops_by_run[run.pk]
+        for row in run.loop_rows:
+            row.sparkline = lines.get(row.pk)
+    budget.attach_limits(running)
     finished = list(
         Run.objects.filter(status__in=Run.TERMINAL)
         .select_related("recipe", "started_by")
@@ -300,15 +318,23 @@ def _attach_worktree_diffs(run: Run, page: list[Iteration]) -> None:
         it.worktree_diff = by_key.get((it.node_id, it.number))
 
 
-def usage(run: Run) -> dict:
+def usage(run: Run, *, own_only: bool = False, with_count: bool = False) -> dict:
     """Tokens and cost of the whole run: its iterations (a loop_group iteration carries the
     sum of its body steps) and its top-level agent steps. `cost_partial` says that some
-    usage had no known price, so the cost shown is a lower bound."""
-    sums = run.iterations.aggregate(
+    usage had no known price, so the cost shown is a lower bound. `own_only` leaves out
+    what a fork carried over (the budget counts only a run's own work); `with_count` adds
+    the number of iterations (two queries either way)."""
+    iterations = run.iterations.all()
+    steps = run.nodes.filter(iteration=0, kind__in=["prompt", "command"])
+    if own_only:
+        iterations = iterations.filter(carried_from__isnull=True)
+        steps = steps.filter(carried_from__isnull=True)
+    sums = iterations.aggregate(
         sum_in=Sum("tokens_in"),
         sum_out=Sum("tokens_out"),
         sum_cost=Sum("cost_usd"),
         unpriced=Count("id", filter=Q(tokens_in__isnull=False, cost_usd__isnull=True)),
+        count=Count("id", filter=~Q(status=Iteration.Status.PENDING)),
     )
     unpriced = sums["unpriced"]
     totals = {
@@ -316,9 +342,7 @@ def usage(run: Run) -> dict:
         "tokens_out": sums["sum_out"],
         "cost_usd": sums["sum_cost"],
     }
-    steps = run.nodes.filter(iteration=0, kind__in=["prompt", "command"]).values_list(
-        "state__tokens_in", "state__tokens_out", "state__cost_usd"
-    )
+    steps = steps.values_list("state__tokens_in", "state__tokens_out", "state__cost_usd")
     for tokens_in, tokens_out, cost in steps:
         if tokens_in is not None:
             totals["tokens_in"] = (totals["tokens_in"] or 0) + int(tokens_in)
@@ -327,9 +351,11 @@ def usage(run: Run) -> dict:
             totals["cost_usd"] = (totals["cost_usd"] or 0) + Decimal(str(cost))
         elif tokens_in is not None:
             unpriced += 1
-    if all(v is None for v in totals.values()):
+    if all(v is None for v in totals.values()) and not with_count:
         return {"usage": None}
     totals["cost_partial"] = bool(unpriced) and totals["cost_usd"] is not None
+    if with_count:
+        totals["iterations"] = sums["count"]
     return {"usage": totals}
 
 

@@ -53,9 +53,15 @@ def start_run(
     started_via: str = "",
     parent_node: NodeRun | None = None,
     child_index: int | None = None,
+    budget: dict | None = None,
+    budget_replaces_recipe: bool = False,
+    forked: dict | None = None,
 ) -> Run:
     """A new run of `recipe`. With `parent_node` it is a child run of that `workflow:` node,
-    started by the engine for whoever started the parent."""
+    started by the engine for whoever started the parent. `budget` (limits as a person gave
+    them) replaces the recipe's limits one by one; `forked` ({"from": run, "point": {...}})
+    is given by runs.fork only."""
+    from recipes.formats.budget import BudgetInvalid, clean_budget, merged
     from recipes.inputs import InputsInvalid, clean_inputs
 
     if user is not None:
@@ -65,8 +71,9 @@ def start_run(
     version = version or recipe.current_version
     if version is None or not recipe.valid and version == recipe.current_version:
         raise Conflict(f"Recipe '{recipe.slug}' has errors; fix it before starting a run.")
-    spec_inputs = _declared_inputs(recipe, version)
+    spec = _spec(recipe, version)
     try:
+        spec_inputs = dict(getattr(spec, "inputs", {}) or {})
         if parent_node is not None and not spec_inputs:
             cleaned = dict(inputs or {})  # no declared inputs: a parent's values pass as given
         else:
@@ -75,14 +82,22 @@ def start_run(
         raise InputError(exc.errors) from None
     if parent_node is not None:
         user = parent_node.run.started_by
+    try:
+        given = clean_budget(budget, allow_empty_values=True)
+        limits = given if budget_replaces_recipe else merged(getattr(spec, "budget", None), given)
+    except BudgetInvalid as exc:
+        raise InputError({f"budget.{k}": v for k, v in exc.errors.items()}) from None
     with transaction.atomic():
         run = Run.objects.create(
             recipe=recipe,
             recipe_version=version,
             message=message,
             inputs=cleaned,
+            budget=limits,
             started_by=user if user is not None and user.is_authenticated else None,
             rerun_of=rerun_of,
+            forked_from=forked["from"] if forked else None,
+            fork_point=forked["point"] if forked else {},
             workdir=workdir,
             parent=parent_node.run if parent_node is not None else None,
             parent_node=parent_node,
@@ -101,18 +116,21 @@ def start_run(
             by=started_via
             if parent_node is not None or user is None or not user.is_authenticated
             else user.get_username(),
+            budget=limits,
         )
-        dispatch.send_on_commit("advance_run", run.pk)
+        if forked:
+            forked["carry"](run)  # the fork's history, and where it goes on (runs.fork)
+        else:
+            dispatch.send_on_commit("advance_run", run.pk)
     return run
 
 
-def _declared_inputs(recipe, version) -> dict:
+def _spec(recipe, version):
     # The same cached parse the engine uses for this version: a start parses it once.
     try:
-        spec = spec_of(recipe, version)
+        return spec_of(recipe, version)
     except SpecError as exc:
         raise Conflict(f"Recipe '{recipe.slug}' v{version.number} does not load: {exc}") from None
-    return dict(getattr(spec, "inputs", {}) or {})
 
 
 def rerun(run: Run, *, user=None, on_current_version: bool = False) -> Run:
@@ -124,7 +142,16 @@ def rerun(run: Run, *, user=None, on_current_version: bool = False) -> Run:
         inputs=run.inputs,
         version=None if on_current_version else run.recipe_version,
         rerun_of=run,
+        budget=run.budget,
     )
+
+
+def fork_run(run: Run, actor: Actor, *, node: str, iteration: int, feedback="", prompt="") -> Run:
+    """A new run carrying `run`'s history up to that iteration, going on with this feedback
+    or prompt (runs.fork)."""
+    from runs.fork import fork_run as fork
+
+    return fork(run, actor, node=node, iteration=iteration, feedback=feedback, prompt=prompt)
 
 
 # --- cancelling and resuming ---------------------------------------------------------------
@@ -141,10 +168,51 @@ def cancel_run(run: Run, actor: Actor, *, reason: str = "") -> Run:
     return run
 
 
-def resume_run(run: Run, actor: Actor) -> Run:
-    """Re-run what did not complete (and `always_run` nodes); a loop restarts at iteration 1."""
+def set_budget(run: Run, actor: Actor, limits: dict, *, resume: bool = False) -> Run:
+    """Change a run's limits (a limit left out keeps its value; an empty one is removed),
+    and with `resume` go on after a budget stop."""
+    from recipes.formats.budget import BudgetInvalid, clean_budget
+
+    removed = [k for k, v in (limits or {}).items() if v is None or str(v).strip() == ""]
+    try:
+        given = clean_budget(limits, allow_empty_values=True)
+    except BudgetInvalid as exc:
+        raise InputError({f"budget.{k}": v for k, v in exc.errors.items()}) from None
     with transaction.atomic():
         run = lock_run(run.pk)
+        if run.is_terminal:
+            raise Conflict(f"Run {run.pk} is {run.status}; its budget no longer applies.")
+        budget = {k: v for k, v in {**run.budget, **given}.items() if k not in removed}
+        if budget != run.budget:
+            Run.objects.filter(pk=run.pk).update(budget=budget)
+            run.budget = budget
+            run.append_event("budget_changed", budget=budget, by=actor.name, surface=actor.surface)
+        if resume and run.status == Run.Status.BUDGET_EXCEEDED:
+            _resume_budget_stop(run, actor)
+    return run
+
+
+def _resume_budget_stop(run: Run, actor: Actor) -> None:
+    from runs import budget
+
+    over = next((s for s in budget.limits(run) if s.exceeded), None)
+    if over is not None:
+        raise Conflict(
+            f"Run {run.pk} is still over its budget ({over.words}); raise that limit first."
+        )
+    run.set_status(Run.Status.RUNNING, error="", by=actor.name, surface=actor.surface)
+    budget.resume_held_work(run)
+    run.update_status()
+
+
+def resume_run(run: Run, actor: Actor) -> Run:
+    """Re-run what did not complete (and `always_run` nodes); a loop restarts at iteration 1.
+    After a budget stop, go on where it stopped (once the budget allows)."""
+    with transaction.atomic():
+        run = lock_run(run.pk)
+        if run.status == Run.Status.BUDGET_EXCEEDED:
+            _resume_budget_stop(run, actor)
+            return run
         if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED):
             raise Conflict(
                 f"Only a failed or cancelled run can be resumed; run {run.pk} is {run.status}."

@@ -62,7 +62,22 @@ def run_list(request):
 def run_detail(request, run_id):
     run = _run_or_404(run_id)
     nodes_after = _positive_int(request.GET.get("nodes_after"))
-    return render(request, "runs/detail.html", queries.run_page(run, nodes_after=nodes_after))
+    page = queries.run_page(run, nodes_after=nodes_after)
+    page.update(_history(run, request.GET))
+    return render(request, "runs/detail.html", page)
+
+
+def _history(run, query) -> dict:
+    """Fork links, the budget panel and the convergence chart (runs.views_history)."""
+    from runs.views_history import budget_context, fork_links
+
+    return {**fork_links(run), **budget_context(run), **_chart(run, query)}
+
+
+def _chart(run, query) -> dict:
+    from runs import chart
+
+    return {"chart": chart.run_chart(run, metrics=chart.metrics_from(query)), "box": chart.BOX}
 
 
 def _positive_int(raw) -> int | None:
@@ -75,12 +90,21 @@ def _positive_int(raw) -> int | None:
 
 # The parts of the run page that refresh on their own when the live stream says so.
 PARTS = {
-    "header": ("runs/_header.html", queries.usage),
+    "header": ("runs/_header.html", lambda run: {**queries.usage(run), **_history_part(run)}),
+    "budget": ("runs/_budget.html", lambda run: _history_part(run)),
+    "budget-meters": ("runs/_budget_meters.html", lambda run: _history_part(run)),
+    "chart": ("runs/_chart.html", None),
     "nodes": ("runs/_nodes.html", queries.nodes),
     "gate": ("runs/_gate.html", queries.gate_state),
     "timeline": ("runs/_timeline.html", lambda run: _timeline(run)),
     "events": ("runs/_events.html", lambda run: _event_log(run)),
 }
+
+
+def _history_part(run):
+    from runs.views_history import budget_context, fork_links
+
+    return {**fork_links(run), **budget_context(run)}
 
 
 def _event_log(run):
@@ -103,6 +127,8 @@ def run_part(request, run_id, part):
     if part == "nodes":
         # The page of nodes the person is looking at stays the one that refreshes.
         values = context(run, after=_positive_int(request.GET.get("after")))
+    elif part == "chart":  # the numbers the person chose stay the ones charted
+        values = _chart(run, request.GET)
     else:
         values = context(run)
     return render(request, template, {"run": run, **values})

@@ -82,11 +82,11 @@ def branch_for(run_id: int, repository: Path) -> str:
     return branch
 
 
-def create(run_id: int, repository: Path) -> Path:
+def create(run_id: int, repository: Path, start_point: str = "HEAD") -> Path:
     destination = path_for(run_id)
     destination.parent.mkdir(parents=True, exist_ok=True)
     branch = branch_for(run_id, repository)
-    added = git("worktree", "add", "-b", branch, str(destination), "HEAD", cwd=repository)
+    added = git("worktree", "add", "-b", branch, str(destination), start_point, cwd=repository)
     if added.returncode != 0:
         raise WorktreeError(
             f"git worktree add failed: {added.stderr.strip() or added.stdout.strip()}"
@@ -104,12 +104,14 @@ def on_run_created(sender, instance, created: bool, **kwargs) -> None:
         return
     repository = repository_root(instance.workdir)
     if repository is not None:
-        transaction.on_commit(lambda: _move_into_worktree(instance, repository))
+        # A fork starts from the commit its original had reached at the fork point.
+        start_point = (instance.fork_point or {}).get("commit") or "HEAD"
+        transaction.on_commit(lambda: _move_into_worktree(instance, repository, start_point))
 
 
-def _move_into_worktree(run, repository: Path) -> None:
+def _move_into_worktree(run, repository: Path, start_point: str = "HEAD") -> None:
     try:
-        destination = create(run.pk, repository)
+        destination = create(run.pk, repository, start_point)
     except (WorktreeError, OSError, subprocess.SubprocessError) as exc:
         with transaction.atomic():
             locked = type(run).objects.select_for_update().get(pk=run.pk)
@@ -140,6 +142,36 @@ def run_of(workdir: str) -> int | None:
         return None
     match = _RUN_WORKTREE.match(relative.as_posix())
     return int(match.group(1)) if match else None
+
+
+def fork_start(run, before) -> tuple[str, str] | None:
+    """For a fork of `run` at a moment `before`: its repository and the commit of its
+    worktree at that moment (the last iteration diff recorded by then, else the commit the
+    run started from). None when `run` did not work in a worktree of ours."""
+    if not enabled() or not run.workdir or run_of(run.workdir) != run.pk:
+        return None
+    workdir = Path(run.workdir)
+    if not workdir.is_dir():
+        return None
+    common = git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=workdir)
+    if common.returncode != 0:
+        return None
+    repository = Path(common.stdout.strip()).parent
+    recorded = (
+        run.events.filter(kind="worktree_diff", created_at__lte=before)
+        .order_by("-seq")
+        .values_list("data__commit", flat=True)
+        .first()
+    )
+    if recorded:
+        return str(repository), recorded
+    ours = f"loop run {run.pk}: "
+    history = git("log", "--format=%H %s", "HEAD", cwd=workdir).stdout.splitlines()
+    for line in history:
+        commit, _, subject = line.partition(" ")
+        if not subject.startswith(ours):
+            return str(repository), commit
+    return None
 
 
 def record_changes(workdir: str, *, node_id: str, iteration: int) -> dict | None:

@@ -18,6 +18,7 @@ from recipes.loader import LoadResult, Problem
 
 WORKFLOW_NAME = "workflow"
 NODE_ID = "workflow"
+BUDGET_NAME = "budget"
 
 
 def is_python_path(source_path: str) -> bool:
@@ -50,6 +51,7 @@ class PythonSpec:
     provider: str | None = None
     model: str | None = None
     kind: str = "python"
+    budget: dict = field(default_factory=dict)
 
     @property
     def nodes(self) -> list[PythonNode]:
@@ -127,11 +129,52 @@ def parse_python(source: str, fallback_name: str = "") -> LoadResult:
             "`workflow = LoopWorkflow(...)`)",
         )
         return LoadResult(kind="python", spec=None, errors=[problem])
-    if problems := _gate_option_problems(tree):
+    budget, problems = _module_budget(tree)
+    problems = [*_gate_option_problems(tree), *problems]
+    if problems:
         return LoadResult(kind="python", spec=None, errors=problems)
     doc = (ast.get_docstring(tree) or "").strip()
     title, _, rest = doc.partition("\n")
     spec = PythonSpec(
-        name=title.strip()[:200] or fallback_name, description=rest.strip(), source=source
+        name=title.strip()[:200] or fallback_name,
+        description=rest.strip(),
+        source=source,
+        budget=budget,
     )
     return LoadResult(kind="python", spec=spec)
+
+
+def _module_budget(tree: ast.Module) -> tuple[dict, list[Problem]]:
+    """A module-level `budget = {"cost_usd": 2, ...}`: a literal, read without running the
+    file, each wrong limit reported on its own line."""
+    from recipes.formats.budget import BudgetInvalid, clean_budget
+
+    for statement in tree.body:
+        if not (
+            isinstance(statement, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == BUDGET_NAME for t in statement.targets)
+        ):
+            continue
+        node = statement.value
+        try:
+            raw = ast.literal_eval(node)
+        except ValueError:
+            message = "budget must be a literal dict, e.g. budget = {'cost_usd': 2.5}"
+            return {}, [Problem(BUDGET_NAME, node.lineno, node.col_offset + 1, message)]
+        try:
+            return clean_budget(raw), []
+        except BudgetInvalid as exc:
+            lines = {}
+            if isinstance(node, ast.Dict):
+                for key in node.keys:
+                    if isinstance(key, ast.Constant):
+                        lines[key.value] = (key.lineno, key.col_offset + 1)
+            return {}, [
+                Problem(
+                    f"{BUDGET_NAME}.{key}" if key != "budget" else BUDGET_NAME,
+                    *lines.get(key, (node.lineno, node.col_offset + 1)),
+                    f"budget {key}: {message}",
+                )
+                for key, message in exc.errors.items()
+            ]
+    return {}, []

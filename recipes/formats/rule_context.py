@@ -56,6 +56,7 @@ TOP_LEVEL_FIELDS = frozenset(
         "model",
         "providers",
         "inputs",
+        "budget",
         "nodes",
         "returns",
     }

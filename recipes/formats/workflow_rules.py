@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from recipes.formats.budget import check_budget_field
 from recipes.formats.field_rules import (
     check_approval,
     check_controls,
@@ -106,6 +107,9 @@ def check_workflow(data: dict, ctx: RuleContext) -> dict:
     if cleaned.get("description") is None:
         cleaned["description"] = ""
     cleaned = drop_nulls(cleaned, keep=("name", "nodes"))
+
+    if "budget" in cleaned:
+        cleaned["budget"] = check_budget_field(cleaned["budget"], "budget", ctx) or {}
 
     inputs = cleaned.get("inputs")
     if isinstance(inputs, dict):

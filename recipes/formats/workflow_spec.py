@@ -283,6 +283,8 @@ class WorkflowSpec(_Spec):
     model: Text | None = None
     providers: dict[str, ProviderSpec] = Field(default_factory=dict)
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
+    # Already cleaned by recipes.formats.budget (limits as stored on a run).
+    budget: dict[str, str | int] = Field(default_factory=dict)
     nodes: list[NodeSpec] = Field(min_length=1)
     # The node whose output is this workflow's result (for include and child runs).
     returns: Text | None = None

@@ -87,7 +87,9 @@ class Agent(Runnable):
         return [self]
 
     async def _execute(self, context: Context, scope: Scope) -> AgentResult:
-        prompt = render_prompt(self.instructions, context, scope.iteration)
+        node_id = ".".join(scope.path) or self.name
+        instructions = scope.host.forked_prompt(node_id, scope.iteration) or self.instructions
+        prompt = render_prompt(instructions, context, scope.iteration)
         return await scope.host.call(self, scope, prompt)
 
     def parse(self, payload) -> object:

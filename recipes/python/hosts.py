@@ -74,6 +74,12 @@ class DirectHost:
 
         return await asyncio.to_thread(work)
 
+    async def forked_feedback(self, path: tuple[str, ...], iteration: int) -> str | None:
+        return None  # only a run forked in the console goes on from a fork point
+
+    def forked_prompt(self, node_id: str, iteration: int) -> str | None:
+        return None
+
     async def note(self, path: tuple[str, ...], kind: str, **data) -> None:
         return None
 

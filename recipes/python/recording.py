@@ -25,6 +25,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from recipes.formats.python import NODE_ID
+from runs import budget
 from runs.executor.context import run_dirs
 from runs.executor.state import lock_run
 from runs.models import Gate, Iteration, NodeRun, Run
@@ -45,6 +46,7 @@ from .results import (
 )
 
 GATE_POLL_SECONDS = 0.5
+HELD_BY_BUDGET = object()
 
 
 async def in_thread(work, *args):
@@ -192,6 +194,12 @@ class RecordingHost:
         self._check()
         node_id = node_id_for(agent, scope)
         began = self._begin(agent, node_id, scope, prompt)
+        if began is HELD_BY_BUDGET:
+            # The run stopped before this call; a resume sends the workflow node back to a
+            # worker, whose replay reaches this call again.
+            if self.waits_at_gates:
+                raise RunCancelled("the run stopped at its budget")
+            raise Suspended()
         if isinstance(began, AgentResult):
             return began  # recorded by an earlier execution: replayed, not re-asked
         it = began
@@ -240,6 +248,8 @@ class RecordingHost:
             ).first()
             if it is not None and it.status == Iteration.Status.COMPLETED:
                 return recorded_result(agent, it)
+            if it is None and not self._budget_allows(run):
+                return HELD_BY_BUDGET
             now = timezone.now()
             if it is None:
                 it = Iteration.objects.create(
@@ -266,6 +276,12 @@ class RecordingHost:
                 row.save(update_fields=["iteration_count", "status"])
             run.append_event("iteration_started", node_id, iteration=it.number, attempt=it.attempts)
             return it
+
+    def _budget_allows(self, run: Run) -> bool:
+        """The kernel's budget check before a new agent call; when it says stop, the
+        `workflow` node waits, holding no lease, until the run is resumed."""
+        workflow = NodeRun.objects.select_for_update().get(pk=self.row.pk)
+        return budget.allows_next_iteration(run, workflow, {"action": "node"})
 
     def _call_done(self, it: Iteration, result: AgentResult, raw: str) -> None:
         with transaction.atomic():
@@ -313,6 +329,26 @@ class RecordingHost:
                 run.append_event("iteration_failed", it.node_id, iteration=it.number, error=error)
                 row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
                 row.fail(run, f"iteration {it.number} failed: {error}")
+
+    # --- a fork's continuation (recipes.python.forking) --------------------------------
+
+    async def forked_feedback(self, path: tuple[str, ...], iteration: int) -> str | None:
+        """At the fork point of a forked run (the loop around the forked agent, at its
+        iteration): the fork's feedback, once per execution; None everywhere else."""
+        fork = self.run.fork_point or {}
+        if not fork or getattr(self, "_fork_delivered", False):
+            return None
+        forked_path = tuple(fork["node"].split("."))
+        if forked_path[: len(path)] != tuple(path) or iteration != fork["iteration"]:
+            return None
+        self._fork_delivered = True
+        return fork.get("feedback") or ""
+
+    def forked_prompt(self, node_id: str, iteration: int) -> str | None:
+        fork = self.run.fork_point or {}
+        if fork.get("prompt") and node_id == fork["node"] and iteration > fork["iteration"]:
+            return fork["prompt"]
+        return None
 
     # --- checks and gates -----------------------------------------------------------
 

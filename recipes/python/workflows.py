@@ -145,6 +145,10 @@ class LoopWorkflow(_Composite):
                 history += _flatten(current)
             feedback = ""
             last_iteration = current
+            forked = await scope.host.forked_feedback(scope.path, iteration)
+            if forked is not None:  # a fork goes on from here, with its own feedback
+                feedback = forked
+                continue
             met = self.stop_condition(current, iteration) if self.stop_condition else False
             await scope.host.note(
                 scope.path, "python_iteration_checked", iteration=iteration, condition_met=met

@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 def advance_run(run_id: int) -> None:
     with transaction.atomic():
         run = lock_run(run_id)
-        if run is None or run.is_terminal:
-            return
+        if run is None or run.is_terminal or run.status == Run.Status.BUDGET_EXCEEDED:
+            return  # a budget stop starts nothing new until it is resumed
         try:
             spec = spec_for(run)
         except SpecError as exc:

@@ -101,6 +101,9 @@ class Gate(models.Model):
     timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
     on_timeout = models.CharField(max_length=10, choices=OnTimeout.choices, blank=True)
     reminded_at = models.DateTimeField(null=True, blank=True)
+    carried_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="carried_copies"
+    )
 
     objects = GateQuerySet.as_manager()
 

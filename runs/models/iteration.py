@@ -90,6 +90,10 @@ class Iteration(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    # A fork's copy of an earlier run's iteration: shown as history, never executed.
+    carried_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="carried_copies"
+    )
 
     objects = IterationQuerySet.as_manager()
 

@@ -66,6 +66,9 @@ class NodeRun(models.Model):
     queued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    carried_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="carried_copies"
+    )
 
     objects = NodeRunQuerySet.as_manager()
 
@@ -208,9 +211,15 @@ class NodeRun(models.Model):
 
     def start_iteration(self, run, number: int, *, feedback: str = "", after_gate=False):
         """Create iteration `number` and send it to a worker (a loop_group's iteration is
-        its body, run by the scheduler)."""
+        its body, run by the scheduler) — unless the run's budget is spent (runs.budget),
+        which stops the run here, between iterations, and returns None."""
+        from runs import budget
+
         from .iteration import Iteration
 
+        hold = {"number": number, "feedback": feedback, "after_gate": after_gate}
+        if not budget.allows_next_iteration(run, self, hold):
+            return None  # stopped by the run's budget; resuming starts this iteration
         grouped = self.kind == "loop_group"
         self._move(self.Status.RUNNING, allowed=self.UNFINISHED, iteration_count=number)
         now = timezone.now()

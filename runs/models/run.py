@@ -15,6 +15,8 @@ class Run(models.Model):
         CANCELLED = "cancelled"
         BLOCKED = "blocked"
         NEEDS_HUMAN = "needs_human"
+        # Stopped between iterations at a limit of its budget; resumes once raised.
+        BUDGET_EXCEEDED = "budget_exceeded"
 
     TERMINAL = {Status.COMPLETED, Status.FAILED, Status.CANCELLED}
     ACTIVE = {Status.PENDING, Status.RUNNING, Status.PAUSED, Status.BLOCKED, Status.NEEDS_HUMAN}
@@ -40,6 +42,14 @@ class Run(models.Model):
         "runs.NodeRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="child_runs"
     )
     child_index = models.PositiveIntegerField(null=True, blank=True)
+    forked_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
+    )
+    # Where a fork continues: {"node", "iteration", "iteration_id", "feedback", "prompt"}.
+    fork_point = models.JSONField(default=dict, blank=True)
+    # Limits of this run ({"cost_usd", "tokens", "wall_seconds", "iterations"}, any subset):
+    # checked between iterations by runs.budget.
+    budget = models.JSONField(default=dict, blank=True)
     workdir = models.CharField(max_length=1000, blank=True)
     error = models.TextField(blank=True)
     last_seq = models.PositiveIntegerField(default=0)
@@ -172,8 +182,8 @@ class Run(models.Model):
         """
         from .node import NodeRun
 
-        if self.is_terminal:
-            return
+        if self.is_terminal or self.status == self.Status.BUDGET_EXCEEDED:
+            return  # a budget stop holds until an operator resumes (runs.budget)
         nodes = NodeRun.objects.filter(run=self)
         if finished:
             failed = nodes.filter(iteration=0, status=NodeRun.Status.FAILED).first()

@@ -106,3 +106,29 @@ def test_a_worktree_that_cannot_be_made_fails_the_run_clearly(
         run = start(RECIPE, workdir=str(empty))
     run.refresh_from_db()
     assert run.status == "failed" and "could not give the run its own git worktree" in run.error
+
+
+@pytest.mark.worker
+def test_a_fork_works_in_a_worktree_as_the_original_was_at_the_fork_point(
+    live_worker, start, repo, operator
+):
+    from runs import services
+    from runs.actor import Actor
+
+    original = start(RECIPE.replace("-ge 2", "-ge 3"), workdir=str(repo))
+    wait_run(original)
+    assert original.status == "completed", original.error
+    assert Path(original.workdir, "notes.txt").read_text().count("iteration") == 3
+    fork = services.fork_run(
+        original, Actor.operator(operator, "api"), node="work", iteration=1, feedback="again"
+    )
+    wait_run(fork)
+    assert fork.status == "completed", fork.error
+    assert Path(fork.workdir) == worktree.path_for(fork.pk)
+    # Iteration 1's line was there when the fork began; iterations 2 and 3 ran in the fork.
+    notes = Path(fork.workdir, "notes.txt").read_text().splitlines()
+    assert notes == ["iteration 1", "iteration 2", "iteration 3"]
+    assert git("log", "--format=%s", "-1", f"loop/run-{fork.pk}~2", cwd=repo).strip() == (
+        f"loop run {original.pk}: work iteration 1"
+    )
+    assert not (repo / "notes.txt").exists()

@@ -43,6 +43,8 @@ API_BODY = {
     "inputs": {},
     "comment": "x",
     "reason": "x",
+    "node": "a",
+    "iteration": 1,
 }
 
 

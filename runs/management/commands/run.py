@@ -1,4 +1,5 @@
-"""manage.py run start|status|approve|reject|cancel|resume — all with --json for scripts."""
+"""manage.py run start|status|approve|reject|cancel|resume|fork|compare|chart|budget — all
+with --json for scripts."""
 
 import getpass
 import json
@@ -12,7 +13,7 @@ from ninja.responses import NinjaJSONEncoder
 from recipes import editing
 from recipes.models import Recipe
 from recipes.sync import slug_for
-from runs import services
+from runs import cli_history, services
 from runs.actor import Actor
 from runs.models import Run
 from runs.serializers import run_summary
@@ -49,6 +50,7 @@ class Command(BaseCommand):
             action="store_true",
             help="let a recipe file replace a recipe created or edited in the console",
         )
+        cli_history.add_budget_arguments(start)
         helps = {
             "status": "Show a run: its nodes, progress and the gate it waits at",
             "cancel": "Cancel a run (the agent is stopped)",
@@ -59,6 +61,7 @@ class Command(BaseCommand):
         for name, text in helps.items():
             p = sub.add_parser(name, help=text, description=text + ".")
             p.add_argument("run_id", type=int, help="the run's id")
+        cli_history.add_arguments(sub)
         for p in sub.choices.values():
             p.add_argument("--json", action="store_true", help="print JSON, as the API does")
             p.add_argument(
@@ -90,7 +93,11 @@ class Command(BaseCommand):
         # Without --user the command line acts as itself (whoever can run manage.py).
         try:
             self.actor = Actor.operator(self.user, "cli") if self.user else Actor("cli")
-            getattr(self, f"do_{options['action']}")(options)
+            action = options["action"]
+            if action in cli_history.HELPS:
+                getattr(cli_history, f"do_{action}")(self, options)
+            else:
+                getattr(self, f"do_{action}")(options)
         except services.ServiceError as exc:
             raise CommandError(str(exc)) from exc
 
@@ -178,6 +185,7 @@ class Command(BaseCommand):
                 workdir=workdir,
                 user=self.user or self._os_account(),
                 started_via=f"cli ({self.os_user})" if self.os_user else "cli",
+                budget=cli_history.budget_from(options),
             )
         except services.InputError as exc:
             raise CommandError(

@@ -1,0 +1,210 @@
+"""Budgets on the run kernel: what a run has spent against its limits, the one check made
+between iterations, and resuming once an operator raised a limit.
+
+Every loop kind passes here before an iteration starts: `NodeRun.start_iteration` (workflow
+loops and loop_groups, and any kind that creates its iterations through it) and the Python
+recording host before a new agent call. The check runs under the run's lock, so it never
+interrupts an agent in the middle of a write: a limit reached during an iteration lets that
+iteration finish and stops the run before the next one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.utils import timezone
+
+from recipes.formats.budget import LABELS, LIMITS
+from runs import dispatch
+
+WARN_AT = Decimal("0.8")
+HOLD = "budget_hold"
+
+
+@dataclass(frozen=True)
+class LimitState:
+    name: str
+    limit: Decimal
+    spent: Decimal
+
+    @property
+    def label(self) -> str:
+        return LABELS[self.name]
+
+    @property
+    def fraction(self) -> Decimal:
+        return self.spent / self.limit if self.limit else Decimal(0)
+
+    @property
+    def percent(self) -> int:
+        return int(min(self.fraction, Decimal("9.99")) * 100)
+
+    @property
+    def warning(self) -> bool:
+        return WARN_AT <= self.fraction < 1
+
+    @property
+    def exceeded(self) -> bool:
+        return self.spent >= self.limit
+
+    def shown(self, value: Decimal) -> str:
+        if self.name == "cost_usd":
+            return f"${value:.4f}".rstrip("0").rstrip(".") if value else "$0"
+        return f"{int(value):,}"
+
+    @property
+    def words(self) -> str:
+        return f"{self.label}: {self.shown(self.spent)} of {self.shown(self.limit)}"
+
+    def as_dict(self) -> dict:
+        return {
+            "limit": self.name,
+            "allowed": str(self.limit),
+            "spent": str(self.spent),
+            "percent": self.percent,
+            "warning": self.warning,
+            "exceeded": self.exceeded,
+        }
+
+
+def spent(run) -> dict[str, Decimal]:
+    """The run's own work so far (a fork's carried-over history is not counted)."""
+    from runs.queries import usage
+
+    totals = usage(run, own_only=True, with_count=True)["usage"]
+    tokens = (totals["tokens_in"] or 0) + (totals["tokens_out"] or 0)
+    started = run.started_at or timezone.now()
+    return {
+        "cost_usd": Decimal(totals["cost_usd"] or 0),
+        "tokens": Decimal(tokens),
+        "iterations": Decimal(totals["iterations"]),
+        "wall_seconds": Decimal(int((timezone.now() - started).total_seconds())),
+    }
+
+
+def limits(run, used: dict | None = None) -> list[LimitState]:
+    """Each limit the run has, with what it spent; empty without a budget (no query)."""
+    if not run.budget:
+        return []
+    used = used if used is not None else spent(run)
+    return [
+        LimitState(name, Decimal(str(run.budget[name])), used[name])
+        for name in LIMITS
+        if name in run.budget
+    ]
+
+
+def attach_limits(runs) -> None:
+    """`budget_limits` on each run of a list (the inbox): two grouped queries for all."""
+    from django.db.models import Count, Q, Sum
+
+    from runs.models import Iteration, NodeRun
+
+    for run in runs:
+        run.budget_limits = []
+    with_budget = {run.pk: run for run in runs if run.budget}
+    if not with_budget:
+        return
+    own = Iteration.objects.filter(run_id__in=list(with_budget), carried_from__isnull=True)
+    sums = {
+        row["run_id"]: row
+        for row in own.values("run_id")
+        .annotate(
+            t_in=Sum("tokens_in"),
+            t_out=Sum("tokens_out"),
+            cost=Sum("cost_usd"),
+            count=Count("id", filter=~Q(status=Iteration.Status.PENDING)),
+        )
+        .order_by()
+    }
+    steps = NodeRun.objects.filter(
+        run_id__in=list(with_budget),
+        iteration=0,
+        kind__in=["prompt", "command"],
+        carried_from__isnull=True,
+    ).values_list("run_id", "state__tokens_in", "state__tokens_out", "state__cost_usd")
+    extra = {pk: [0, Decimal(0)] for pk in with_budget}
+    for run_id, tokens_in, tokens_out, cost in steps:
+        extra[run_id][0] += int(tokens_in or 0) + int(tokens_out or 0)
+        extra[run_id][1] += Decimal(str(cost)) if cost is not None else 0
+    now = timezone.now()
+    for pk, run in with_budget.items():
+        row = sums.get(pk, {})
+        used = {
+            "cost_usd": Decimal(row.get("cost") or 0) + extra[pk][1],
+            "tokens": Decimal((row.get("t_in") or 0) + (row.get("t_out") or 0) + extra[pk][0]),
+            "iterations": Decimal(row.get("count") or 0),
+            "wall_seconds": Decimal(int((now - (run.started_at or now)).total_seconds())),
+        }
+        run.budget_limits = limits(run, used)
+
+
+def stop_message(state: LimitState) -> str:
+    return (
+        f"Stopped by its budget before the next iteration: {state.words}. "
+        "Raise the budget and resume to go on."
+    )
+
+
+def allows_next_iteration(run, row, hold: dict) -> bool:
+    """May `row` start another iteration? The caller holds the run's lock. When not, the
+    run stops as budget_exceeded and `row` keeps `hold` (what to do on resume)."""
+    from runs.models import Run
+
+    if run.status != Run.Status.BUDGET_EXCEEDED:
+        if not run.budget:
+            return True
+        states = limits(run)
+        _warn_once(run, [s for s in states if s.warning])
+        over = next((s for s in states if s.exceeded), None)
+        if over is None:
+            return True
+        run.set_status(
+            Run.Status.BUDGET_EXCEEDED, error=stop_message(over), **over.as_dict(), node=row.node_id
+        )
+    # The node waits (paused, no lease) and keeps what it will do on resume; the whole
+    # row is written, since a caller (settle_loop) leaves that to the transition it calls.
+    row._move(
+        row.Status.PAUSED,
+        allowed=row.UNFINISHED,
+        state={**row.state, HOLD: hold},
+        lease_expires_at=None,
+    )
+    return False
+
+
+def _warn_once(run, states: list[LimitState]) -> None:
+    if not states:
+        return
+    warned = set(run.events.filter(kind="budget_warning").values_list("data__limit", flat=True))
+    for state in states:
+        if state.name not in warned:
+            run.append_event("budget_warning", **state.as_dict())
+
+
+def resume_held_work(run) -> list[str]:
+    """Give back what the stop held (the caller holds the run's lock and has moved the run
+    back to running): each held node starts the iteration it was about to start, or goes
+    back to its worker. The scheduler then advances what finished meanwhile."""
+    from runs.executor import group as group_exec
+    from runs.models import NodeRun
+
+    resumed = []
+    for row in NodeRun.objects.select_for_update().filter(run=run, state__has_key=HOLD):
+        hold = dict(row.state.pop(HOLD))
+        row.save(update_fields=["state"])
+        if hold.get("action") == "node":
+            row._move(NodeRun.Status.PENDING, allowed=NodeRun.UNFINISHED, lease_expires_at=None)
+            row.queue(run)
+        elif row.kind == "loop_group":
+            group_exec.begin_next(
+                run, row, hold["number"], feedback=hold["feedback"], after_gate=hold["after_gate"]
+            )
+        else:
+            row.start_iteration(
+                run, hold["number"], feedback=hold["feedback"], after_gate=hold["after_gate"]
+            )
+        resumed.append(row.node_id)
+    dispatch.send_on_commit("advance_run", run.pk)
+    return resumed

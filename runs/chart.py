@@ -1,0 +1,255 @@
+"""Convergence of each loop of a run: per iteration, a chosen number (the score or any
+numeric field of the structured output, the duration, the tokens or the cost), drawn as a
+server-side SVG (no script needed to read it) and given as JSON by the API.
+
+Built on Iteration rows only, so every loop kind has a chart. One query for a whole run
+(1,000 iterations cost one query), one for the inbox's sparklines.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
+
+from runs.models import Iteration
+
+BUILTIN = {"duration": "duration (s)", "tokens": "tokens", "cost": "cost (USD)"}
+FIELD_PREFIX = "field:"
+SPARK_POINTS = 30
+WIDTH, HEIGHT, PAD_LEFT, PAD_RIGHT, PAD_Y = 640, 180, 56, 16, 22
+SPARK_W, SPARK_H = 120, 26
+
+
+@dataclass
+class Point:
+    number: int
+    status: str
+    values: dict
+    carried: bool
+    iteration_id: int
+    x: float = 0
+    y: float | None = None
+
+    @property
+    def value(self):
+        return self.values.get("_chosen")
+
+
+@dataclass
+class Series:
+    node_id: str
+    node_run_id: int
+    points: list[Point] = field(default_factory=list)
+    fields: list[str] = field(default_factory=list)
+    metric: str = "duration"
+    low: float = 0
+    high: float = 0
+    path: str = ""
+
+    @property
+    def metric_label(self) -> str:
+        return BUILTIN.get(self.metric) or self.metric.removeprefix(FIELD_PREFIX)
+
+    @property
+    def options(self) -> list[tuple[str, str]]:
+        fields = [(FIELD_PREFIX + name, name) for name in self.fields]
+        return fields + list(BUILTIN.items())
+
+    @property
+    def first_number(self) -> int:
+        return self.points[0].number if self.points else 0
+
+    @property
+    def last_number(self) -> int:
+        return self.points[-1].number if self.points else 0
+
+    @property
+    def drawn(self) -> list[Point]:
+        return [p for p in self.points if p.y is not None]
+
+    @property
+    def last(self):
+        drawn = self.drawn
+        return drawn[-1].value if drawn else None
+
+
+def _numeric(value) -> bool:
+    return isinstance(value, int | float | Decimal) and not isinstance(value, bool)
+
+
+def _values(row: dict) -> dict:
+    tokens = None
+    if row["tokens_in"] is not None or row["tokens_out"] is not None:
+        tokens = (row["tokens_in"] or 0) + (row["tokens_out"] or 0)
+    values = {
+        "duration": round(row["duration_ms"] / 1000, 3) if row["duration_ms"] is not None else None,
+        "tokens": tokens,
+        "cost": float(row["cost_usd"]) if row["cost_usd"] is not None else None,
+    }
+    structured = row["structured"]
+    if isinstance(structured, dict):
+        for key, value in structured.items():
+            if _numeric(value):
+                values[FIELD_PREFIX + str(key)] = float(value)
+    return values
+
+
+COLUMNS = (
+    "id",
+    "node_run_id",
+    "node_id",
+    "generation",
+    "number",
+    "status",
+    "duration_ms",
+    "tokens_in",
+    "tokens_out",
+    "cost_usd",
+    "structured",
+    "carried_from_id",
+)
+
+
+def _group(rows) -> list[Series]:
+    """Series per loop node, its newest attempt only (rows come ordered by id)."""
+    newest: dict[str, int] = {}
+    for row in rows:
+        newest[row["node_id"]] = max(newest.get(row["node_id"], 0), row["generation"])
+    by_node: dict[str, Series] = {}
+    for row in rows:
+        if row["generation"] != newest[row["node_id"]]:
+            continue
+        series = by_node.setdefault(row["node_id"], Series(row["node_id"], row["node_run_id"]))
+        if row["status"] in (Iteration.Status.PENDING, Iteration.Status.RUNNING):
+            continue  # no figures yet
+        values = _values(row)
+        series.points.append(
+            Point(row["number"], row["status"], values, bool(row["carried_from_id"]), row["id"])
+        )
+        for key in values:
+            if key.startswith(FIELD_PREFIX) and key[len(FIELD_PREFIX) :] not in series.fields:
+                series.fields.append(key[len(FIELD_PREFIX) :])
+    for series in by_node.values():
+        series.points.sort(key=lambda p: p.number)
+    return list(by_node.values())
+
+
+def default_metric(series: Series) -> str:
+    if "score" in series.fields:
+        return FIELD_PREFIX + "score"
+    return FIELD_PREFIX + series.fields[0] if series.fields else "duration"
+
+
+def _choose(series: Series, metric: str | None) -> None:
+    known = {key for key, _ in series.options}
+    series.metric = metric if metric in known else default_metric(series)
+    for point in series.points:
+        point.values["_chosen"] = point.values.get(series.metric)
+
+
+def _layout(series: Series, width, height, pad_left, pad_right, pad_y) -> None:
+    drawn = [p for p in series.points if p.value is not None]
+    if not drawn:
+        return
+    values = [p.value for p in drawn]
+    low, high = min(0.0, min(values)), max(values)
+    if high == low:
+        high = low + 1
+    series.low, series.high = low, high
+    first, last = series.points[0].number, series.points[-1].number
+    span = max(1, last - first)
+    inner_w, inner_h = width - pad_left - pad_right, height - 2 * pad_y
+    for p in series.points:
+        p.x = round(pad_left + inner_w * (p.number - first) / span, 1)
+        p.y = None
+        if p.value is not None:
+            p.y = round(pad_y + inner_h * (1 - (p.value - low) / (high - low)), 1)
+    series.path = " ".join(f"{p.x},{p.y}" for p in series.points if p.y is not None)
+
+
+BOX = {
+    "width": WIDTH,
+    "height": HEIGHT,
+    "left": PAD_LEFT,
+    "right": WIDTH - PAD_RIGHT,
+    "top": PAD_Y,
+    "bottom": HEIGHT - PAD_Y,
+    "label_x": PAD_LEFT - 6,
+    "caption_y": HEIGHT - 4,
+}
+
+
+def run_chart(run, *, metrics: dict | None = None, node: str | None = None) -> list[Series]:
+    """Every loop of the run (or `node`), each charting metrics[node] (or its default)."""
+    rows = Iteration.objects.filter(run=run)
+    if node:
+        rows = rows.filter(node_id=node)
+    found = _group(list(rows.order_by("id").values(*COLUMNS)))
+    for series in found:
+        _choose(series, (metrics or {}).get(series.node_id))
+        _layout(series, WIDTH, HEIGHT, PAD_LEFT, PAD_RIGHT, PAD_Y)
+    return found
+
+
+def metrics_from(query) -> dict:
+    """The metric chosen per loop, from a page's query string (`metric-<node>=...`)."""
+    return {k.removeprefix("metric-"): v for k, v in query.items() if k.startswith("metric-")}
+
+
+def as_dict(series: Series) -> dict:
+    return {
+        "node": series.node_id,
+        "metric": series.metric,
+        "metrics": [key for key, _ in series.options],
+        "points": [
+            {
+                "iteration": p.number,
+                "status": p.status,
+                "carried_over": p.carried,
+                "value": p.value,
+                "duration_s": p.values.get("duration"),
+                "tokens": p.values.get("tokens"),
+                "cost_usd": p.values.get("cost"),
+                "fields": {
+                    k.removeprefix(FIELD_PREFIX): v
+                    for k, v in p.values.items()
+                    if k.startswith(FIELD_PREFIX)
+                },
+            }
+            for p in series.points
+        ],
+    }
+
+
+def sparklines(loop_rows) -> dict[int, Series]:
+    """The last SPARK_POINTS iterations of each of these loop rows (one query)."""
+    rows = {row.pk: row for row in loop_rows}
+    if not rows:
+        return {}
+    found = (
+        Iteration.objects.filter(node_run_id__in=list(rows))
+        .annotate(
+            recent=Window(RowNumber(), partition_by=[F("node_run_id")], order_by=F("id").desc())
+        )
+        .filter(recent__lte=SPARK_POINTS)
+        .order_by("id")
+        .values(*COLUMNS)
+    )
+    per_row = defaultdict(list)
+    for row in found:
+        if row["generation"] == rows[row["node_run_id"]].generation:
+            per_row[row["node_run_id"]].append(row)
+    lines = {}
+    for pk, its in per_row.items():
+        (series,) = _group(its) or [None]
+        if series is None or not series.points:
+            continue
+        _choose(series, None)
+        _layout(series, SPARK_W, SPARK_H, 2, 2, 3)
+        if series.path:
+            lines[pk] = series
+    return lines

@@ -1,0 +1,25 @@
+// Choosing another number for a convergence chart: the choice is kept in #chart-choice,
+// outside the chart fragment that live refreshes replace, and the chart is redrawn through
+// the page's one refresher (#chart-refresh), which the live stream also triggers. Its
+// requests run one after another and read the kept choice, so a refresh that was already
+// on its way with the old choice cannot undo the new one. Without JavaScript the chart's
+// own form submits the choice with the page.
+(function () {
+  "use strict";
+  document.addEventListener("change", function (event) {
+    var select = event.target;
+    if (!select.matches || !select.matches("[data-chart-metric]")) return;
+    var kept = document.getElementById("chart-choice");
+    var refresher = document.getElementById("chart-refresh");
+    if (!kept || !refresher || !window.htmx) return;
+    var input = kept.querySelector('input[name="' + CSS.escape(select.name) + '"]');
+    if (!input) {
+      input = document.createElement("input");
+      input.type = "hidden";
+      input.name = select.name;
+      kept.appendChild(input);
+    }
+    input.value = select.value;
+    window.htmx.trigger(refresher, "chart-metric");
+  });
+})();

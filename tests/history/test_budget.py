@@ -1,0 +1,157 @@
+"""Budgets: validated with lines in every recipe format; 80 % warns; 100 % stops the run
+as budget_exceeded between iterations, saying which limit; raising it resumes the run
+where it stopped. Workflow loops, loop_groups and Python loops."""
+
+import pytest
+
+from recipes.validation import validate_source
+from runs import budget, services
+from runs.actor import Actor
+from runs.errors import Conflict, InputError
+from runs.event_text import describe
+from tests.conftest import wait_run
+from tests.providers.conftest import FAKE_CLAUDE
+
+from .conftest import PYTHON_LOOP, calls, iterations, node
+
+LOOP = """
+nodes:
+  - id: work
+    loop:
+      prompt: "@*: working\\n@7: <promise>DONE</promise>"
+      until: DONE
+      max_iterations: 8
+"""
+
+
+@pytest.fixture
+def actor(operator):
+    return Actor.operator(operator, "api")
+
+
+def test_the_workflow_format_reports_a_wrong_limit_on_its_line(db):
+    result = validate_source(
+        "name: b\nbudget:\n  cost_usd: free\n  tokens: 10\n  minutes: 3\nnodes:\n  - id: a\n    bash: echo\n",
+        "b.yaml",
+    )
+    problems = {(p.path, p.line): p.message for p in result.errors}
+    assert "dollars" in problems[("budget.cost_usd", 3)]
+    assert "unknown limit" in problems[("budget.minutes", 5)]
+    ok = validate_source(
+        "name: b\nbudget: {cost_usd: 2.5, iterations: 4}\nnodes:\n  - id: a\n    bash: echo\n",
+        "b.yaml",
+    )
+    assert ok.ok and ok.spec.budget == {"cost_usd": "2.5", "iterations": 4}
+
+
+def test_the_python_format_reads_a_literal_budget_with_lines(db):
+    bad = PYTHON_LOOP.replace("MAX", "3").replace("GATE", "False")
+    bad = bad.replace("BUDGET", 'budget = {\n    "tokens": -1,\n}')
+    result = validate_source(bad, "loop.py")
+    assert not result.ok
+    (problem,) = result.errors
+    assert (
+        problem.path == "budget.tokens"
+        and problem.line == bad.splitlines().index('    "tokens": -1,') + 1
+    )
+    good = PYTHON_LOOP.replace("MAX", "3").replace("GATE", "False")
+    good = good.replace("BUDGET", 'budget = {"iterations": 2}')
+    assert validate_source(good, "loop.py").spec.budget == {"iterations": 2}
+
+
+def test_iterations_limit_stops_between_iterations_then_raise_and_resume(
+    live_worker, recipe, actor
+):
+    run = services.start_run(recipe(LOOP), budget={"iterations": 5})
+    assert run.budget == {"iterations": 5}
+    wait_run(run, "budget_exceeded", "completed", "failed")
+    assert run.status == "budget_exceeded"
+    assert "iterations: 5 of 5" in run.error
+    # Stopped between iterations: five finished, no sixth started, nothing cut short.
+    assert [it.status for it in iterations(run, "work")] == ["completed"] * 5
+    assert len(calls(run)) == 5
+    warned = run.events.filter(kind="budget_warning").values_list("data__limit", flat=True)
+    assert list(warned) == ["iterations"]
+    stop = run.events.get(kind="run_budget_exceeded")
+    assert describe(stop) == "The run stopped at its budget (iterations) before its next iteration."
+    with pytest.raises(Conflict, match="still over its budget"):
+        services.resume_run(run, actor)
+    services.set_budget(run, actor, {"iterations": 10}, resume=True)
+    wait_run(run, "completed", "failed", "budget_exceeded")
+    assert run.status == "completed", run.error
+    assert [it.number for it in iterations(run, "work")] == [1, 2, 3, 4, 5, 6, 7]
+    assert node(run, "work").status == "completed"
+
+
+def test_a_recipe_budget_is_merged_with_the_start_budget(db, recipe, actor):
+    made = recipe(LOOP, head="budget: {iterations: 2, wall_seconds: 3600}\n")
+    run = services.start_run(made, budget={"iterations": 4})
+    assert run.budget == {"iterations": 4, "wall_seconds": 3600}
+    with pytest.raises(InputError) as refused:
+        services.start_run(made, budget={"tokens": "many"})
+    assert "budget.tokens" in refused.value.errors
+
+
+def test_cost_limit_names_the_limit_and_warns_at_80_percent(live_worker, make_recipe, actor):
+    source = f"""
+name: costly
+provider: agent
+providers:
+  agent: {{kind: claude, command: "{FAKE_CLAUDE}"}}
+budget: {{cost_usd: 0.03}}
+nodes:
+  - id: work
+    loop:
+      prompt: "Keep going."
+      until: NEVER
+      max_iterations: 6
+"""
+    run = services.start_run(make_recipe(source, slug="costly"))
+    wait_run(run, "budget_exceeded", "completed", "failed")
+    assert run.status == "budget_exceeded", run.error
+    assert "cost (USD)" in run.error and "of $0.03" in run.error
+    assert len(iterations(run, "work")) == 3  # 0.0123 a call: the third crosses 0.03
+    states = {s.name: s for s in budget.limits(run)}
+    assert states["cost_usd"].exceeded
+    warning = run.events.get(kind="budget_warning")
+    assert warning.data["limit"] == "cost_usd" and warning.data["percent"] == 82
+
+
+def test_a_loop_group_stops_between_group_iterations(live_worker, recipe, actor):
+    run = services.start_run(
+        recipe("""
+nodes:
+  - id: refine
+    loop_group:
+      max_iterations: 5
+      until: SHIPPED
+      nodes:
+        - id: draft
+          prompt: "@*: d\\n@4: SHIPPED"
+"""),
+        budget={"iterations": 2},
+    )
+    wait_run(run, "budget_exceeded", "completed", "failed")
+    assert run.status == "budget_exceeded"
+    assert len(iterations(run, "refine")) == 2
+    services.set_budget(run, actor, {"iterations": ""}, resume=True)  # the limit removed
+    run.refresh_from_db()
+    assert run.budget == {}
+    wait_run(run, "completed", "failed", "budget_exceeded")
+    assert run.status == "completed", run.error
+    assert len(iterations(run, "refine")) == 4
+
+
+def test_a_python_loop_stops_and_resumes_through_its_replay(live_worker, python_recipe, actor):
+    run = services.start_run(
+        python_recipe(max_iterations=6, budget='budget = {"iterations": 2}'), message="Topic"
+    )
+    wait_run(run, "budget_exceeded", "completed", "failed")
+    assert run.status == "budget_exceeded", run.error
+    assert len(iterations(run, "writer")) == 2
+    services.set_budget(run, actor, {"iterations": 20})
+    services.resume_run(run, actor)
+    wait_run(run, "completed", "failed", "budget_exceeded")
+    assert run.status == "completed", run.error
+    assert [it.number for it in iterations(run, "writer")] == [1, 2, 3, 4]
+    assert run.iterations.filter(status="completed").count() == 4
