@@ -104,6 +104,8 @@ def check_workflow(data: dict, ctx: RuleContext) -> dict:
     if isinstance(inputs, dict):
         cleaned["inputs"] = {name: check_input(name, spec, ctx) for name, spec in inputs.items()}
 
+    _check_provider_commands(cleaned.get("providers"), ctx)
+
     nodes = data.get("nodes")
     if nodes is None:
         ctx.error("nodes", "a workflow needs a non-empty 'nodes' list")
@@ -115,6 +117,18 @@ def check_workflow(data: dict, ctx: RuleContext) -> dict:
         cleaned["nodes"] = _check_nodes(nodes, "nodes", ctx, group=None, outer_ids=frozenset())
         _check_provider_named(cleaned, ctx)
     return cleaned
+
+
+def _check_provider_commands(providers, ctx: RuleContext) -> None:
+    """A command provider's script gets the run's values in its environment (USER_MESSAGE,
+    ...): the same places are refused there as in bash steps."""
+    if not isinstance(providers, dict):
+        return
+    for name, declared in providers.items():
+        if isinstance(declared, dict) and isinstance(declared.get("command"), str):
+            path = child_path(child_path("providers", name), "command")
+            label = f"provider {short_repr(name)}"
+            ctx.errors.extend(shell_problems(ctx.lines, path, declared["command"], label))
 
 
 AGENT_KINDS = ("prompt", "command", "loop")
