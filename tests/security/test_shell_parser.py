@@ -61,7 +61,7 @@ BYPASSES = [
     ("let x=USER_MESSAGE", SUBSCRIPT),
     ("x=$USER_MESSAGE; (( x > 1 ))", SUBSCRIPT),
     ('f() { eval "$1"; }; f "$USER_MESSAGE"', COMMAND),
-    ("bash -c 'eval \"$1\"' _ \"$USER_MESSAGE\"", COMMAND),
+    ('bash -c \'eval "$1"\' _ "$USER_MESSAGE"', COMMAND),
     ("printf '%s' \"$USER_MESSAGE\" | xargs -0 sh -c 'eval \"$1\"' _", COMMAND),
     ("PS4=$USER_MESSAGE; set -x; :", "$(touch CANARY)"),
     ("echo ${!USER_MESSAGE}", SUBSCRIPT),
@@ -70,14 +70,14 @@ BYPASSES = [
     ("$USER_MESSAGE", COMMAND),
     ('mapfile -C "$USER_MESSAGE" -c 1 arr <<< 1', COMMAND),
     ("declare -n r=$USER_MESSAGE; echo $r", SUBSCRIPT),
-    ("a=(1); unset \"a[$USER_MESSAGE]\"", None),
+    ('a=(1); unset "a[$USER_MESSAGE]"', None),
     ("bash <<'EOF'\neval \"$USER_MESSAGE\"\nEOF", COMMAND),
     ('while read -r line; do eval "$line"; done <<< "$USER_MESSAGE"', COMMAND),
     ("for w in $USER_MESSAGE; do (( w )); done", UNSPLIT),
     ("cat <<EOF\n$(( $USER_MESSAGE ))\nEOF", SUBSCRIPT),
     ("env BASH_ENV=$ARTIFACTS_DIR/x bash -c :", None),
     ('alias a="$USER_MESSAGE"', None),
-    ("sed \"s/x/$USER_MESSAGE/\" /dev/null", None),
+    ('sed "s/x/$USER_MESSAGE/" /dev/null', None),
     ("(( LOOP_V_1 ))", None),
     ("echo $(( $agent.output + 1 ))", None),
     ("[[ $INPUTS.count -gt 2 ]]", None),
@@ -96,7 +96,7 @@ SAFE_SCRIPTS = [
     '[ "$USER_MESSAGE" -gt 3 ] 2>/dev/null || echo small',
     "[[ $USER_MESSAGE =~ ^[0-9]+$ ]] && n=${BASH_REMATCH[0]} && (( n + 1 )) || true",
     'declare -A m; m[$USER_MESSAGE]=1; echo "${m[$USER_MESSAGE]}"',
-    "bash -c 'printf \"%s\\n\" \"$1\"' _ \"$USER_MESSAGE\"",
+    'bash -c \'printf "%s\\n" "$1"\' _ "$USER_MESSAGE"',
     "python3 -c 'import os; print(os.environ[\"USER_MESSAGE\"])'",
     "python3 -c 'import sys; print(sys.argv[1])' \"$USER_MESSAGE\"",
     "# a comment may say $USER_MESSAGE and (( USER_MESSAGE ))\necho ok",
@@ -145,7 +145,9 @@ def test_every_known_bypass_is_refused_at_validation_and_at_run_time(tmp_path, s
     script_line = findings[0].line
     assert f"line {script_line} of the script" in first.message
     # the YAML line the problem points at is the script's own line
-    assert source.splitlines()[first.line - 1].strip() == script.splitlines()[script_line - 1].strip()
+    assert (
+        source.splitlines()[first.line - 1].strip() == script.splitlines()[script_line - 1].strip()
+    )
 
     ctx = VarContext(
         user_message=payload or COMMAND, inputs={"count": 1}, known_nodes=frozenset({"agent"})
@@ -168,7 +170,7 @@ def test_safe_scripts_validate_and_deliver_the_value_as_data(tmp_path, script):
 def test_refusal_names_the_place_and_says_what_to_write():
     [finding] = unsafe_references("echo ok\n(( USER_MESSAGE > 3 ))")
     assert finding.line == 2 and finding.context is Context.ARITH
-    assert "[ \"USER_MESSAGE\" -gt 3 ]" in finding.explanation
+    assert '[ "USER_MESSAGE" -gt 3 ]' in finding.explanation
     [finding] = unsafe_references('bash -c "echo $USER_MESSAGE"')
     assert "bash -c 'printf" in finding.explanation
 
@@ -194,7 +196,7 @@ def test_peer_style_workflows_with_bare_references_keep_validating(path):
 def test_a_command_providers_command_is_checked_like_a_script():
     source = (
         "name: p\nproviders:\n  agent:\n    kind: command\n"
-        '    command: \'eval "$USER_MESSAGE"\'\n'
+        "    command: 'eval \"$USER_MESSAGE\"'\n"
         "nodes:\n  - id: a\n    provider: agent\n    prompt: hi\n"
     )
     result = load_recipe(source)
