@@ -189,9 +189,15 @@ class RecordingDiffs:
         self.structured_output = inner.structured_output
 
     def run(self, request, on_chunk):
+        from runs.executor.heartbeat import heartbeat, renewer
+
         result = self.inner.run(request, on_chunk)
         try:
-            record_changes(request.workdir, node_id=request.node_id, iteration=request.iteration)
+            # git can take a while on a big tree, and the agent prints nothing meanwhile.
+            with heartbeat(renewer(on_chunk)):
+                record_changes(
+                    request.workdir, node_id=request.node_id, iteration=request.iteration
+                )
         except (OSError, subprocess.SubprocessError):
             log.exception("could not record the worktree diff of %s", request.workdir)
         return result

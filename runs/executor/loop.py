@@ -15,6 +15,7 @@ from runs.providers.base import AgentRequest, Cancelled, ProviderError
 
 from .agent import StepFailed, call_agent, prepare_prompt
 from .context import build_context, run_dirs, step_env
+from .heartbeat import heartbeat
 from .process import run_process
 from .spec import node_spec, spec_for
 from .state import lock_run, max_iterations_error, on_fresh_connection
@@ -101,10 +102,11 @@ def run_iteration(iteration_id: int) -> None:
         outcome = call_agent(provider, request, stream, node.output_format)
         stream.publish()
         fired = []
-        if loop.until and detect_signal(outcome.raw, loop.until):
-            fired.append("until")
-        if loop.until_field and until_field_met(outcome.payload, loop.until_field):
-            fired.append("until_field")
+        with heartbeat(stream.renew_lease):  # the agent has returned: nothing else renews it
+            if loop.until and detect_signal(outcome.raw, loop.until):
+                fired.append("until")
+            if loop.until_field and until_field_met(outcome.payload, loop.until_field):
+                fired.append("until_field")
         if loop.until_bash and not fired and _until_bash(loop.until_bash, ctx, run, stream):
             fired.append("until_bash")
     except Cancelled:
