@@ -348,8 +348,10 @@ if _NEVER_TO_CHILDREN & set(LOOP_PROVIDER_ENV):
         + ": providers never receive the console's own secrets"
     )
 # Hosts a recipe's inline `providers:` may send requests to (`base_url`).
+# Public API hosts only: an inline provider on an internal address (127.0.0.1, a private
+# network) would let a recipe author reach services behind the worker.
 LOOP_PROVIDER_HOSTS = env_list(
-    "LOOP_PROVIDER_HOSTS", ["api.openai.com", "api.anthropic.com", "127.0.0.1", "localhost"]
+    "LOOP_PROVIDER_HOSTS", ["api.openai.com", "api.anthropic.com"]
 )
 try:
     LOOP_DEMO_DELAY = float(os.getenv("LOOP_DEMO_DELAY", "0.03"))

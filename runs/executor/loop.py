@@ -7,6 +7,7 @@ import logging
 
 from django.db import InterfaceError, OperationalError, transaction
 
+from console.redact import plain_cause
 from runs.engine.completion import detect_signal, gate_text, until_field_met
 from runs.engine.variables import VariableError, substitute, substitute_shell
 from runs.models import Gate, Iteration, NodeRun, Run
@@ -119,7 +120,7 @@ def run_iteration(iteration_id: int) -> None:
         return
     except Exception as exc:  # an iteration that raises fails the node at once
         log.exception("iteration %s crashed", it.pk)
-        error = f"{exc.__class__.__name__}: {exc}"
+        error = f"{plain_cause(exc)} (details in the worker's log)"
         on_fresh_connection(_iteration_failed, it, error, stream.text)
         return
     on_fresh_connection(_iteration_done, it, node, outcome, fired)
