@@ -29,6 +29,7 @@ FOREIGN_NODE_FIELDS = frozenset(
 LOOP_DISCARDED_FIELDS = ("hooks", "mcp", "skills", "allowed_tools", "denied_tools", "context")
 TOP_LEVEL_FIELDS = frozenset(
     {"name", "description", "interactive", "provider", "model", "providers", "inputs", "nodes"}
+    | {"approvers"}
 )
 _CONTROL_FIELDS = (
     "until",
