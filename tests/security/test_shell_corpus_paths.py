@@ -22,7 +22,6 @@ from runs import services
 from runs.actor import Actor
 from runs.executor.context import run_dirs
 from runs.models import Gate, NodeRun, Run
-from tests.kernel.conftest import broker  # noqa: F401 - the engine, run in this process
 
 HOSTILE_OPTION = "x'\"; touch CANARY; a[$(touch CANARY)]"
 
@@ -146,7 +145,7 @@ def answer_gates(run: Run, operator, engine, comment: str) -> None:
 def test_every_value_source_through_the_engine_and_real_bash(
     transactional_db,
     make_recipe,
-    broker,  # noqa: F811
+    broker,
     operator,
     tmp_path,
     index,

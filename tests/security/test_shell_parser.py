@@ -204,3 +204,22 @@ def test_a_command_providers_command_is_checked_like_a_script():
     assert problem.line == 5 and "provider 'agent'" in problem.message
     fine = source.replace('eval "$USER_MESSAGE"', 'cat; echo "$USER_MESSAGE"')
     assert load_recipe(fine).ok
+
+
+BUILTIN = sorted((Path(__file__).parents[2] / "recipes" / "builtin").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", BUILTIN, ids=[p.stem for p in BUILTIN])
+def test_bundled_recipes_are_examples_worth_copying(path):
+    """Every value a bundled recipe hands to bash is quoted, and none is refused."""
+    from recipes.shell_parts import shell_parts
+    from runs.engine.shell_context import plan, reference_spans
+
+    result = load_recipe(path.read_text())
+    assert result.ok, result.errors
+    for where, script in shell_parts(result).items():
+        if where.startswith("providers."):
+            continue
+        contexts, findings = plan(script, reference_spans(script))
+        assert not findings, (where, findings)
+        assert all(c in (Context.DQUOTE, Context.HEREDOC) for c in contexts), (where, contexts)
