@@ -223,3 +223,22 @@ def test_bundled_recipes_are_examples_worth_copying(path):
         contexts, findings = plan(script, reference_spans(script))
         assert not findings, (where, findings)
         assert all(c in (Context.DQUOTE, Context.HEREDOC) for c in contexts), (where, contexts)
+
+
+@pytest.mark.django_db
+def test_an_admin_providers_command_is_checked_in_the_form_and_before_each_call(tmp_path):
+    from django.core.exceptions import ValidationError
+
+    from runs.models import ProviderConfig
+    from runs.providers.base import AgentRequest, ProviderError
+    from runs.providers.command import CommandProvider
+
+    row = ProviderConfig(name="evil", kind="command", command='eval "$USER_MESSAGE"')
+    with pytest.raises(ValidationError, match="text run as code"):
+        row.full_clean()
+    request = AgentRequest(
+        prompt="hi", workdir=str(tmp_path), env={"USER_MESSAGE": f"touch {tmp_path}/CANARY"}
+    )
+    with pytest.raises(ProviderError, match="line 1: .*text run as code"):
+        CommandProvider("evil", 'eval "$USER_MESSAGE"').run(request, lambda chunk: None)
+    assert not (tmp_path / "CANARY").exists()
