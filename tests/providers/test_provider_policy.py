@@ -125,7 +125,7 @@ def test_admin_form_refuses_key_names_off_the_list(client, admin_user):
 
 def test_by_default_inline_providers_may_use_only_the_public_api_hosts():
     """Internal addresses (127.0.0.1, localhost, a private network) are refused unless an
-    administrator lists them; the test suite adds 127.0.0.1 for its fake API servers."""
+    administrator lists them; the test suite adds 127.0.0.1 and localhost for its fake API servers."""
     import os
     import subprocess
     import sys
