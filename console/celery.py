@@ -3,7 +3,7 @@
 import os
 
 from celery import Celery
-from celery.signals import task_postrun, worker_init
+from celery.signals import task_postrun, worker_init, worker_ready, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
@@ -38,3 +38,21 @@ def drop_broken_connections(**_) -> None:
     for connection in connections.all(initialized_only=True):
         if connection.connection is not None and not connection.in_atomic_block:
             connection.close_if_unusable_or_obsolete()
+
+
+@worker_ready.connect
+def start_heartbeat(sender=None, **_) -> None:
+    """Write this worker's heartbeat for /metrics (runs/executor/heartbeat.py)."""
+    from runs.executor import heartbeat
+
+    app.loop_worker_name = getattr(sender, "hostname", "") or "worker"
+    heartbeat.start(app.loop_worker_name)
+
+
+@worker_shutdown.connect
+def stop_heartbeat(**_) -> None:
+    from runs.executor import heartbeat
+
+    name = getattr(app, "loop_worker_name", "")
+    if name:
+        heartbeat.stop(name)

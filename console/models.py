@@ -56,6 +56,7 @@ class ApiToken(models.Model):
         READ = "read", "read-only: look at runs, gates and recipes"
         OPERATE = "operate", "operate: also start, cancel and resume runs, decide at gates"
         EDIT = "edit", "edit: everything the user's role allows, changing recipes included"
+        METRICS = "metrics", "metrics: read /metrics only (for a Prometheus scraper)"
 
     scope = models.CharField(
         max_length=10,
@@ -96,6 +97,8 @@ class ApiToken(models.Model):
 
     def allows(self, perm: str) -> bool:
         """Whether the scope lets the token use ``perm`` (its user must hold it too)."""
+        if self.scope == self.Scope.METRICS:
+            return False  # /metrics checks the scope itself; nothing of the API is allowed
         if self.scope == self.Scope.READ:
             return perm in VIEW_PERMISSIONS
         if self.scope == self.Scope.OPERATE:

@@ -93,6 +93,7 @@ INSTALLED_APPS = [
     "console",
     "recipes",
     "runs",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -230,6 +231,9 @@ LOOP_MAX_ATTEMPTS = env_int("LOOP_MAX_ATTEMPTS", 3)
 # The longest a step's `retry.delay_ms` may make a worker wait between attempts.
 LOOP_MAX_RETRY_DELAY_SECONDS = env_int("LOOP_MAX_RETRY_DELAY_SECONDS", 300)
 LOOP_RECIPE_DIRS = env_list("LOOP_RECIPE_DIRS", [])
+# Folders where script nodes find `uv` and `bun`; empty: the worker's PATH, then the folder of
+# the console's own interpreter (where `pip install uv` into its virtualenv puts uv).
+LOOP_RUNTIME_DIRS = env_list("LOOP_RUNTIME_DIRS", [])
 LOOP_USER_RECIPE_DIR = Path(
     os.getenv("LOOP_USER_RECIPE_DIR")
     or Path(os.getenv("XDG_CONFIG_HOME") or Path.home() / ".config") / "loop-console" / "recipes"
@@ -350,9 +354,38 @@ if _NEVER_TO_CHILDREN & set(LOOP_PROVIDER_ENV):
 # Hosts a recipe's inline `providers:` may send requests to (`base_url`).
 # Public API hosts only: an inline provider on an internal address (127.0.0.1, a private
 # network) would let a recipe author reach services behind the worker.
-LOOP_PROVIDER_HOSTS = env_list(
-    "LOOP_PROVIDER_HOSTS", ["api.openai.com", "api.anthropic.com"]
+LOOP_PROVIDER_HOSTS = env_list("LOOP_PROVIDER_HOSTS", ["api.openai.com", "api.anthropic.com"])
+# --- Notifications (notifications/) -----------------------------------------------------------
+# Where people reach the console: links in notifications are built on it.
+LOOP_BASE_URL = env_url("LOOP_BASE_URL", ("http", "https")) or "http://127.0.0.1:8000"
+# Hosts a webhook subscription may POST to (exact names). Empty: no webhook until set.
+LOOP_WEBHOOK_HOSTS = env_list("LOOP_WEBHOOK_HOSTS", [])
+LOOP_NOTIFY_MAX_ATTEMPTS = env_int("LOOP_NOTIFY_MAX_ATTEMPTS", 6)
+# The first retry waits this long; each later one twice the one before.
+LOOP_NOTIFY_RETRY_SECONDS = env_int("LOOP_NOTIFY_RETRY_SECONDS", 30)
+LOOP_NOTIFY_TIMEOUT_SECONDS = env_int("LOOP_NOTIFY_TIMEOUT_SECONDS", 10)
+if LOOP_NOTIFY_MAX_ATTEMPTS < 1 or LOOP_NOTIFY_RETRY_SECONDS < 1:
+    raise ImproperlyConfigured(
+        "LOOP_NOTIFY_MAX_ATTEMPTS and LOOP_NOTIFY_RETRY_SECONDS must be >= 1"
+    )
+# E-mail through Django's mail backend: SMTP when EMAIL_HOST is set, else printed to the
+# log (nothing leaves a trial machine).
+EMAIL_HOST = os.getenv("EMAIL_HOST", "")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = os.getenv("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.getenv("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 20)
+EMAIL_BACKEND = os.getenv("EMAIL_BACKEND") or (
+    "django.core.mail.backends.smtp.EmailBackend"
+    if EMAIL_HOST
+    else "django.core.mail.backends.console.EmailBackend"
 )
+DEFAULT_FROM_EMAIL = os.getenv("DEFAULT_FROM_EMAIL", "Loop Console <loop-console@localhost>")
+# How often each worker writes its heartbeat (shown by /metrics).
+LOOP_WORKER_HEARTBEAT_SECONDS = env_int("LOOP_WORKER_HEARTBEAT_SECONDS", 10)
+
 try:
     LOOP_DEMO_DELAY = float(os.getenv("LOOP_DEMO_DELAY", "0.03"))
 except ValueError:

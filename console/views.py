@@ -1,7 +1,7 @@
 import logging
 
 from django.db import connection
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -47,6 +47,42 @@ def inbox(request):
         "console/_inbox_live.html" if request.GET.get("part") == "live" else "console/inbox.html"
     )
     return render(request, template, queries.inbox())
+
+
+@require_GET
+def metrics(request):
+    """Prometheus' text format, for a staff account's session or an API token with the
+    `metrics` scope (a scraper needs nothing else). Bounded queries: runs/metrics.py."""
+    from console.models import ApiToken, TokenRefused
+    from runs import metrics as collected
+
+    user = getattr(request, "user", None)
+    header = request.headers.get("Authorization", "")
+    if header.lower().startswith("bearer "):
+        try:
+            token = ApiToken.for_secret(header[7:].strip())
+        except TokenRefused as refused:
+            return _refuse(401, str(refused))
+        if token is None:
+            return _refuse(401, "Unknown or revoked API token.")
+        if token.scope != ApiToken.Scope.METRICS:
+            return _refuse(
+                403,
+                f"This API token's scope is '{token.scope}'; /metrics needs a token with "
+                "scope 'metrics'.",
+            )
+    elif user is None or not user.is_authenticated:
+        return _refuse(401, "Sign in as staff, or send an API token with scope 'metrics'.")
+    elif not user.is_staff:
+        return _refuse(403, "Only staff accounts (or a 'metrics' API token) may read /metrics.")
+    return HttpResponse(collected.render(), content_type=collected.CONTENT_TYPE)
+
+
+def _refuse(status: int, detail: str) -> JsonResponse:
+    response = JsonResponse({"detail": detail}, status=status)
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+    return response
 
 
 # --- error pages, in the console's own layout ----------------------------------------------

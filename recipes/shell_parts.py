@@ -7,8 +7,8 @@ but saving a version whose shell parts differ from the current one's is refused
 
 Each recipe kind says what its shell parts are: a function from its spec to
 ``{where: text}``, registered with ``register_shell_parts(kind, function)``. A kind that adds
-a shell-bearing field (a step machine's ``gates.run`` commands, a workflow's ``script:``
-nodes) registers or extends its function, and the permission covers it at once.
+a shell-bearing field (a step machine's ``gates.run`` commands) registers or extends its
+function, and the permission covers it at once.
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ def _workflow_nodes(nodes, prefix: str, parts: ShellParts) -> None:
         where = f"{prefix}{node.id}"
         if node.bash is not None:
             parts[f"{where}.bash"] = node.bash
+        if getattr(node, "script", None) is not None:  # code run by uv or bun, its packages
+            script = {"script": node.script, "runtime": node.runtime, "deps": node.deps}
+            parts[f"{where}.script"] = json.dumps(script, sort_keys=True)
         if node.loop is not None and node.loop.until_bash:
             parts[f"{where}.loop.until_bash"] = node.loop.until_bash
         if node.loop_group is not None:
@@ -64,9 +67,9 @@ def _workflow_nodes(nodes, prefix: str, parts: ShellParts) -> None:
 
 
 def workflow_shell_parts(spec) -> ShellParts:
-    """bash steps, until_bash checks (loop_group bodies too), and every inline provider: a
-    command provider runs its command, and any inline provider chooses where requests and
-    keys go (base_url, api_key_env)."""
+    """bash steps, script nodes, until_bash checks (loop_group bodies too), every inline
+    provider: a command provider runs its command, and any inline provider chooses where
+    requests and keys go (base_url, api_key_env)."""
     parts: ShellParts = {}
     _workflow_nodes(spec.nodes, "nodes.", parts)
     for name, provider in (spec.providers or {}).items():

@@ -73,6 +73,13 @@ class NodeOut(Schema):
     max_iterations: int | None
     output: str
     error: str
+    child_runs: list[int] = []
+
+
+class ParentOut(Schema):
+    run: int
+    node: str
+    item: int | None
 
 
 class GateOut(Schema):
@@ -84,6 +91,10 @@ class GateOut(Schema):
     completion_signaled: bool
     status: str
     decisions: list[dict[str, Any]]
+    created_at: datetime | None = Field(None, description="When the gate opened")
+    deadline_at: datetime | None = Field(None, description="gate_timeout: decide by then")
+    on_timeout: str | None = Field(None, description="What the sweep does at the deadline")
+    reminded_at: datetime | None = Field(None, description="When the reminder was sent")
 
 
 class RunOut(Schema):
@@ -99,6 +110,7 @@ class RunOut(Schema):
     started_at: datetime | None
     finished_at: datetime | None
     url: str
+    parent: ParentOut | None = None
     nodes: list[NodeOut]
     pending_gate: GateOut | None
 

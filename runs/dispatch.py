@@ -1,8 +1,9 @@
 """The one way work reaches the workers.
 
 Everything that sends a task calls `send_on_commit` (inside a transaction: the message
-leaves only once the rows it names are committed) or `send_now` (outside one: the sweep
-re-sending lost work). Both end in `deliver`, the single seam tests replace.
+leaves only once the rows it names are committed), `send_now` (outside one: the sweep
+re-sending lost work) or `send_later` (a retry's back-off). All end in `deliver`, the
+single seam tests replace.
 
 The continuation fast path lives here too. While a `run_iteration` task runs an iteration
 inside `chain`, the first `run_iteration` that iteration's transaction queues is handed
@@ -30,15 +31,24 @@ CHAINED_TASK = "run_iteration"
 _local = threading.local()
 
 
-def deliver(task_name: str, *args) -> None:
+def deliver(task_name: str, *args, countdown: float | None = None) -> None:
     """Hand one message to the broker. The only place that does."""
     from runs import tasks
 
-    getattr(tasks, task_name).delay(*args)
+    if countdown:
+        getattr(tasks, task_name).apply_async(args, countdown=countdown)
+    else:
+        getattr(tasks, task_name).delay(*args)
 
 
 def send_now(task_name: str, *args) -> None:
     deliver(task_name, *args)
+
+
+def send_later(task_name: str, seconds: float, *args) -> None:
+    """Send after `seconds` (a retry's back-off). The row the task reads says when it is
+    due, so an early or duplicate message does nothing and the sweep re-sends a lost one."""
+    deliver(task_name, *args, countdown=seconds)
 
 
 def send_on_commit(task_name: str, *args) -> None:

@@ -6,6 +6,7 @@ text and escaped by the template like everything else.
 
 from __future__ import annotations
 
+from runs.engine.durations import say_duration
 from runs.models import RunEvent
 
 CHANNEL_WORDS = {
@@ -93,12 +94,27 @@ def describe(event: RunEvent) -> str:
         return f"Waiting for a decision at {step}."
     if kind == "gate_decided":
         return _decision(step, data)
+    if kind == "gate_reminded":
+        waited = say_duration(data.get("waited_seconds") or 0)
+        by = data.get("by") or "the sweep"
+        return f"{by} sent a reminder: the gate at {where} has waited {waited} (gate_timeout)."
     if kind == "agent_tool":
         detail = _short(data.get("detail"))
         return f"The agent at {where} used {data.get('tool')}" + (f": {detail}" if detail else ".")
+    if kind == "child_run_started":
+        return f"{step} started child run {data.get('child')}{_item(data)}."
+    if kind == "child_run_finished":
+        return f"Child run {data.get('child')}{_item(data)} of {step} {data.get('status')}."
+    if kind == "child_run_resumed":
+        return f"{step} resumed child run {data.get('child')}."
     if kind == "worktree_diff":
         return f"{where} changed files in the worktree."
     return f"{kind.replace('_', ' ').capitalize()}{' at ' + step if step else ''}."
+
+
+def _item(data: dict) -> str:
+    index = data.get("index")
+    return f" (item {index})" if index is not None else ""
 
 
 def _decision(step: str, data: dict) -> str:
@@ -109,6 +125,7 @@ def _decision(step: str, data: dict) -> str:
         "iterated": "asked for another iteration at",
         "rejected": "rejected",
         "cancelled": "cancelled the gate at",
+        "timed_out": "closed the gate at",
     }.get(status, status or "decided")
     if status == "accepted" and data.get("decision"):
         verb = f"chose “{data['decision']}” at"

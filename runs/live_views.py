@@ -60,7 +60,9 @@ def run_change_events(kinds: set[str]) -> list[str]:
     names = ["run-changed"]
     if any(k.startswith(("iteration_", "run_", "loop_")) for k in kinds):
         names.append("iterations-changed")
-    if kinds & {"approval_requested", "gate_decided"} or any(k.startswith("run_") for k in kinds):
+    if kinds & {"approval_requested", "gate_decided", "gate_reminded"} or any(
+        k.startswith("run_") for k in kinds
+    ):
         names.append("gate-changed")
     return names
 

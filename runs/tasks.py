@@ -76,6 +76,14 @@ def finish_group_iteration(group_row_id: int, number: int) -> None:
     )
 
 
+@shared_task(name="runs.tasks.send_notification")
+def send_notification(delivery_id: int) -> None:
+    """One webhook or e-mail (notifications.sending): claimed, tried, recorded."""
+    from notifications import sending
+
+    on_fresh_connection(sending.send, delivery_id)
+
+
 @shared_task(name="runs.tasks.sweep")
 def sweep() -> dict:
     counts = sweeper.sweep()

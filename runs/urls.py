@@ -13,6 +13,7 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/resume/", views.run_resume, name="run_resume"),
     path("runs/<int:run_id>/rerun/", views.run_rerun, name="run_rerun"),
+    path("runs/<int:run_id>/gates/<int:gate_id>/", views.gate_detail, name="gate_detail"),
     path("runs/<int:run_id>/gates/<int:gate_id>/approve/", views.gate_approve, name="gate_approve"),
     path("runs/<int:run_id>/gates/<int:gate_id>/reject/", views.gate_reject, name="gate_reject"),
 ]

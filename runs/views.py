@@ -110,6 +110,28 @@ def run_part(request, run_id, part):
 
 @require_GET
 @viewer_required
+def gate_detail(request, run_id, gate_id):
+    """One gate's own page, where notifications link: its panel if it still waits (the
+    decision is a POST from there), else who decided it."""
+    run = _run_or_404(run_id)
+    gate = run.gates.select_related("iteration", "decided_by").filter(pk=gate_id).first()
+    if gate is None:
+        raise Http404("No such gate.")
+    state = queries.gate_state(run)
+    if gate.is_pending:
+        waiting = [g for g in [state["gate"], *state["other_gates"]] if g and g.pk != gate.pk]
+        previous = state["last_decision"]
+        state["gate"], state["other_gates"] = gate, waiting
+        if previous is not None and previous.node_run_id != gate.node_run_id:
+            state["last_decision"] = None
+    else:
+        state["gate"], state["last_decision"], state["other_gates"] = None, gate, []
+    state["now_waiting"] = None if gate.is_pending else services.pending_gate(run)
+    return render(request, "runs/gate.html", {"run": run, "this_gate": gate, **state})
+
+
+@require_GET
+@viewer_required
 @vary_on_headers("HX-Request")
 def run_iterations(request, run_id):
     """Older iterations on demand: the cards alone for htmx, a page of them otherwise."""
@@ -182,6 +204,8 @@ def _act(request, run, action, part, draft=None):
         return response
     if notice:
         messages.add_message(request, level, notice)
+    if request.POST.get("next") == "inbox":  # the inbox's `a` key: back where it was pressed
+        return redirect("inbox")
     return redirect("run_detail", run.pk)
 
 

@@ -189,12 +189,12 @@ class RecordingDiffs:
         self.structured_output = inner.structured_output
 
     def run(self, request, on_chunk):
-        from runs.executor.heartbeat import heartbeat, renewer
+        from runs.executor.lease import keep_lease, renewer
 
         result = self.inner.run(request, on_chunk)
         try:
             # git can take a while on a big tree, and the agent prints nothing meanwhile.
-            with heartbeat(renewer(on_chunk)):
+            with keep_lease(renewer(on_chunk)):
                 record_changes(
                     request.workdir, node_id=request.node_id, iteration=request.iteration
                 )

@@ -18,6 +18,8 @@ from recipes.formats.rule_context import (
     require_text,
 )
 from recipes.problems import child_path, short_repr
+from runs.engine.deadlines import on_timeout_problem
+from runs.engine.durations import DurationError, parse_duration
 
 
 def check_input(name: str, spec: Any, ctx: RuleContext) -> Any:
@@ -56,7 +58,7 @@ def check_output_schema(schema: Any, path: str, ctx: RuleContext) -> None:
         ctx.error(path, f"output_format is not a valid JSON Schema ({type(exc).__name__})")
 
 
-def check_approval(value: Any, path: str, ctx: RuleContext) -> Any:
+def check_approval(value: Any, path: str, ctx: RuleContext, label: str = "approval") -> Any:
     if value is None:
         ctx.error(path, "an approval node needs a message (approval: {message: ...})")
         return value
@@ -82,7 +84,37 @@ def check_approval(value: Any, path: str, ctx: RuleContext) -> Any:
                         f"duplicate decision {short_repr(ident)}",
                     )
                 seen.add(ident)
-    return drop_nulls({k: v for k, v in value.items() if k in APPROVAL_FIELDS}, ("message",))
+    out = drop_nulls({k: v for k, v in value.items() if k in APPROVAL_FIELDS}, ("message",))
+    check_gate_deadline(out, path, label, ctx, has_gate=True)
+    return out
+
+
+def check_gate_deadline(block: dict, path: str, label: str, ctx: RuleContext, has_gate: bool):
+    """`gate_timeout` (a duration) and `on_timeout` (remind, reject or fail; never approve).
+    A value refused here is dropped from `block`, so it is reported once, with its line."""
+    timeout, action = block.get("gate_timeout"), block.get("on_timeout")
+    if timeout is not None:
+        try:
+            parse_duration(timeout)
+        except DurationError as exc:
+            ctx.error(child_path(path, "gate_timeout"), f"{label}: gate_timeout {exc}")
+            block.pop("gate_timeout", None)
+        else:
+            if not has_gate:
+                ctx.warn(
+                    child_path(path, "gate_timeout"),
+                    f"{label}: gate_timeout only applies to a gate (an interactive loop); "
+                    "it has no effect here",
+                )
+    if action is not None:
+        if problem := on_timeout_problem(action):
+            ctx.error(child_path(path, "on_timeout"), f"{label}: {problem}")
+            block.pop("on_timeout", None)
+        elif timeout is None:
+            ctx.error(
+                child_path(path, "on_timeout"),
+                f"{label}: on_timeout needs a gate_timeout (how long the gate waits)",
+            )
 
 
 # ------------------------------------------------------------------- loop controls
@@ -150,6 +182,7 @@ def check_loop(raw: dict, path: str, label: str, ctx: RuleContext) -> Any:
     if not has_prompt and not has_command:
         out["prompt"] = "(missing prompt)"
     check_controls(block, path, label, ctx, "loop")
+    check_gate_deadline(out, path, label, ctx, has_gate=block.get("interactive") is True)
     check_until_field(block.get("until_field"), raw.get("output_format"), path, label, ctx)
     return out
 

@@ -75,6 +75,41 @@ def _assigns_workflow(tree: ast.Module) -> bool:
     return False
 
 
+def _gate_option_problems(tree: ast.Module) -> list[Problem]:
+    """`GateOptions(timeout=..., on_timeout=...)` written as literals, checked by the rules
+    a YAML recipe's gate_timeout / on_timeout obey, so a mistake shows with its line at
+    sync instead of when a worker loads the file."""
+    from runs.engine.deadlines import on_timeout_problem
+    from runs.engine.durations import DurationError, parse_duration
+
+    problems = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+        if name != "GateOptions":
+            continue
+        for keyword in node.keywords:
+            if not isinstance(keyword.value, ast.Constant):
+                continue
+            value, where = keyword.value.value, keyword.value
+            problem = None
+            if keyword.arg == "on_timeout":
+                problem = on_timeout_problem(value)
+            elif keyword.arg == "timeout" and value is not None:
+                try:
+                    parse_duration(value)
+                except DurationError as exc:
+                    problem = f"GateOptions timeout {exc}"
+            if problem:
+                problems.append(
+                    Problem(
+                        f"GateOptions.{keyword.arg}", where.lineno, where.col_offset + 1, problem
+                    )
+                )
+    return problems
+
+
 def parse_python(source: str, fallback_name: str = "") -> LoadResult:
     try:
         tree = ast.parse(source)
@@ -92,6 +127,8 @@ def parse_python(source: str, fallback_name: str = "") -> LoadResult:
             "`workflow = LoopWorkflow(...)`)",
         )
         return LoadResult(kind="python", spec=None, errors=[problem])
+    if problems := _gate_option_problems(tree):
+        return LoadResult(kind="python", spec=None, errors=problems)
     doc = (ast.get_docstring(tree) or "").strip()
     title, _, rest = doc.partition("\n")
     spec = PythonSpec(

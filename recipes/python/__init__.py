@@ -19,7 +19,7 @@ from .results import (
     WorkflowError,
     WorkflowResult,
 )
-from .workflows import LoopWorkflow, ParallelWorkflow, SequentialWorkflow
+from .workflows import GateOptions, LoopWorkflow, ParallelWorkflow, SequentialWorkflow
 
 __all__ = [
     "Agent",
@@ -27,6 +27,7 @@ __all__ = [
     "AgentResult",
     "DirectHost",
     "GateDecision",
+    "GateOptions",
     "GateRejected",
     "GateRequest",
     "LoopWorkflow",

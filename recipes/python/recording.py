@@ -358,6 +358,7 @@ class RecordingHost:
                     message=gate_message(request),
                     iteration=it,
                     fired=["gate"],
+                    deadline=request.deadline,
                 )
             if self.waits_at_gates:
                 return None

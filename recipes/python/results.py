@@ -82,6 +82,7 @@ class GateRequest:
     max_iterations: int
     result: AgentResult
     condition_met: bool = False
+    deadline: object = None  # a runs.engine.deadlines.GateDeadline, from GateOptions
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 
+from runs.engine.deadlines import GateDeadline
+
 from .agents import Agent, Runnable, check_name
 from .conditions import as_condition
 from .context import Context, Scope, unique_names
@@ -61,12 +63,31 @@ class _Composite(Runnable):
         return list(zip(unique_names([s.name for s in self.stages]), self.stages, strict=True))
 
 
+class GateOptions:
+    """`LoopWorkflow(gate=GateOptions(...))`: when to ask (`when(result, iteration)`, else
+    after every iteration) and a deadline, as a recipe's `gate_timeout` / `on_timeout`:
+    `timeout` is a duration ("30m", "2h", "1d", or a timedelta), `on_timeout` one of
+    "remind" (the default), "reject" or "fail" — never "approve"."""
+
+    def __init__(self, *, when=None, timeout=None, on_timeout=None):
+        if when is not None and not callable(when):
+            raise TypeError("GateOptions(when=...) must be a callable when(result, iteration)")
+        if on_timeout is not None and timeout is None:
+            raise ValueError("GateOptions(on_timeout=...) needs a timeout (how long it waits)")
+        self.when = when
+        self.deadline = GateDeadline.parse(timeout, on_timeout)
+
+    def wanted(self, result, iteration: int) -> bool:
+        return True if self.when is None else bool(self.when(result, iteration))
+
+
 class LoopWorkflow(_Composite):
     """Run `agents` in order, iteration after iteration, until `stop_condition(result,
     iteration)` says stop (judged on each iteration's last result) or `max_iterations` ran.
 
     `gate=True` asks a person between iterations (a callable `gate(result, iteration)`
-    decides when to ask): accept ends the loop, feedback reaches the next iteration.
+    decides when to ask; `GateOptions` adds a deadline): accept ends the loop, feedback
+    reaches the next iteration.
     """
 
     def __init__(
@@ -86,11 +107,15 @@ class LoopWorkflow(_Composite):
             raise ValueError("max_iterations must be between 1 and 1000")
         self.max_iterations = max_iterations
         self.stop_condition = as_condition(stop_condition) if stop_condition else None
-        if not (isinstance(gate, bool) or callable(gate)):
-            raise TypeError("gate must be True/False or a callable gate(result, iteration)")
+        if not (isinstance(gate, bool | GateOptions) or callable(gate)):
+            raise TypeError(
+                "gate must be True/False, a callable gate(result, iteration) or GateOptions(...)"
+            )
         self.gate = gate
 
     def _wants_gate(self, result: AgentResult, iteration: int) -> bool:
+        if isinstance(self.gate, GateOptions):
+            return self.gate.wanted(result, iteration)
         if callable(self.gate):
             return bool(self.gate(result, iteration))
         return bool(self.gate)
@@ -138,6 +163,7 @@ class LoopWorkflow(_Composite):
                         iteration=iteration,
                         max_iterations=self.max_iterations,
                         result=current,
+                        deadline=getattr(self.gate, "deadline", None),
                     )
                 )
                 if inspect.isawaitable(decision):

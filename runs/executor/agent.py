@@ -15,7 +15,7 @@ from runs.engine.structured import (
 )
 from runs.providers.base import AgentRequest, AgentResult, Provider, ProviderError
 
-from .heartbeat import heartbeat, renewer
+from .lease import keep_lease, renewer
 
 MAX_REASKS = 3
 TRANSIENT_RETRIES = 3
@@ -87,7 +87,7 @@ def _with_transient_retries(provider: Provider, request: AgentRequest, on_chunk)
             if exc.permanent or attempt == TRANSIENT_RETRIES:
                 raise StepFailed(str(exc)) from exc
             on_chunk(f"\n[transient error, retrying in {delay:.0f}s: {exc}]\n")
-            with heartbeat(renewer(on_chunk)):
+            with keep_lease(renewer(on_chunk)):
                 time.sleep(delay)
             delay *= 2
     raise AssertionError("unreachable")

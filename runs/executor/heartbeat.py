@@ -1,56 +1,76 @@
-"""Keep a claimed piece of work's lease alive while the worker does something slow that
-prints nothing: recording a worktree's diff (git add, commit, diff), checking completion
-signals in a long output, waiting before a retry.
-
-Output streaming renews the lease as chunks arrive (runs/executor/stream.py); once the
-agent has returned there are no chunks, so a helper thread renews it every
-FLUSH_SECONDS until the block ends. Without it a sweep would take the work back as lost
-after LOOP_LEASE_SECONDS and run it a second time, alongside this one.
-"""
+"""Each worker says it is alive: a thread in the worker's main process writes the time into
+one Redis hash (`<prefix>:workers`, worker name → Unix time) every
+LOOP_WORKER_HEARTBEAT_SECONDS. /metrics reads it; a worker that stopped writing is dead or
+stuck. Independent of Celery's own heartbeat events, which need `-E` and a monitor."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from contextlib import contextmanager
+import time
 
-from django.db import connections
+import redis
+from django.conf import settings
 
-from .stream import FLUSH_SECONDS
+from runs import live
 
 log = logging.getLogger(__name__)
+KEY = f"{live.PREFIX}:workers"
+# Names not heard from for a day are dropped from the hash (a worker renamed or retired).
+FORGET_SECONDS = 86400
+_stop = threading.Event()
 
 
-@contextmanager
-def heartbeat(renew: Callable[[], bool] | None, every: float = FLUSH_SECONDS):
-    """Call `renew` (which returns False once the work is no longer ours) every `every`
-    seconds on a helper thread while the block runs; `None` does nothing."""
-    if renew is None:
-        yield
-        return
-    stop = threading.Event()
+def _client():
+    if not settings.LIVE_REDIS_URL:
+        return None
+    return redis.Redis.from_url(settings.LIVE_REDIS_URL, socket_timeout=2)
 
-    def beat() -> None:
-        try:
-            while not stop.wait(every):
-                try:
-                    if not renew():
-                        return  # cancelled or taken over: the work's own write will fail
-                except Exception:  # noqa: BLE001 - a missed beat must not kill the work
-                    log.warning("could not renew a lease", exc_info=True)
-        finally:
-            connections.close_all()  # this thread's own database connection
 
-    thread = threading.Thread(target=beat, name="lease-heartbeat", daemon=True)
-    thread.start()
+def beat(name: str, client=None) -> None:
+    client = client or _client()
+    if client is not None:
+        client.hset(KEY, name, f"{time.time():.3f}")
+
+
+def start(name: str) -> None:
+    """Beat now, then every interval until `stop` (a daemon thread: it dies with the worker)."""
+
+    def loop():
+        client = _client()
+        while True:
+            try:
+                beat(name, client)
+            except (redis.RedisError, OSError) as exc:
+                log.warning("worker heartbeat not written: %s", exc)
+            if _stop.wait(settings.LOOP_WORKER_HEARTBEAT_SECONDS):
+                return
+
+    _stop.clear()
+    threading.Thread(target=loop, daemon=True, name="loop-worker-heartbeat").start()
+
+
+def stop(name: str) -> None:
+    _stop.set()
     try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
+        client = _client()
+        if client is not None:
+            client.hdel(KEY, name)
+    except (redis.RedisError, OSError):
+        pass
 
 
-def renewer(on_chunk) -> Callable[[], bool] | None:
-    """The lease renewal of an output stream (None for a plain callback)."""
-    return getattr(on_chunk, "renew_lease", None)
+def read(client=None) -> dict[str, float]:
+    """Worker name → last heartbeat (Unix time); forgets names silent for a day."""
+    client = client or _client()
+    if client is None:
+        return {}
+    now = time.time()
+    beats = {}
+    for name, value in client.hgetall(KEY).items():
+        name, at = name.decode(), float(value)
+        if now - at > FORGET_SECONDS:
+            client.hdel(KEY, name)
+            continue
+        beats[name] = at
+    return beats

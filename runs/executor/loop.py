@@ -9,6 +9,7 @@ from django.db import InterfaceError, OperationalError, transaction
 
 from console.redact import plain_cause
 from runs.engine.completion import detect_signal, gate_text, until_field_met
+from runs.engine.deadlines import GateDeadline
 from runs.engine.variables import VariableError, substitute, substitute_shell
 from runs.models import Gate, Iteration, NodeRun, Run
 from runs.providers import registry
@@ -16,7 +17,7 @@ from runs.providers.base import AgentRequest, Cancelled, ProviderError
 
 from .agent import StepFailed, call_agent, prepare_prompt
 from .context import build_context, run_dirs, step_env
-from .heartbeat import heartbeat
+from .lease import keep_lease
 from .process import run_process
 from .spec import node_spec, spec_for
 from .state import lock_run, max_iterations_error, on_fresh_connection
@@ -39,7 +40,12 @@ def start_loop(run: Run, spec, node, row: NodeRun) -> None:
         row.max_iterations = node.loop.max_iterations
         row.lease_expires_at = None
         # Snapshot the prompt template: a paused run keeps the prompt it started with.
-        row.state = {**row.state, "prompt_template": node.loop.prompt}
+        # ... and which provider the recipe names (the metrics add usage up per provider).
+        row.state = {
+            **row.state,
+            "prompt_template": node.loop.prompt,
+            "provider": node.provider or spec.provider or "default",
+        }
         row.save()
         run.append_event("loop_started", row.node_id, max_iterations=node.loop.max_iterations)
         row.start_iteration(run, 1)
@@ -103,7 +109,7 @@ def run_iteration(iteration_id: int) -> None:
         outcome = call_agent(provider, request, stream, node.output_format)
         stream.publish()
         fired = []
-        with heartbeat(stream.renew_lease):  # the agent has returned: nothing else renews it
+        with keep_lease(stream.renew_lease):  # the agent has returned: nothing else renews it
             if loop.until and detect_signal(outcome.raw, loop.until):
                 fired.append("until")
             if loop.until_field and until_field_met(outcome.payload, loop.until_field):
@@ -216,6 +222,13 @@ def settle_loop(run: Run, row: NodeRun, loop, it: Iteration, fired: list[str]) -
             signal=getattr(loop, "until", None) or "",
             field=getattr(loop, "until_field", None) or "",
         )
-        row.pause(run, kind=Gate.Kind.LOOP, message=message, iteration=it, fired=fired)
+        row.pause(
+            run,
+            kind=Gate.Kind.LOOP,
+            message=message,
+            iteration=it,
+            fired=fired,
+            deadline=GateDeadline.of(loop),
+        )
     else:
         row.start_iteration(run, it.number + 1)

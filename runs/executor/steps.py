@@ -1,4 +1,5 @@
-"""Start a node: run bash and prompt steps, open approval gates, cancel, set up loops."""
+"""Start a node: run bash, script and prompt steps, open approval gates, cancel, set up
+loops and child runs."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from django.conf import settings
 from django.db import transaction
 
 from runs.actor import Actor
+from runs.engine.deadlines import GateDeadline
 from runs.engine.variables import VariableError, substitute, substitute_shell
 from runs.models import Gate, NodeRun, Run
 from runs.providers import registry
@@ -15,9 +17,11 @@ from runs.providers.base import AgentRequest, Cancelled, ProviderError
 
 from . import group as group_exec
 from . import loop as loop_exec
+from . import subrun
 from .agent import StepFailed, call_agent, prepare_prompt
 from .context import build_context, run_dirs, step_env
 from .process import run_process
+from .script import run_script
 from .spec import SpecError, node_spec, spec_for
 from .state import lock_run
 from .stream import FLUSH_SECONDS, OutputStream
@@ -41,8 +45,10 @@ def start_node(node_run_id: int) -> None:
         locked.append_event(
             "node_started", row.node_id, kind=row.kind, iteration=row.iteration or None
         )
-    if node.kind in ("bash", "prompt", "command"):
+    if node.kind in ("bash", "prompt", "command", "script"):
         _run_step(run, spec, node, row)
+    elif node.kind == "workflow":
+        subrun.start_workflow_node(run, spec, node, row)
     elif node.kind == "loop":
         loop_exec.start_loop(run, spec, node, row)
     elif node.kind == "loop_group":
@@ -61,7 +67,13 @@ def start_node(node_run_id: int) -> None:
             except VariableError as exc:
                 row.fail(run, f"approval message: {exc}")
                 return
-            row.pause(run, kind=Gate.Kind.APPROVAL, message=message, decisions=decisions)
+            row.pause(
+                run,
+                kind=Gate.Kind.APPROVAL,
+                message=message,
+                decisions=decisions,
+                deadline=GateDeadline.of(node.approval),
+            )
     elif node.kind == "cancel":
         with transaction.atomic():
             run = lock_run(run.pk)
@@ -131,6 +143,8 @@ def _run_step(run: Run, spec, node, row: NodeRun) -> None:
 
 
 def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
+    if node.kind == "script":
+        return run_script(run, spec, node, row, stream)
     ctx = build_context(run, spec, row)
     workdir, _ = run_dirs(run)
     if node.kind == "bash":
@@ -176,6 +190,7 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
         "tokens_in": result.tokens_in,
         "tokens_out": result.tokens_out,
         "cost_usd": str(result.cost_usd) if result.cost_usd is not None else None,
+        "provider": getattr(provider, "name", "") or "default",
     }
     return outcome.text, outcome.payload, extra
 

@@ -4,7 +4,10 @@ A running iteration or step renews its lease every half second while it streams.
 lease has expired, its worker is gone (killed, machine lost): the work goes back to pending
 and is sent again, until its recorded attempt count reaches LOOP_MAX_ATTEMPTS, when it
 fails. Pending work that nobody claimed for a while is sent again (claims make duplicates
-harmless). A gate holds no lease and no message, so a gate may wait for weeks.
+harmless). A gate holds no lease and no message, so a gate may wait for weeks, unless its
+recipe gave it a deadline (`gate_timeout`): then `overdue_gates` reminds, rejects or fails
+as `on_timeout` says, acting as "the sweep". A notification whose message was lost is sent
+again by `lost_notifications`.
 
 Each pass is named for what it repairs; every one goes through `take_back`, which locks the
 run and acts only if the row is still in the state the pass found it in.
@@ -22,7 +25,10 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from runs import dispatch
-from runs.models import Iteration, NodeRun, Run
+from runs.actor import SWEEP
+from runs.engine.durations import say_duration
+from runs.errors import ServiceError
+from runs.models import Gate, Iteration, NodeRun, Run
 
 from .state import lock_run
 
@@ -38,7 +44,11 @@ def sweep(now=None) -> dict:
     expired_steps(now, counts)
     lost_messages(stale, now, counts)
     stalled_runs(stale, counts)
-    result = {key: counts[key] for key in ("requeued", "failed", "resent", "advanced")}
+    waiting_parents(stale, counts)
+    overdue_gates(now, counts)
+    lost_notifications(stale, counts)
+    keys = ("requeued", "failed", "resent", "advanced", "reminded", "timed_out")
+    result = {key: counts[key] for key in keys}
     if any(result.values()):
         log.info("sweep: %s", ", ".join(f"{k} {v}" for k, v in result.items() if v))
     return result
@@ -126,3 +136,57 @@ def stalled_runs(stale, counts: Counter) -> None:
     ):
         dispatch.send_now("advance_run", run_id)
         counts["advanced"] += 1
+
+
+def waiting_parents(stale, counts: Counter) -> None:
+    """A `workflow:` node waits for its children holding no lease, so `stalled_runs` never
+    sees it: when a child ended a while ago and its parent has not counted it (the message
+    from the child was lost), advance the parent."""
+    from .subrun import children
+
+    for row in NodeRun.objects.filter(
+        kind="workflow", iteration=0, status=NodeRun.Status.RUNNING, run__status__in=Run.ACTIVE
+    ):
+        ended = [c for c in children(row).values() if c.is_terminal]
+        if len(ended) > (row.state or {}).get("seen", 0) and all(
+            c.finished_at and c.finished_at < stale for c in ended
+        ):
+            dispatch.send_now("advance_run", row.run_id)
+            counts["advanced"] += 1
+
+
+def overdue_gates(now, counts: Counter) -> None:
+    """Gates whose deadline passed: one reminder (the gate keeps waiting), a reject (the
+    step fails as if a person rejected it) or a failed run. Each is claimed by a
+    conditional UPDATE of the gate, so two sweepers act once."""
+    for gate in Gate.objects.overdue(now).select_related("iteration"):
+        waited = say_duration(gate.timeout_seconds or (now - gate.created_at).total_seconds())
+        reason = f"no decision within {waited} (gate_timeout)"
+        if gate.on_timeout == Gate.OnTimeout.REJECT:
+            from runs import services
+
+            try:
+                services.reject(gate.pk, SWEEP, reason=reason)
+            except ServiceError:
+                continue  # decided (or the run ended) meanwhile
+            counts["timed_out"] += 1
+            continue
+
+        def act(run, gate=gate, reason=reason):
+            if gate.on_timeout == Gate.OnTimeout.FAIL:
+                if not run.is_terminal and gate.time_out(run, SWEEP, now, reason):
+                    run.fail(f"the gate at '{gate.node_id}' had {reason}; on_timeout: fail")
+                    counts["timed_out"] += 1
+            elif gate.remind(run, SWEEP, now):
+                counts["reminded"] += 1
+
+        take_back(gate, act)
+
+
+def lost_notifications(stale, counts: Counter) -> None:
+    """Deliveries due for a while that nobody sent: send again (the claim is conditional)."""
+    from notifications.models import Delivery
+
+    for pk in Delivery.objects.lost(stale).values_list("pk", flat=True)[:500]:
+        dispatch.send_now("send_notification", pk)
+        counts["resent"] += 1

@@ -1,6 +1,6 @@
 from django.conf import settings
 from django.db import models
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from runs.errors import AlreadyDecided, Conflict, NotFound, ServiceError
@@ -35,6 +35,13 @@ class GateQuerySet(models.QuerySet):
             raise AlreadyDecided(last)
         raise Conflict(f"Run {run.pk} is {run.status} and has no gate waiting.")
 
+    def overdue(self, now):
+        """Pending gates past their deadline that still have something to do: a reminder
+        not yet sent, or a reject / fail (the `gate_deadline` index: status, then time)."""
+        return self.filter(
+            status=Gate.Status.PENDING, deadline_at__isnull=False, deadline_at__lte=now
+        ).filter(~Q(on_timeout=Gate.OnTimeout.REMIND) | Q(reminded_at__isnull=True))
+
 
 class Gate(models.Model):
     """A pause for a human decision: after an interactive loop iteration, or at an approval node."""
@@ -49,6 +56,15 @@ class Gate(models.Model):
         ITERATED = "iterated"
         REJECTED = "rejected"
         CANCELLED = "cancelled"
+        TIMED_OUT = "timed_out"  # no decision before the deadline, and on_timeout: fail
+
+    class OnTimeout(models.TextChoices):
+        """What the sweep does when a gate's deadline passes. Never approve: a deadline
+        cannot decide for a person."""
+
+        REMIND = "remind", "remind (the gate keeps waiting)"
+        REJECT = "reject", "reject (the step fails)"
+        FAIL = "fail", "fail the run"
 
     class Surface(models.TextChoices):
         CONSOLE = "console"
@@ -80,12 +96,20 @@ class Gate(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     surface = models.CharField(max_length=20, choices=Surface.choices, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # A deadline (`gate_timeout` in a recipe): when it passes, the sweep does `on_timeout`.
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
+    on_timeout = models.CharField(max_length=10, choices=OnTimeout.choices, blank=True)
+    reminded_at = models.DateTimeField(null=True, blank=True)
 
     objects = GateQuerySet.as_manager()
 
     class Meta:
         ordering = ["created_at", "id"]
-        indexes = [models.Index(fields=["status", "created_at"], name="gate_waiting")]
+        indexes = [
+            models.Index(fields=["status", "created_at"], name="gate_waiting"),
+            models.Index(fields=["status", "deadline_at"], name="gate_deadline"),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["node_run"],
@@ -137,11 +161,35 @@ class Gate(models.Model):
         return self.Status.ACCEPTED
 
     @property
-    def approve_label(self) -> str:
+    def plain_approve_accepts(self) -> bool:
+        """Approving with no comment and no choice of decision accepts: what the `a` key
+        may do (the page renders this; the script never works it out)."""
+        if self.kind == self.Kind.APPROVAL and self.decisions:
+            return False
+        return self.outcome("approve") == self.Status.ACCEPTED
+
+    @property
+    def commented_approve_accepts(self) -> bool:
+        """Approving with a comment still accepts (an approval's comment is only a note; a
+        loop gate's feedback asks for another iteration)."""
+        if self.kind == self.Kind.APPROVAL and self.decisions:
+            return False
+        return self.outcome("approve", "feedback") == self.Status.ACCEPTED
+
+    def approve_label_for(self, comment: str = "") -> str:
+        """What the primary button says when the reviewer has written `comment`."""
         if self.kind == self.Kind.APPROVAL:
             return "Approve"
-        accepts = self.outcome("approve") == self.Status.ACCEPTED
+        accepts = self.outcome("approve", comment) == self.Status.ACCEPTED
         return "Accept & complete" if accepts else "Continue"
+
+    @property
+    def approve_label(self) -> str:
+        return self.approve_label_for("")
+
+    @property
+    def approve_label_with_feedback(self) -> str:
+        return self.approve_label_for("feedback")
 
     def decide(self, run, actor, action: str, comment: str = "", decision: str = "") -> str:
         """Record `actor`'s decision if the gate is still pending (the caller holds the
@@ -200,4 +248,78 @@ class Gate(models.Model):
             "decided_by": self.decider or None,
             "decided_at": self.decided_at.isoformat() if self.decided_at else None,
             "surface": self.surface,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+            "deadline_at": self.deadline_at.isoformat() if self.deadline_at else None,
+            "on_timeout": self.on_timeout or None,
+            "reminded_at": self.reminded_at.isoformat() if self.reminded_at else None,
         }
+
+    # --- the deadline: what the sweep does when nobody decided in time -------------------
+
+    @property
+    def is_overdue(self) -> bool:
+        return self.deadline_at is not None and self.deadline_at <= timezone.now()
+
+    @property
+    def on_timeout_words(self) -> str:
+        """What happens at the deadline, as the gate panel and the inbox say it."""
+        return {
+            self.OnTimeout.REMIND: "a reminder is sent",
+            self.OnTimeout.REJECT: "the sweep rejects it",
+            self.OnTimeout.FAIL: "the sweep fails the run",
+        }.get(self.on_timeout, "")
+
+    @property
+    def timeout_words(self) -> str:
+        from runs.engine.durations import say_duration
+
+        return say_duration(self.timeout_seconds) if self.timeout_seconds else ""
+
+    def remind(self, run, actor, now) -> bool:
+        """Record the one reminder this deadline gets (a conditional UPDATE: of two
+        sweepers, one sends it) and announce it."""
+        from notifications.events import announce
+
+        claimed = Gate.objects.filter(
+            pk=self.pk, status=self.Status.PENDING, reminded_at__isnull=True
+        ).update(reminded_at=now)
+        if not claimed:
+            return False
+        self.reminded_at = now
+        run.append_event(
+            "gate_reminded",
+            self.node_id,
+            gate=self.pk,
+            iteration=self.iteration_number,
+            waited_seconds=int((now - self.created_at).total_seconds()),
+            by=actor.name,
+            surface=actor.surface,
+        )
+        announce(run, "gate_reminder", gate=self, now=now)
+        return True
+
+    def time_out(self, run, actor, now, reason: str) -> bool:
+        """Close the gate as timed out (on_timeout: fail); the caller then fails the run."""
+        fields = {
+            "status": self.Status.TIMED_OUT,
+            "comment": reason,
+            "decided_by": None,
+            "decided_by_name": actor.name,
+            "decided_at": now,
+            "surface": actor.surface,
+        }
+        if not Gate.objects.filter(pk=self.pk, status=self.Status.PENDING).update(**fields):
+            return False
+        for name, value in fields.items():
+            setattr(self, name, value)
+        run.append_event(
+            "gate_decided",
+            self.node_id,
+            gate=self.pk,
+            status=self.Status.TIMED_OUT,
+            by=actor.name,
+            surface=actor.surface,
+            comment=reason,
+            decision="",
+        )
+        return True

@@ -171,8 +171,11 @@ class NodeRun(models.Model):
         run.append_event("node_skipped", self.node_id, reason=reason)
         return True
 
-    def pause(self, run, *, kind, message, iteration=None, fired=(), decisions=()):
-        """Stop at a gate: the node waits, holding no lease and no message; returns the gate."""
+    def pause(self, run, *, kind, message, iteration=None, fired=(), decisions=(), deadline=None):
+        """Stop at a gate: the node waits, holding no lease and no message; returns the gate.
+        `deadline` (a GateDeadline) has the sweep remind, reject or fail when it passes."""
+        from notifications.events import announce
+
         from .gate import Gate
 
         self._move(self.Status.PAUSED, allowed=self.UNFINISHED, lease_expires_at=None)
@@ -186,6 +189,7 @@ class NodeRun(models.Model):
             completion_signaled=bool(fired),
             channels=list(fired),
             decisions=list(decisions),
+            **(deadline.gate_fields(timezone.now()) if deadline else {}),
         )
         run.append_event(
             "approval_requested",
@@ -195,8 +199,11 @@ class NodeRun(models.Model):
             iteration=iteration.number if iteration else None,
             completion_signaled=bool(fired),
             message=message,
+            deadline=gate.deadline_at.isoformat() if gate.deadline_at else None,
+            on_timeout=gate.on_timeout or None,
         )
         run.update_status()
+        announce(run, "gate_waiting", gate=gate)
         return gate
 
     def start_iteration(self, run, number: int, *, feedback: str = "", after_gate=False):

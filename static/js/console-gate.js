@@ -1,16 +1,27 @@
-// The gate's primary button says what pressing it will do. The rule is the server's
-// (Gate.empty_approve_completes, rendered as a data attribute): when it holds, no feedback
-// accepts ("Accept & complete") and any feedback runs another iteration ("Continue").
+// The gate's primary button says what pressing it will do. Both labels are the server's
+// (Gate.approve_label_for, rendered as data attributes): the script only picks the one for
+// "no feedback written" or "feedback written", it never decides what a decision means.
 (function () {
   "use strict";
+  function feedbackOf(form) {
+    return form.querySelector("[data-gate-feedback], [data-gate-comment]");
+  }
+  // Whether submitting `form` as it stands accepts the gate. The server renders both
+  // answers (Gate.plain_approve_accepts, Gate.commented_approve_accepts); this only picks
+  // the one for what is in the box.
+  function acceptsNow(form) {
+    if (!form) return false;
+    var box = feedbackOf(form);
+    var empty = !box || box.value.trim() === "";
+    var answer = empty ? form.dataset.plainApproveAccepts : form.dataset.commentedApproveAccepts;
+    return answer === "true";
+  }
   function relabel(textarea) {
-    var form = textarea.closest("form[data-empty-approve-completes]");
-    if (!form) return;
-    var button = form.querySelector("[data-gate-primary]");
+    var form = textarea.closest("form");
+    var button = form && form.querySelector("[data-gate-primary]");
     if (!button) return;
-    var completes =
-      form.dataset.emptyApproveCompletes === "true" && textarea.value.trim() === "";
-    button.textContent = completes ? "Accept & complete" : "Continue";
+    var written = textarea.value.trim() !== "";
+    button.textContent = written ? button.dataset.labelWithFeedback : button.dataset.labelEmpty;
   }
   document.addEventListener("input", function (event) {
     if (event.target.matches && event.target.matches("[data-gate-feedback]")) {
@@ -33,4 +44,5 @@
       event.detail.shouldSwap = false;
     }
   });
+  window.LoopGate = { acceptsNow: acceptsNow, feedbackOf: feedbackOf };
 })();

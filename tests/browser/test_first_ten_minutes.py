@@ -37,10 +37,6 @@ class Walk:
         if msg.type != "error":
             return
         where = (msg.location or {}).get("url", "")
-        # The Django admin's own pages ask for /favicon.ico, which the admin lane adds
-        # (issue 14 item 21); every other failed load counts.
-        if where.endswith("/favicon.ico"):
-            return
         self.errors.append(f"{self.page.url}: {msg.text} ({where})")
 
     def shot(self, what: str) -> None:

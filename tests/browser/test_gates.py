@@ -83,6 +83,12 @@ def test_feedback_turns_the_button_to_continue_and_reaches_the_next_prompt(
     second = Iteration.objects.get(run=run, number=2)
     assert "Mention the weather, please" in second.prompt
     screenshot(page, "run-page")
+    # The event log, opened, grows live with what the worker did, in sentences.
+    page.locator("details.events summary").click()
+    log = page.locator("#event-log")
+    expect(log).to_contain_text("otto asked for another iteration at refine")
+    expect(log).to_contain_text("refine iteration 2 finished")
+    assert "{" not in log.inner_text()
 
     # The inbox lists the gate that is waiting, and drops it live once decided.
     page.goto(console_server + "/")

@@ -11,9 +11,11 @@ from runs import dispatch, tasks
 class Broker:
     def __init__(self):
         self.sent: list[tuple[str, tuple]] = []
+        self.delays: list[float | None] = []  # `send_later`'s back-off, per message sent
 
-    def send(self, name: str, *args) -> None:
+    def send(self, name: str, *args, countdown=None) -> None:
         self.sent.append((name, args))
+        self.delays.append(countdown)
 
     def count(self, name: str) -> int:
         return sum(1 for sent, _ in self.sent if sent == name)

@@ -196,3 +196,10 @@ def test_cli_without_user_installs_files_as_the_folder_owner(recipe, tmp_path, c
     call_command("run", "start", str(path), "--force")
     recipe.refresh_from_db()
     assert "differently" in recipe.source
+
+
+def test_script_nodes_are_shell_parts(editor, make_recipe):
+    source = NO_SHELL + "  - id: calc\n    script: print(1)\n    runtime: uv\n"
+    assert "nodes.calc.script" in shell_parts(load_recipe(source))
+    with pytest.raises(editing.ShellNotAllowed, match="nodes.calc.script"):
+        editing.create_recipe(source, user=editor)

@@ -23,7 +23,7 @@ class Command(BaseCommand):
             choices=ApiToken.Scope.values,
             default=ApiToken.Scope.EDIT,
             help="read: look only; operate: also start, cancel, resume and decide at gates;"
-            " edit: everything the user's role allows (default)",
+            " edit: everything the user's role allows (default); metrics: /metrics only",
         )
         lifetime = create.add_mutually_exclusive_group()
         lifetime.add_argument(

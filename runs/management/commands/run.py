@@ -111,6 +111,11 @@ class Command(BaseCommand):
         gate = data["pending_gate"]
         if gate:
             self.stdout.write(f"\n{gate['message']}\n")
+            if gate.get("deadline_at"):
+                then = {"remind": "a reminder is sent", "reject": "it is rejected"}.get(
+                    gate["on_timeout"], "the run fails"
+                )
+                self.stdout.write(f"decide by {gate['deadline_at']}; then {then}")
             self.stdout.write(f"approve: manage.py run approve {run.pk} [--comment TEXT]")
 
     def _run(self, run_id) -> Run:

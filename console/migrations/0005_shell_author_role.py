@@ -16,7 +16,7 @@ def remove_shell_author(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("console", "0003_api_token_scope_and_expiry"),
+        ("console", "0004_metrics_token_scope"),
         ("recipes", "0003_shell_permission"),
     ]
     operations = [migrations.RunPython(create_roles, remove_shell_author)]

@@ -1,0 +1,97 @@
+"""Announcing what happened: the kernel calls `announce` where it happens (a gate opens in
+`NodeRun.pause`, the sweep reminds, a run ends in `Run.set_status`), inside that change's
+transaction. One query finds who listens; with nobody listening nothing else is done."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.urls import reverse
+from django.utils import timezone
+
+from runs import dispatch
+from runs.engine.durations import say_duration
+
+from .models import EVENTS, Delivery, Subscription
+
+SUMMARY_LIMIT = 300
+
+
+def absolute(path: str) -> str:
+    return settings.LOOP_BASE_URL.rstrip("/") + path
+
+
+def gate_url(gate) -> str:
+    return absolute(reverse("gate_detail", args=[gate.run_id, gate.pk]))
+
+
+def _short(text: str) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= SUMMARY_LIMIT else text[: SUMMARY_LIMIT - 1] + "…"
+
+
+def summary(event: str, run, gate=None, now=None) -> str:
+    """One sentence a person reads in an e-mail subject or a chat message."""
+    now = now or timezone.now()
+    what = f"Run {run.pk} ({run.recipe.slug})"
+    if gate is not None:
+        where = gate.node_id + (f", iteration {gate.iteration_number}" if gate.iteration_id else "")
+        if event == "gate_reminder":
+            waited = say_duration((now - gate.created_at).total_seconds())
+            return f"Reminder: {what} has waited {waited} for a decision at {where}."
+        text = f"{what} waits for a decision at {where}."
+        if gate.deadline_at:
+            text += f" Decide within {say_duration(gate.timeout_seconds or 0)}."
+        return text
+    if event == "run_failed":
+        return _short(f"{what} failed: {run.error}" if run.error else f"{what} failed.")
+    return f"{what} completed."
+
+
+def payload(event: str, run, gate=None, now=None) -> dict:
+    now = now or timezone.now()
+    body = {
+        "event": event,
+        "summary": summary(event, run, gate, now),
+        "at": now.isoformat(),
+        "run": {
+            "id": run.pk,
+            "recipe": run.recipe.slug,
+            "status": run.status,
+            "url": absolute(run.get_absolute_url()),
+        },
+        "gate": None,
+    }
+    if gate is not None:
+        body["gate"] = {
+            "id": gate.pk,
+            "node": gate.node_id,
+            "kind": gate.kind,
+            "iteration": gate.iteration_number,
+            "waiting_since": gate.created_at.isoformat(),
+            "deadline": gate.deadline_at.isoformat() if gate.deadline_at else None,
+            "on_timeout": gate.on_timeout or None,
+            # The page where a signed-in person decides (by POST); never a decision link.
+            "url": gate_url(gate),
+        }
+    return body
+
+
+def announce(run, event: str, gate=None, now=None) -> int:
+    """Record a delivery for each subscription listening to `event` on `run` and send
+    each once the transaction commits. Returns how many were recorded."""
+    assert event in EVENTS, event
+    listeners = [
+        sub
+        for sub in Subscription.listening(event, run)
+        if sub.user_id is None or sub.user.has_perm("runs.view_run")
+    ]
+    if not listeners:
+        return 0
+    body = payload(event, run, gate, now)
+    now = timezone.now()
+    for sub in listeners:
+        delivery = Delivery.objects.create(
+            subscription=sub, event=event, run=run, gate=gate, payload=body, next_attempt_at=now
+        )
+        dispatch.send_on_commit("send_notification", delivery.pk)
+    return len(listeners)
