@@ -36,6 +36,7 @@ run: install
 test: dev
 	@mkdir -p $(LOOP_TEST_DATA)
 	LOOP_TESTING=1 LOOP_DATA_DIR=$(LOOP_TEST_DATA) LOOP_QUEUE=loop-console-test-$$$$ \
+		LOOP_PROVIDER_HOSTS=api.openai.com,api.anthropic.com,127.0.0.1,localhost \
 		$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: dev

@@ -1,6 +1,8 @@
-"""The three roles. Viewers read; operators start, cancel, resume and decide at gates;
-editors also change recipes. Created by a migration and kept present after every migrate
-(a database flush in tests, say) by a post_migrate handler."""
+"""The roles. Viewers read; operators start, cancel, resume and decide at gates; editors
+also change recipes, except their shell; a recipe author with shell may also write shell
+(bash steps, until_bash checks, command and inline providers), which runs on the workers.
+Created by migrations and kept present after every migrate (a database flush in tests,
+say) by a post_migrate handler."""
 
 VIEW = [
     ("recipes", "view_recipe"),
@@ -10,7 +12,14 @@ VIEW = [
 ]
 OPERATE = [("runs", "operate_run")]
 EDIT = [("recipes", "add_recipe"), ("recipes", "change_recipe"), ("recipes", "delete_recipe")]
-ROLES = {"viewer": VIEW, "operator": VIEW + OPERATE, "editor": VIEW + OPERATE + EDIT}
+SHELL = [("recipes", "write_shell")]
+SHELL_AUTHOR = "recipe author with shell"
+ROLES = {
+    "viewer": VIEW,
+    "operator": VIEW + OPERATE,
+    "editor": VIEW + OPERATE + EDIT,
+    SHELL_AUTHOR: VIEW + OPERATE + EDIT + SHELL,
+}
 
 
 def ensure_roles(group_model=None, permission_model=None) -> None:

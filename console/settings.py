@@ -352,9 +352,9 @@ if _NEVER_TO_CHILDREN & set(LOOP_PROVIDER_ENV):
         + ": providers never receive the console's own secrets"
     )
 # Hosts a recipe's inline `providers:` may send requests to (`base_url`).
-LOOP_PROVIDER_HOSTS = env_list(
-    "LOOP_PROVIDER_HOSTS", ["api.openai.com", "api.anthropic.com", "127.0.0.1", "localhost"]
-)
+# Public API hosts only: an inline provider on an internal address (127.0.0.1, a private
+# network) would let a recipe author reach services behind the worker.
+LOOP_PROVIDER_HOSTS = env_list("LOOP_PROVIDER_HOSTS", ["api.openai.com", "api.anthropic.com"])
 # --- Notifications (notifications/) -----------------------------------------------------------
 # Where people reach the console: links in notifications are built on it.
 LOOP_BASE_URL = env_url("LOOP_BASE_URL", ("http", "https")) or "http://127.0.0.1:8000"

@@ -82,6 +82,14 @@ class RecipeForm(forms.ModelForm):
         source = self.cleaned_data["source"].replace("\r\n", "\n")
         source_path = self.instance.source_path if self.instance.pk else ""
         self.validation = result = validate_source(source, source_path)
+        if result.ok and source != (self.instance.source if self.instance.pk else None):
+            before = (
+                validate_source(self.instance.source, source_path) if self.instance.pk else None
+            )
+            try:
+                editing.check_shell_permission(getattr(self, "user", None), before, result)
+            except editing.ShellNotAllowed as exc:
+                raise forms.ValidationError(str(exc)) from None
         if not result.ok:
             self.mark_lines([p.line for p in result.errors], [p.line for p in result.warnings])
             # Warnings beside the errors: a typo (`untill:`) is often why an error appears.
@@ -145,6 +153,11 @@ class RecipeAdmin(admin.ModelAdmin):
                 ((kind, kind, stored_problem(p)) for kind, p in rows),
             ),
         )
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.user = request.user  # a class made for this request: the shell check needs it
+        return form
 
     def get_fieldsets(self, request, obj=None):
         editable = ["slug", "enabled", "source", "note"]
@@ -273,7 +286,7 @@ class RecipeAdmin(admin.ModelAdmin):
             report["errors"] = [str(p) for p in exc.result.errors]
             report["warnings"] = [str(p) for p in exc.result.warnings]
             return report
-        except (editing.SlugTaken, editing.SlugInvalid) as exc:
+        except (editing.SlugTaken, editing.SlugInvalid, editing.ShellNotAllowed) as exc:
             report["errors"] = [str(exc)]
             return report
         report.update(

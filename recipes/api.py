@@ -209,6 +209,8 @@ def create_recipe(request, payload: RecipeCreateIn):
         return Status(422, {"detail": str(exc), "errors": [], "warnings": []})
     except editing.SlugTaken as exc:
         raise services.Conflict(str(exc)) from None
+    except editing.ShellNotAllowed as exc:
+        return Status(403, {"detail": str(exc)})
     return Status(201, recipe_detail(recipe))
 
 
@@ -226,6 +228,8 @@ def update_recipe(request, slug: Slug, payload: RecipeUpdateIn):
         )
     except editing.SourceInvalid as exc:
         return invalid(exc)
+    except editing.ShellNotAllowed as exc:
+        return Status(403, {"detail": str(exc)})
     if payload.enabled is not None and payload.enabled != recipe.enabled:
         recipe.enabled = payload.enabled
         recipe.save(update_fields=["enabled", "updated_at"])

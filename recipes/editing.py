@@ -1,7 +1,8 @@
 """The one way recipes are created and changed: admin, API, CLI and sync all call here.
 
 So "an invalid source is refused, every saved change is a new version, a synced recipe
-edited in the console is protected from the next file load" lives here once.
+edited in the console is protected from the next file load, changing shell needs the shell
+permission" lives here once.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from django.utils.text import slugify
 
 from recipes.loader import LoadResult, Problem
 from recipes.models import Recipe
+from recipes.shell_parts import SHELL_PERMISSION, shell_changes, shell_parts
 from recipes.validation import apply_result, validate_source
 
 SLUG_PATTERN = re.compile(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$")
@@ -30,6 +32,29 @@ class SourceInvalid(Exception):
 
 class SlugTaken(Exception):
     pass
+
+
+class ShellNotAllowed(PermissionError):
+    """The change adds, removes or alters shell, and the person lacks the shell permission."""
+
+    def __init__(self, where: list[str]):
+        shown = ", ".join(where[:5]) + (f" and {len(where) - 5} more" if len(where) > 5 else "")
+        super().__init__(
+            f"Changing shell in a recipe ({shown}) needs the 'recipe author with shell' role: "
+            "bash steps, until_bash checks, command and inline providers run on the workers. "
+            "You may change prompts, descriptions and everything else."
+        )
+        self.where = where
+
+
+def check_shell_permission(user, before: LoadResult | None, after: LoadResult) -> None:
+    """Refuse a save by `user` whose shell parts differ from the current version's. No user
+    is the system itself (a sync of recipe folders, a file given on the command line)."""
+    if user is None or user.has_perm(SHELL_PERMISSION):
+        return
+    changed = shell_changes(shell_parts(before), shell_parts(after))
+    if changed:
+        raise ShellNotAllowed(changed)
 
 
 class SlugInvalid(ValueError):
@@ -61,6 +86,11 @@ def save_source(recipe: Recipe, source: str, *, user=None, note: str = "") -> Lo
     result = validate_source(source, recipe.source_path)
     if not result.ok:
         raise SourceInvalid(result)
+    # The stored source, not the instance's: the admin's form has already set it.
+    stored = Recipe.objects.filter(pk=recipe.pk).values_list("source", flat=True).first()
+    if user is not None and source != stored:
+        before = validate_source(stored, recipe.source_path) if stored is not None else None
+        check_shell_permission(user, before, result)
     with transaction.atomic():
         apply_result(recipe, result)
         previous = recipe.current_version_id
@@ -108,6 +138,7 @@ def create_recipe(
     result = validate_source(source, source_path)
     if not result.ok:
         raise SourceInvalid(result)
+    check_shell_permission(user, None, result)
     slug = check_slug(slug) if slug else slug_from(result)
     try:
         with transaction.atomic():
@@ -157,11 +188,14 @@ def load_file(
     note: str,
     force: bool = False,
     require_valid: bool = False,
+    user=None,
 ) -> FileLoad:
     """Make a recipe file's text the recipe `slug`, following the precedence rule: a recipe
     created or edited in the console is kept unless `force`. An invalid file is stored
     marked invalid (a folder's broken file shows up as broken), or refused with
-    `require_valid`."""
+    `require_valid`. Files are installed by whoever controls the folder; with `user` (the
+    command line's --user) the change is also checked against that account's shell
+    permission."""
     recipe = Recipe.objects.select_for_update().filter(slug=slug).first()
     if recipe is not None and not force:
         reason = kept_from_files(recipe)
@@ -170,6 +204,9 @@ def load_file(
     result = validate_source(source, source_path)
     if require_valid and not result.ok:
         raise SourceInvalid(result)
+    if user is not None and (recipe is None or recipe.source != source):
+        before = validate_source(recipe.source, recipe.source_path) if recipe else None
+        check_shell_permission(user, before, result)
     if recipe is None:
         recipe = _insert(slug, source, result, origin=origin, source_path=source_path, note=note)
         return FileLoad("created", recipe, result)

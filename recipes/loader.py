@@ -8,9 +8,11 @@ map), :mod:`recipes.problems` (problems and results) and :mod:`recipes.formats`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from console.redact import plain_cause
 from recipes.formats.resources import Resources
 from recipes.formats.workflow import parse_workflow
 from recipes.problems import LoadResult, Problem, sort_problems
@@ -19,6 +21,7 @@ from recipes.yaml_reader import MAX_SOURCE_BYTES, parse_yaml
 __all__ = ["MAX_SOURCE_BYTES", "PLANEAI_SCHEMA", "LoadResult", "Problem", "load_recipe"]
 
 PLANEAI_SCHEMA = "planeai.loop.recipe.v1"
+log = logging.getLogger(__name__)
 
 
 def load_recipe(
@@ -66,10 +69,11 @@ def load_recipe(
             resources=resources,
         )
     except Exception as exc:  # noqa: BLE001 - last-resort guard: never raise on input
+        log.exception("could not validate a recipe")
         result = LoadResult(
             kind="workflow",
             spec=None,
-            errors=[Problem("", 1, 1, f"could not validate recipe ({type(exc).__name__}: {exc})")],
+            errors=[Problem("", 1, 1, f"could not validate recipe ({plain_cause(exc)})")],
         )
     if yaml_problems:
         # A value YAML could not read shows up as null below; keep only the YAML reason.

@@ -45,6 +45,12 @@ class Recipe(models.Model):
 
     class Meta:
         ordering = ["slug"]
+        permissions = [
+            (
+                "write_shell",
+                "Can write shell in recipes (bash steps, until_bash, command and inline providers)",
+            )
+        ]
 
     def __str__(self):
         return self.slug

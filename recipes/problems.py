@@ -98,6 +98,13 @@ class LineMap:
 
     def __init__(self, positions: dict[str, tuple[int, int]] | None = None):
         self._positions: dict[str, tuple[int, int]] = dict(positions or {})
+        self._blocks: set[str] = set()  # block scalars (| or >): their text starts below
+
+    def mark_block(self, path: str) -> None:
+        self._blocks.add(path)
+
+    def is_block(self, path: str) -> bool:
+        return path in self._blocks
 
     def set(self, path: str, line: int, column: int) -> None:
         self._positions.setdefault(path, (line, column))

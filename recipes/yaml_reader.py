@@ -260,6 +260,8 @@ class _Converter:
                 first_seen[key] = line
             key_path = child_path(path, key)
             self.lines.set(key_path, line, column)
+            if isinstance(value_node, ScalarNode) and value_node.style in ("|", ">"):
+                self.lines.mark_block(key_path)
             out[key] = self.convert(value_node, key_path, depth + 1)
         for merge_node in merges:
             sources = merge_node.value if isinstance(merge_node, SequenceNode) else [merge_node]

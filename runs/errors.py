@@ -16,6 +16,10 @@ class NotAllowed(ServiceError):
     status = 403
 
 
+class StarterCannotApprove(NotAllowed):
+    """`approvers: others`: the person who started the run asked to accept at its gate."""
+
+
 class NotFound(ServiceError):
     status = 404
 

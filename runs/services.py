@@ -15,7 +15,15 @@ from django.utils import timezone
 from recipes.models import Recipe
 from runs import dispatch
 from runs.actor import Actor, can_operate
-from runs.errors import AlreadyDecided, Conflict, InputError, NotAllowed, NotFound, ServiceError
+from runs.errors import (
+    AlreadyDecided,
+    Conflict,
+    InputError,
+    NotAllowed,
+    NotFound,
+    ServiceError,
+    StarterCannotApprove,
+)
 from runs.executor import group as group_exec
 from runs.executor.spec import SpecError, node_spec, spec_for, spec_of
 from runs.executor.state import lock_run, max_iterations_error
@@ -27,6 +35,7 @@ __all__ = [
     "Conflict",
     "InputError",
     "NotAllowed",
+    "StarterCannotApprove",
     "NotFound",
     "ServiceError",
     "can_operate",
@@ -260,11 +269,36 @@ def decide(gate_id: int, actor: Actor, action: str, *, comment="", decision="") 
     with transaction.atomic():
         run = lock_run(run_id)
         gate = Gate.objects.select_related("iteration", "decided_by").get(pk=gate_id)
+        check_approver(run, gate, actor, action, comment)
         status = gate.decide(run, actor, action, comment, decision)
         row = NodeRun.objects.select_for_update().get(pk=gate.node_run_id)
         _apply(run, gate, row, status, actor)
         run.update_status()
     return gate
+
+
+OTHERS_APPROVE = (
+    "This recipe asks for someone other than the person who started the run to approve its"
+    " gates (approvers: others). Ask another operator to approve; you can still give"
+    " feedback or reject."
+)
+
+
+def check_approver(run: Run, gate: Gate, actor: Actor, action: str, comment: str) -> None:
+    """A recipe with `approvers: others`: the starter may not accept at its gates (feedback
+    that asks for another iteration, and rejecting, stay open to everyone)."""
+    if action != "approve" or getattr(spec_for(run), "approvers", "anyone") != "others":
+        return
+    if gate.status != Gate.Status.PENDING or gate.outcome(action, comment) == Gate.Status.ITERATED:
+        return  # a decided gate answers AlreadyDecided as usual
+    person = actor.person
+    if person is None:
+        raise StarterCannotApprove(
+            "This recipe asks for someone other than the person who started the run to approve"
+            " its gates (approvers: others): approve as a named account (--user NAME)."
+        )
+    if run.started_by_id is not None and run.started_by_id == person.pk:
+        raise StarterCannotApprove(OTHERS_APPROVE)
 
 
 def _apply(run: Run, gate: Gate, row: NodeRun, status: str, actor: Actor) -> None:

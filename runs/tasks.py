@@ -14,6 +14,7 @@ from django.db import InterfaceError, OperationalError, transaction
 from kombu.exceptions import KombuError
 from redis.exceptions import RedisError
 
+from console.redact import plain_cause
 from runs import dispatch
 from runs.executor import group, loop, scheduler, steps
 from runs.executor import sweep as sweeper
@@ -41,7 +42,9 @@ def fail_run_on_engine_error(model, pk: int, work, *args) -> None:
         with transaction.atomic():
             run = lock_run(run_id, with_recipe=False)
             if run is not None:
-                run.fail(f"engine error: {exc.__class__.__name__}: {exc}")
+                # The page says what went wrong in plain words; the exception, its message
+                # and traceback are in the log line above ("engine error in run N").
+                run.fail(f"engine error: {plain_cause(exc)} (details in the worker's log)")
 
 
 def _run_of(model, pk: int):

@@ -193,6 +193,8 @@ def _act(request, run, action, part, draft=None):
     notice, level = "", messages.SUCCESS
     try:
         result = action()
+    except services.StarterCannotApprove as exc:  # a rule of the recipe, said on the page
+        result, notice, level = None, str(exc), messages.ERROR
     except services.NotAllowed:
         raise PermissionDenied from None
     except services.AlreadyDecided as exc:

@@ -221,9 +221,15 @@ class RecordingDiffs:
         self.structured_output = inner.structured_output
 
     def run(self, request, on_chunk):
+        from runs.executor.lease import keep_lease, renewer
+
         result = self.inner.run(request, on_chunk)
         try:
-            record_changes(request.workdir, node_id=request.node_id, iteration=request.iteration)
+            # git can take a while on a big tree, and the agent prints nothing meanwhile.
+            with keep_lease(renewer(on_chunk)):
+                record_changes(
+                    request.workdir, node_id=request.node_id, iteration=request.iteration
+                )
         except (OSError, subprocess.SubprocessError):
             log.exception("could not record the worktree diff of %s", request.workdir)
         return result

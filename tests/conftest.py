@@ -44,6 +44,11 @@ def editor(django_user_model):
 
 
 @pytest.fixture
+def shell_author(django_user_model):
+    return make_user(django_user_model, "shelly", "recipe author with shell")
+
+
+@pytest.fixture
 def outsider(django_user_model):
     return make_user(django_user_model, "oscar")
 

@@ -59,6 +59,7 @@ TOP_LEVEL_FIELDS = frozenset(
         "budget",
         "nodes",
         "returns",
+        "approvers",
     }
 )
 _CONTROL_FIELDS = (

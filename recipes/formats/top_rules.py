@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from recipes.formats.rule_context import RuleContext
 from recipes.problems import child_path, short_repr
+from runs.engine.shell_context import shell_problems
 
 
 def take_block_providers(cleaned: dict, ctx: RuleContext) -> None:
@@ -67,3 +68,15 @@ def check_provider_named(cleaned: dict, ctx: RuleContext) -> None:
         "(`provider: demo` is the built-in demo agent), or mark a provider as the default "
         "in the admin",
     )
+
+
+def check_provider_commands(providers, ctx: RuleContext) -> None:
+    """A command provider's script gets the run's values in its environment (USER_MESSAGE,
+    ...): the same places are refused there as in bash steps."""
+    if not isinstance(providers, dict):
+        return
+    for name, declared in providers.items():
+        if isinstance(declared, dict) and isinstance(declared.get("command"), str):
+            path = child_path(child_path("providers", name), "command")
+            label = f"provider {short_repr(name)}"
+            ctx.errors.extend(shell_problems(ctx.lines, path, declared["command"], label))

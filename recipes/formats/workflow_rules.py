@@ -44,7 +44,12 @@ from recipes.formats.rule_context import (
 )
 from recipes.formats.script_rules import check_bindings, check_script
 from recipes.formats.subrun_rules import check_workflow_node, fan_out_without_workflow
-from recipes.formats.top_rules import check_provider_named, check_returns, take_block_providers
+from recipes.formats.top_rules import (
+    check_provider_commands,
+    check_provider_named,
+    check_returns,
+    take_block_providers,
+)
 from recipes.problems import child_path, short_repr
 from runs.engine.dag import find_cycles
 from runs.engine.shell_context import shell_problems
@@ -114,6 +119,8 @@ def check_workflow(data: dict, ctx: RuleContext) -> dict:
     inputs = cleaned.get("inputs")
     if isinstance(inputs, dict):
         cleaned["inputs"] = {name: check_input(name, spec, ctx) for name, spec in inputs.items()}
+
+    check_provider_commands(cleaned.get("providers"), ctx)
 
     nodes = data.get("nodes")
     if nodes is None:

@@ -279,6 +279,8 @@ class WorkflowSpec(_Spec):
     name: Text
     description: str = ""
     interactive: bool = False
+    # "others": the person who started a run may not approve its gates (four eyes).
+    approvers: Literal["anyone", "others"] = "anyone"
     provider: Text | None = None
     model: Text | None = None
     providers: dict[str, ProviderSpec] = Field(default_factory=dict)

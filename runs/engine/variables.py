@@ -23,7 +23,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from runs.engine.shell_context import SAFE, Context, classify, explain
+from runs.engine.shell_context import SAFE, Context, explain, plan
 
 __all__ = [
     "NodeOutput",
@@ -219,18 +219,26 @@ def substitute_shell(template: str, ctx: VarContext) -> tuple[str, dict[str, str
     """A bash script and the environment that carries its values.
 
     No value ever becomes script text. Environment strings cannot hold NUL, and neither
-    can bash variables, so NUL bytes are dropped from values.
+    can bash variables, so NUL bytes are dropped from values. A reference, or any other
+    spelling of a value-carrying variable, in a place where bash would run it as code is
+    a VariableError naming the line.
     """
     refs = _references(template, ctx)
-    contexts = classify(template, {start for start, _, _ in refs})
+    contexts, findings = plan(template, [(start, end) for start, end, _ in refs])
+    problems = [
+        (template.count("\n", 0, start) + 1, explain(template[start:end], context))
+        for (start, end, _), context in zip(refs, contexts, strict=True)
+        if context not in SAFE
+    ] + [(f.line, f.explanation) for f in findings]
+    if problems:
+        line, explanation = min(problems)
+        raise VariableError(f"line {line}: {explanation}")
     parts: list[str] = []
     env: dict[str, str] = {}
     pos = 0
-    for number, (start, end, value) in enumerate(refs, start=1):
-        context = contexts[start]
-        if context not in SAFE:
-            line = template.count("\n", 0, start) + 1
-            raise VariableError(f"line {line}: {explain(template[start:end], context)}")
+    for number, ((start, end, value), context) in enumerate(
+        zip(refs, contexts, strict=True), start=1
+    ):
         parts.append(template[pos:start])
         pos = end
         if context is Context.COMMENT:

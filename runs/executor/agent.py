@@ -15,6 +15,8 @@ from runs.engine.structured import (
 )
 from runs.providers.base import AgentRequest, AgentResult, Provider, ProviderError
 
+from .lease import keep_lease, renewer
+
 MAX_REASKS = 3
 TRANSIENT_RETRIES = 3
 
@@ -85,7 +87,8 @@ def _with_transient_retries(provider: Provider, request: AgentRequest, on_chunk)
             if exc.permanent or attempt == TRANSIENT_RETRIES:
                 raise StepFailed(str(exc)) from exc
             on_chunk(f"\n[transient error, retrying in {delay:.0f}s: {exc}]\n")
-            time.sleep(delay)
+            with keep_lease(renewer(on_chunk)):
+                time.sleep(delay)
             delay *= 2
     raise AssertionError("unreachable")
 

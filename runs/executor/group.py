@@ -7,10 +7,12 @@ every body node is terminal it enqueues `finish_group_iteration`, which checks c
 
 from __future__ import annotations
 
+import logging
 from decimal import Decimal
 
 from django.db import transaction
 
+from console.redact import plain_cause
 from runs.engine.completion import detect_signal
 from runs.engine.dag import layers
 from runs.engine.variables import VariableError
@@ -21,6 +23,8 @@ from .loop import _until_bash, settle_loop
 from .spec import spec_for
 from .state import lock_run
 from .stream import OutputStream
+
+log = logging.getLogger(__name__)
 
 
 def start_group(run: Run, spec, node, row: NodeRun) -> None:
@@ -106,7 +110,8 @@ def finish_group_iteration(group_row_id: int, number: int) -> None:
             except VariableError as exc:
                 error = f"until_bash: {exc}"
             except Exception as exc:  # noqa: BLE001 - reported on the node
-                error = f"until_bash: {exc.__class__.__name__}: {exc}"
+                log.exception("until_bash of %s crashed", group.node_id)
+                error = f"until_bash: {plain_cause(exc)} (details in the worker's log)"
     with transaction.atomic():
         run = lock_run(run.pk)
         group.refresh_from_db()

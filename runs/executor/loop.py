@@ -7,6 +7,7 @@ import logging
 
 from django.db import InterfaceError, OperationalError, transaction
 
+from console.redact import plain_cause
 from runs.engine.completion import detect_signal, gate_text, until_field_met
 from runs.engine.deadlines import GateDeadline
 from runs.engine.variables import VariableError, substitute, substitute_shell
@@ -16,6 +17,7 @@ from runs.providers.base import AgentRequest, Cancelled, ProviderError
 
 from .agent import StepFailed, call_agent, prepare_prompt
 from .context import build_context, run_dirs, step_env
+from .lease import keep_lease
 from .process import run_process
 from .spec import node_spec, spec_for
 from .state import lock_run, max_iterations_error, on_fresh_connection
@@ -107,10 +109,11 @@ def run_iteration(iteration_id: int) -> None:
         outcome = call_agent(provider, request, stream, node.output_format)
         stream.publish()
         fired = []
-        if loop.until and detect_signal(outcome.raw, loop.until):
-            fired.append("until")
-        if loop.until_field and until_field_met(outcome.payload, loop.until_field):
-            fired.append("until_field")
+        with keep_lease(stream.renew_lease):  # the agent has returned: nothing else renews it
+            if loop.until and detect_signal(outcome.raw, loop.until):
+                fired.append("until")
+            if loop.until_field and until_field_met(outcome.payload, loop.until_field):
+                fired.append("until_field")
         if loop.until_bash and not fired and _until_bash(loop.until_bash, ctx, run, stream):
             fired.append("until_bash")
     except Cancelled:
@@ -123,7 +126,7 @@ def run_iteration(iteration_id: int) -> None:
         return
     except Exception as exc:  # an iteration that raises fails the node at once
         log.exception("iteration %s crashed", it.pk)
-        error = f"{exc.__class__.__name__}: {exc}"
+        error = f"{plain_cause(exc)} (details in the worker's log)"
         on_fresh_connection(_iteration_failed, it, error, stream.text)
         return
     on_fresh_connection(_iteration_done, it, node, outcome, fired)

@@ -82,6 +82,14 @@ class OutputStream:
             ).update(**fields)
         )
 
+    def renew_lease(self) -> bool:
+        """Extend the lease only (no output written): safe from another thread."""
+        return bool(
+            self.model.objects.filter(pk=self.pk, status="running", attempts=self.attempt).update(
+                lease_expires_at=timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS)
+            )
+        )
+
     def _save(self) -> int:
         return self.model.objects.filter(
             pk=self.pk, status="running", attempts=self.attempt

@@ -69,6 +69,7 @@ class ProviderConfig(models.Model):
             super().save(*args, **kwargs)
 
     def clean(self):
+        from runs.engine.shell_context import unsafe_references
         from runs.providers.policy import key_env_problem
 
         if self.api_key_env and not self.api_key_env.replace("_", "").isalnum():
@@ -81,6 +82,9 @@ class ProviderConfig(models.Model):
             raise ValidationError({"base_url": "An OpenAI-compatible provider needs a base URL."})
         if self.kind == self.Kind.COMMAND and not self.command.strip():
             raise ValidationError({"command": "A command provider needs a command."})
+        if self.command and (problems := unsafe_references(self.command)):
+            first = problems[0]
+            raise ValidationError({"command": f"Line {first.line}: {first.explanation}."})
 
     def as_config(self) -> dict:
         """The same shape as a recipe's inline `providers:` entry."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import uuid
 
+from runs.engine.shell_context import unsafe_references
 from runs.executor.process import run_process
 
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
@@ -20,6 +21,10 @@ class CommandProvider:
         self.command = command
 
     def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
+        # Checked again here: a recipe saved before the check, or an admin's command.
+        if problems := unsafe_references(self.command):
+            first = problems[0]
+            raise ProviderError(f"provider '{self.name}': line {first.line}: {first.explanation}")
         session_id = request.session_id or uuid.uuid4().hex
         env = {
             **request.env,

@@ -197,18 +197,20 @@ class HttpStream:
                     if self._stop.is_set():
                         return
                     self._lines.put(line)
-        except httpx.TimeoutException as exc:
-            self._put_error(f"timed out talking to {self.url}: {exc.__class__.__name__}", False)
-        except httpx.TransportError as exc:
+        # What viewers read says what happened; the URL and the exception go to the log.
+        except httpx.TimeoutException:
+            logger.warning("provider %s: timed out talking to %s", self.provider, self.url)
+            self._put_error("the API did not answer in time", False)
+        except httpx.TransportError:
             if not self._stop.is_set():
-                self._put_error(
-                    f"connection to {self.url} failed: {exc or exc.__class__.__name__}", False
+                logger.warning(
+                    "provider %s: connection to %s failed", self.provider, self.url, exc_info=True
                 )
-        except Exception as exc:  # a bug or an unexpected answer: do not retry blindly
+                self._put_error("could not connect to the API (see the worker's log)", False)
+        except Exception:  # a bug or an unexpected answer: do not retry blindly
             if not self._stop.is_set():
-                self._put_error(
-                    f"request to {self.url} failed: {exc.__class__.__name__}: {exc}", True
-                )
+                logger.exception("provider %s: request to %s failed", self.provider, self.url)
+                self._put_error("the request failed (see the worker's log)", True)
         finally:
             self._lines.put(_END)
 
@@ -223,8 +225,10 @@ def json_event(provider: str, data: str, what: str = "an event") -> dict:
     try:
         parsed = json.loads(data)
     except ValueError:
+        logger.warning("provider %s: %s that is not JSON: %.200s", provider, what, data)
         raise ProviderError(
-            f"provider '{provider}': the server sent {what} that is not JSON: {data[:200]}",
+            f"provider '{provider}': the server sent {what} that is not JSON"
+            " (its text is in the worker's log)",
             permanent=False,
         ) from None
     return parsed if isinstance(parsed, dict) else {}

@@ -4,8 +4,13 @@ from django.test import Client
 
 @pytest.fixture
 def staff_editor(editor):
+    """An editor with the admin and the shell role: the recipes edited here run bash (plain
+    editors' limits are in tests/security/test_shell_permission.py)."""
+    from django.contrib.auth.models import Group
+
     editor.is_staff = True
     editor.save()
+    editor.groups.add(Group.objects.get(name="recipe author with shell"))
     return editor
 
 

@@ -6,7 +6,8 @@ from recipes.models import Recipe
 
 pytestmark = pytest.mark.django_db
 
-GOOD = "name: hello\nnodes:\n  - id: greet\n    bash: echo hello\n"
+# No shell: editors may write it (shell needs the 'recipe author with shell' role).
+GOOD = "name: hello\nprovider: demo\nnodes:\n  - id: greet\n    prompt: say hello\n"
 BROKEN = "name: hello\nnodes:\n  - id: greet\n    bash: echo hi\n  - id: b\n    depends_on: [nope]\n    bash: x\n"
 
 

@@ -271,8 +271,8 @@ def test_shell_mode_values_travel_in_the_environment():
         inputs={"q": "it's"},
         node_outputs={"n": NodeOutput("$(id)", None, None)},
     )
-    script, env = shell_sub('$USER_MESSAGE "$ARTIFACTS_DIR" $INPUTS.q "x $n.output"', c)
-    assert script == '"${LOOP_V_1}" "${LOOP_V_2}" "${LOOP_V_3}" "x ${LOOP_V_4}"'
+    script, env = shell_sub('echo $USER_MESSAGE "$ARTIFACTS_DIR" $INPUTS.q "x $n.output"', c)
+    assert script == 'echo "${LOOP_V_1}" "${LOOP_V_2}" "${LOOP_V_3}" "x ${LOOP_V_4}"'
     assert env == {
         "LOOP_V_1": "a b",
         "LOOP_V_2": "/tmp/x y",
@@ -297,7 +297,8 @@ def test_shell_mode_leaves_script_variables_alone():
 def test_shell_mode_refuses_arithmetic_with_line_and_suggestion():
     c = ctx(user_message="a[$(touch x)]")
     with pytest.raises(
-        VariableError, match=r"line 2: \$USER_MESSAGE is inside arithmetic.*n=\$USER_MESSAGE"
+        VariableError,
+        match=r"line 2: \$USER_MESSAGE is inside arithmetic.*\[ \"\$USER_MESSAGE\" -gt 3 \]",
     ):
         shell_sub("echo ok\n(( $USER_MESSAGE + 1 ))", c)
 

@@ -89,7 +89,10 @@ def test_an_unexpected_engine_error_fails_the_run_at_once_with_its_message(
     broker.deliver()
     run.refresh_from_db()
     assert run.status == "failed"
-    assert "engine error" in run.error and "Not a directory" in run.error
+    # The cause in plain words for everyone; the class and the path stay in the log.
+    assert "engine error" in run.error and "not a directory" in run.error
+    assert str(not_a_folder) not in run.error and "NotADirectoryError" not in run.error
+    assert "worker's log" in run.error
     assert not NodeRun.objects.filter(run=run, status__in=NodeRun.UNFINISHED).exists()
 
 

@@ -121,3 +121,27 @@ def test_admin_form_refuses_key_names_off_the_list(client, admin_user):
     added = client.post(url, {**form, "api_key_env": "OPENAI_API_KEY"})
     assert added.status_code == 302
     assert ProviderConfig.objects.get(name="local").api_key_env == "OPENAI_API_KEY"
+
+
+def test_by_default_inline_providers_may_use_only_the_public_api_hosts():
+    """Internal addresses (127.0.0.1, localhost, a private network) are refused unless an
+    administrator lists them; the test suite adds 127.0.0.1 and localhost for its fake API servers."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "LOOP_PROVIDER_HOSTS"}
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django; django.setup(); from django.conf import settings;"
+            " print(','.join(settings.LOOP_PROVIDER_HOSTS))",
+        ],
+        env={**env, "DJANGO_SETTINGS_MODULE": "console.settings"},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.strip()
+    assert shown == "api.openai.com,api.anthropic.com"

@@ -52,3 +52,25 @@ def test_validation_problems_name_folders_not_server_paths(viewer, settings, tmp
     # The repository's own commands folder and its defaults/, as the peer looks them up.
     assert "<project repo>/.archon/commands" in message
     assert "<bundled recipes>/commands" in message
+
+
+def test_a_providers_non_json_answer_is_not_shown_to_viewers(caplog):
+    import pytest
+
+    from runs.providers.base import ProviderError
+    from runs.providers.http import json_event
+
+    with pytest.raises(ProviderError) as caught:
+        json_event("p", "<html>internal 10.1.2.3 DATABASE_URL=postgres://x</html>")
+    said = str(caught.value)
+    assert "is not JSON" in said and "10.1.2.3" not in said and "postgres" not in said
+    assert "10.1.2.3" in caplog.text  # the server's text is kept for the operators
+
+
+def test_unexpected_errors_are_described_without_class_names_or_paths():
+    from console.redact import plain_cause
+
+    missing = FileNotFoundError(2, "No such file or directory", "/srv/secret/place")
+    assert plain_cause(missing) == "no such file or directory"
+    assert plain_cause(RecursionError("maximum recursion depth")) == "the input nests too deeply"
+    assert plain_cause(KeyError("/etc/loop/secret_key")) == "an unexpected error in the engine"

@@ -6,6 +6,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 
+from console.roles import ROLES
+
 
 class Command(BaseCommand):
     help = "Create an 'admin' superuser if no user exists, and print its password once."
@@ -20,7 +22,7 @@ class Command(BaseCommand):
             return
         password = secrets.token_urlsafe(12)
         user = User.objects.create_superuser(options["username"], "", password)
-        user.groups.set(Group.objects.filter(name__in=["viewer", "operator", "editor"]))
+        user.groups.set(Group.objects.filter(name__in=list(ROLES)))
         self.stdout.write(
             self.style.SUCCESS(
                 f"created the first account — username: {options['username']}  password: {password}\n"

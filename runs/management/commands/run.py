@@ -144,9 +144,12 @@ class Command(BaseCommand):
                     note="started from a file",
                     force=force,
                     require_valid=True,
+                    user=self.user,
                 )
             except editing.SourceInvalid as exc:
                 raise CommandError("\n".join(str(p) for p in exc.result.errors)) from None
+            except editing.ShellNotAllowed as exc:
+                raise CommandError(f"{self.user.get_username()}: {exc}") from None
             recipe = loaded.recipe
             if loaded.action == "kept" and recipe.source != source:
                 # Same rule as sync: the console's work is not overwritten by a file.

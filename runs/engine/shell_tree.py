@@ -1,0 +1,130 @@
+"""The bash parser behind the shell checker: tree-sitter with its bash grammar.
+
+tree-sitter's bash grammar follows bash's own quoting, expansion, arithmetic, heredoc,
+test and declaration syntax, and says where it cannot (ERROR and MISSING nodes), so the
+checker can refuse what it cannot read instead of guessing. Offsets are in UTF-8 bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+import tree_sitter
+import tree_sitter_bash
+
+__all__ = ["Node", "ancestors", "command_words", "first_error", "parse", "static_text", "text"]
+
+Node = tree_sitter.Node
+
+
+@lru_cache(maxsize=1)
+def _language() -> tree_sitter.Language:
+    return tree_sitter.Language(tree_sitter_bash.language())
+
+
+@lru_cache(maxsize=1)
+def _error_query() -> tree_sitter.Query:
+    return tree_sitter.Query(_language(), "(ERROR) @error (MISSING) @missing")
+
+
+def parse(source: bytes) -> Node:
+    return tree_sitter.Parser(_language()).parse(source).root_node
+
+
+def query(root: Node, pattern: str) -> list[Node]:
+    found = tree_sitter.QueryCursor(_query(pattern)).captures(root)
+    return sorted((n for nodes in found.values() for n in nodes), key=lambda n: n.start_byte)
+
+
+@lru_cache(maxsize=16)
+def _query(pattern: str) -> tree_sitter.Query:
+    return tree_sitter.Query(_language(), pattern)
+
+
+def first_error(root: Node) -> Node | None:
+    """The first place the grammar could not follow (a syntax error or a missing token)."""
+    if not root.has_error:
+        return None
+    found = tree_sitter.QueryCursor(_error_query()).captures(root)
+    nodes = [n for group in found.values() for n in group]
+    return min(nodes, key=lambda n: n.start_byte) if nodes else root
+
+
+def text(node: Node) -> str:
+    return node.text.decode("utf-8", "replace") if node.text is not None else ""
+
+
+def ancestors(node: Node):
+    """(ancestor, the child of it on the way to `node`), innermost first."""
+    child = node
+    parent = node.parent
+    while parent is not None:
+        yield parent, child
+        child, parent = parent, parent.parent
+
+
+_DYNAMIC = {
+    "simple_expansion",
+    "expansion",
+    "command_substitution",
+    "process_substitution",
+    "arithmetic_expansion",
+}
+
+
+def static_text(node: Node) -> str | None:
+    """What a word is once bash removes its quotes, when no expansion is in it; else None."""
+    kind = node.type
+    if kind in _DYNAMIC:
+        return None
+    if kind == "raw_string":
+        return text(node)[1:-1]
+    if kind == "ansi_c_string":
+        return text(node)[2:-1]
+    if kind in ("word", "number", "command_name", "string_content"):
+        if node.named_child_count and kind == "command_name":
+            return static_text(node.named_children[0])
+        raw = text(node)
+        if "$" in raw or "`" in raw:
+            return None
+        return _unescape(raw)
+    if kind in ("string", "concatenation"):
+        parts = []
+        for child in node.named_children:
+            part = static_text(child)
+            if part is None:
+                return None
+            parts.append(part)
+        if kind == "string" and not node.named_children:
+            return ""
+        return "".join(parts)
+    return None
+
+
+def _unescape(raw: str) -> str:
+    out, i = [], 0
+    while i < len(raw):
+        if raw[i] == "\\" and i + 1 < len(raw):
+            out.append(raw[i + 1])
+            i += 2
+            continue
+        out.append(raw[i])
+        i += 1
+    return "".join(out)
+
+
+def command_words(command: Node) -> list[Node]:
+    """The command name and its arguments, in order (assignments and redirects left out)."""
+    words = []
+    for index, child in enumerate(command.children):
+        field = command.field_name_for_child(index)
+        if field in ("name", "argument"):
+            words.append(child)
+    return words
+
+
+def program_name(word: Node) -> str | None:
+    """`eval`, `bash`, ... for a static command word (`\\eval`, `/usr/bin/bash` included)."""
+    value = static_text(word)
+    return os.path.basename(value) if value else None
