@@ -13,7 +13,7 @@ from runs.models import Gate, Iteration, NodeRun, Run
 from runs.providers import registry
 from runs.providers.base import AgentRequest, Cancelled, ProviderError
 
-from .agent import StepFailed, call_agent, prepare_prompt
+from .agent import StepFailed, call_agent, prepare_prompt, record_call
 from .context import build_context, run_dirs, step_env
 from .process import run_process
 from .spec import node_spec, spec_for
@@ -183,6 +183,7 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
         ):
             return
         row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
+        record_call(run, row.node_id, it.number, result, outcome.provider)
         row.output = outcome.text
         row.structured = outcome.payload
         row.state = {**row.state, "session_id": result.session_id or row.state.get("session_id")}
