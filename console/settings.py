@@ -93,6 +93,7 @@ INSTALLED_APPS = [
     "console",
     "recipes",
     "runs",
+    "loops",
 ]
 
 MIDDLEWARE = [
@@ -346,6 +347,11 @@ if _NEVER_TO_CHILDREN & set(LOOP_PROVIDER_ENV):
 # Hosts a recipe's inline `providers:` may send requests to (`base_url`).
 LOOP_PROVIDER_HOSTS = env_list(
     "LOOP_PROVIDER_HOSTS", ["api.openai.com", "api.anthropic.com", "127.0.0.1", "localhost"]
+)
+# Modules a driven recipe's hooks may come from (a hook is a function named by a dotted
+# path, `package.module:function`); a path outside them is refused when the recipe loads.
+LOOP_HOOK_MODULES = env_list(
+    "LOOP_HOOK_MODULES", ["loops.example_hooks", *(["tests.loops"] if TESTING else [])]
 )
 try:
     LOOP_DEMO_DELAY = float(os.getenv("LOOP_DEMO_DELAY", "0.03"))

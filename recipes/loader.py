@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from recipes.formats.driven import is_driven, parse_driven
 from recipes.formats.workflow import parse_workflow
 from recipes.problems import LoadResult, Problem, sort_problems
 from recipes.yaml_reader import MAX_SOURCE_BYTES, parse_yaml
@@ -51,13 +52,17 @@ def load_recipe(
             kind="planeai", spec=None, errors=sort_problems([*yaml_problems, problem])
         )
 
+    kind = "driven" if is_driven(data) else "workflow"
     try:
-        result = parse_workflow(
-            data, lines, commands_dirs=commands_dirs, provider_fallback=provider_fallback
-        )
+        if kind == "driven":
+            result = parse_driven(data, lines, provider_fallback=provider_fallback)
+        else:
+            result = parse_workflow(
+                data, lines, commands_dirs=commands_dirs, provider_fallback=provider_fallback
+            )
     except Exception as exc:  # noqa: BLE001 - last-resort guard: never raise on input
         result = LoadResult(
-            kind="workflow",
+            kind=kind,
             spec=None,
             errors=[Problem("", 1, 1, f"could not validate recipe ({type(exc).__name__}: {exc})")],
         )

@@ -96,9 +96,28 @@ def describe(event: RunEvent) -> str:
     if kind == "agent_tool":
         detail = _short(data.get("detail"))
         return f"The agent at {where} used {data.get('tool')}" + (f": {detail}" if detail else ".")
+    if kind.startswith("loop:"):
+        return _crumb(kind, data)
     if kind == "worktree_diff":
         return f"{where} changed files in the worktree."
     return f"{kind.replace('_', ' ').capitalize()}{' at ' + step if step else ''}."
+
+
+def _crumb(kind: str, data: dict) -> str:
+    """A driven loop's crumbs."""
+    loop = f"Loop {data.get('loopId')}"
+    if kind == "loop:start":
+        pipeline = " → ".join(map(str, data.get("pipeline") or []))
+        return f"{loop} started: {pipeline} (at most {data.get('maxIterations')} iterations)."
+    if kind == "loop:iteration:start":
+        return f"{loop} iteration {data.get('iteration')} started."
+    if kind == "loop:iteration:end":
+        return f"{loop} iteration {data.get('iteration')} ended: {_short(data.get('output'))}"
+    if kind == "loop:end":
+        count = data.get("iterations")
+        plural = "" if count == 1 else "s"
+        return f"{loop} ended {data.get('status')} after {count} iteration{plural}."
+    return f"{loop}: {kind}."
 
 
 def _decision(step: str, data: dict) -> str:

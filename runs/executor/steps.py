@@ -51,6 +51,10 @@ def start_node(node_run_id: int) -> None:
         from recipes.python import runner as python_runner
 
         python_runner.execute(run, row)
+    elif node.kind == "driven":
+        from loops import runner as driven_runner
+
+        driven_runner.execute(run, row)
     elif node.kind == "approval":
         with transaction.atomic():
             run = lock_run(run.pk)
