@@ -4,6 +4,7 @@ from ninja import NinjaAPI
 
 from console import api_errors
 from console.auth import api_auth, docs_login_required
+from loops.api import router as loops_router
 from recipes.api import router as recipes_router
 from runs.api import router as runs_router
 from runs.api_steps import router as steps_router
@@ -27,3 +28,4 @@ api_errors.install(api)
 api.add_router("/recipes", recipes_router, tags=["recipes"])
 api.add_router("/runs", runs_router, tags=["runs"])
 api.add_router("/runs", steps_router, tags=["runs"])
+api.add_router("/loops", loops_router, tags=["loops"])

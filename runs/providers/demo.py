@@ -33,6 +33,8 @@ AFTER = re.compile(r"after\s+(\d+)\s+iterations?", re.I)
 # prompt, and a 100,000-character message would pin a worker for most of a minute.
 FILE_NAME = re.compile(r"(?<![\w./-])[\w./-]+\.(?:txt|md|json)\b")
 FAILING = re.compile(r"(?<!\d)(\d+)\s+failing")
+# Feedback a driven loop's host passed down ({"previousOutput": ..., "feedback": "..."}).
+FEEDBACK = re.compile(r'"feedback":\s*("(?:[^"\\]|\\.){0,2000}")')
 
 
 class DemoProvider:
@@ -100,6 +102,7 @@ class DemoProvider:
     def _prose(self, request: AgentRequest, n: int, turn: int, session_id: str) -> str:
         lines = [f"Demo agent: iteration {n}, turn {turn} of session {session_id[:8]}."]
         lines += self._fix_files(request)
+        lines += self._feedback(request.prompt)
         lines.append(f"I read {len(request.prompt)} characters of instructions.")
         signal = SIGNAL_TAG.search(request.prompt) or SIGNAL_ASK.search(request.prompt)
         if signal and n >= self._threshold(request.prompt):
@@ -107,6 +110,16 @@ class DemoProvider:
         elif signal:
             lines.append("Not finished yet; more to do next iteration.")
         return "\n".join(lines) + "\n"
+
+    def _feedback(self, prompt: str) -> list[str]:
+        found = FEEDBACK.search(prompt)
+        if not found:
+            return []
+        try:
+            feedback = json.loads(found.group(1))
+        except ValueError:
+            return []
+        return [f"Revised for the feedback: “{feedback}”"]
 
     def _fix_files(self, request: AgentRequest) -> list[str]:
         notes = []
