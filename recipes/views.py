@@ -66,9 +66,9 @@ def recipe_diff(request, slug):
 def recipe_start(request, slug):
     recipe = get_object_or_404(Recipe.objects.select_related("current_version"), slug=slug)
     declared = dict(getattr(current_spec(recipe), "inputs", {}) or {})
-    form = StartRunForm(
-        request.POST or None, declared=declared, needs_message=uses_message(recipe.source)
-    )
+    # A driven recipe's host is given the message as its task.
+    needs_message = recipe.kind == Recipe.Kind.DRIVEN or uses_message(recipe.source)
+    form = StartRunForm(request.POST or None, declared=declared, needs_message=needs_message)
     if request.method == "POST" and form.is_valid():
         try:
             run = services.start_run(

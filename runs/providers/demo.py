@@ -35,6 +35,8 @@ FILE_NAME = re.compile(r"(?<![\w./-])[\w./-]+\.(?:txt|md|json)\b")
 FAILING = re.compile(r"(?<!\d)(\d+)\s+failing")
 # Feedback a driven loop's host passed down ({"previousOutput": ..., "feedback": "..."}).
 FEEDBACK = re.compile(r'"feedback":\s*("(?:[^"\\]|\\.){0,2000}")')
+# ... or an earlier demo step's note of it, passed down the pipeline.
+REVISED = re.compile(r"Revised for the feedback: “([^”\n]{0,2000})”")
 
 
 class DemoProvider:
@@ -113,13 +115,13 @@ class DemoProvider:
 
     def _feedback(self, prompt: str) -> list[str]:
         found = FEEDBACK.search(prompt)
-        if not found:
-            return []
         try:
-            feedback = json.loads(found.group(1))
+            feedback = json.loads(found.group(1)) if found else None
         except ValueError:
-            return []
-        return [f"Revised for the feedback: “{feedback}”"]
+            feedback = None
+        if feedback is None and (noted := REVISED.search(prompt)):
+            feedback = noted.group(1)
+        return [f"Revised for the feedback: “{feedback}”"] if feedback else []
 
     def _fix_files(self, request: AgentRequest) -> list[str]:
         notes = []
