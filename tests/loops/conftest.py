@@ -7,8 +7,10 @@ import json
 import textwrap
 
 import pytest
+from django.db import transaction
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from tests.providers.conftest import (  # noqa: F401 - fixtures shared with the provider tests
     fake_ai,
@@ -95,3 +97,67 @@ def api_get(user, path: str) -> dict:
 def tool_messages(request: dict) -> list:
     """The tool results an OpenAI-style request carries back to the model."""
     return [m["content"] for m in request["body"]["messages"] if m["role"] == "tool"]
+
+
+# --- loops written row by row, as their transitions write them (no worker) ----------------
+
+
+@pytest.fixture
+def driven_run(make_recipe, operator):
+    """A started driven run whose host's turn is running: (run, host row, host turn)."""
+    from runs import services
+    from runs.models import Iteration, NodeRun
+
+    recipe = make_recipe(driven_recipe("demo"), slug="driven-pages")
+    run = services.start_run(recipe, user=operator, message="Widget 2.0")
+    host = NodeRun.objects.create(run=run, node_id="host", kind="driven", status="running")
+    turn = Iteration.objects.create(
+        run=run,
+        node_run=host,
+        node_id="host",
+        number=1,
+        status="running",
+        started_at=timezone.now(),
+    )
+    return run, host, turn
+
+
+def drive(
+    run, turn, *, pipeline=("researcher", "drafter"), iterations=2, status="completed", agent="host"
+):
+    """A loop as its transitions write it, with a drafter step per iteration."""
+    from loops.models import Loop, LoopIteration
+    from runs.models import Iteration, NodeRun
+
+    drafter = NodeRun.objects.get_or_create(run=run, node_id="drafter", defaults={"kind": "agent"})[
+        0
+    ]
+    with transaction.atomic():
+        loop = Loop.open(
+            run,
+            host_iteration=turn,
+            agent=agent,
+            pipeline=list(pipeline),
+            input="Widget 2.0",
+            max_iterations=5,
+        )
+        value = "Widget 2.0"
+        for number in range(1, iterations + 1):
+            it = loop.begin_iteration(run, input=value, feedback="Shorter." if number > 1 else "")
+            step = Iteration.objects.create(
+                run=run,
+                node_run=drafter,
+                node_id="drafter",
+                number=drafter.iterations.count() + 1,
+                status="completed",
+                output=f"<b>draft {number}</b> of loop {loop.pk}",
+                duration_ms=40,
+            )
+            it.add_step("drafter", step.pk)
+            value = f"draft {number}"
+            loop.end_iteration(
+                run, it, output=value, shown=value, status=LoopIteration.Status.COMPLETED
+            )
+        if status != "open":
+            loop.close(run, status, result=value if status != "failed" else None)
+    return loop

@@ -5,71 +5,14 @@ panel; every page costs a fixed number of queries however many loops or iteratio
 from __future__ import annotations
 
 import pytest
-from django.db import transaction
 from django.urls import reverse
-from django.utils import timezone
 
-from loops.models import Loop, LoopIteration
 from runs import services
 from runs.models import Iteration, NodeRun
 from tests.console.conftest import login
-from tests.loops.conftest import driven_recipe
+from tests.loops.conftest import drive, driven_recipe
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def driven_run(make_recipe, operator):
-    recipe = make_recipe(driven_recipe("demo"), slug="driven-pages")
-    run = services.start_run(recipe, user=operator, message="Widget 2.0")
-    host = NodeRun.objects.create(run=run, node_id="host", kind="driven", status="running")
-    turn = Iteration.objects.create(
-        run=run,
-        node_run=host,
-        node_id="host",
-        number=1,
-        status="running",
-        started_at=timezone.now(),
-    )
-    return run, host, turn
-
-
-def drive(
-    run, turn, *, pipeline=("researcher", "drafter"), iterations=2, status="completed", agent="host"
-):
-    """A loop as its transitions write it, with a drafter step per iteration."""
-    drafter = NodeRun.objects.get_or_create(run=run, node_id="drafter", defaults={"kind": "agent"})[
-        0
-    ]
-    with transaction.atomic():
-        loop = Loop.open(
-            run,
-            host_iteration=turn,
-            agent=agent,
-            pipeline=list(pipeline),
-            input="Widget 2.0",
-            max_iterations=5,
-        )
-        value = "Widget 2.0"
-        for number in range(1, iterations + 1):
-            it = loop.begin_iteration(run, input=value, feedback="Shorter." if number > 1 else "")
-            step = Iteration.objects.create(
-                run=run,
-                node_run=drafter,
-                node_id="drafter",
-                number=drafter.iterations.count() + 1,
-                status="completed",
-                output=f"<b>draft {number}</b> of loop {loop.pk}",
-                duration_ms=40,
-            )
-            it.add_step("drafter", step.pk)
-            value = f"draft {number}"
-            loop.end_iteration(
-                run, it, output=value, shown=value, status=LoopIteration.Status.COMPLETED
-            )
-        if status != "open":
-            loop.close(run, status, result=value if status != "failed" else None)
-    return loop
 
 
 # --- the API ---------------------------------------------------------------------------------
