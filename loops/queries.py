@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.db.models import Q
 from django.db.models.functions import Length, Right
 
 from runs.models import Iteration
@@ -17,8 +18,11 @@ from .models import Loop, LoopIteration
 
 LOOPS_PAGE = 50
 # A run page shows the loops of its run, newest last, up to this many (older ones are on
-# /loops?session=<run>).
+# /loops?session=<run>), each with its latest iterations (all of them on the loop's page).
 RUN_LOOPS_SHOWN = 10
+RUN_LOOP_ITERATIONS_SHOWN = 20
+# A loop's page shows its history this many iterations at a time (the API gives it whole).
+LOOP_PAGE_ITERATIONS = 100
 STEP_OUTPUT_SHOWN = 20_000
 
 
@@ -40,6 +44,14 @@ class LoopView:
     loop: Loop
     iterations: list[IterationView] = field(default_factory=list)
 
+    @property
+    def first_shown(self) -> int:
+        return self.iterations[0].row.number if self.iterations else 0
+
+    @property
+    def last_shown(self) -> int:
+        return self.iterations[-1].row.number if self.iterations else 0
+
 
 def loop_page(*, session=None, agent=None, status=None, before=None, limit=LOOPS_PAGE):
     """One page of loops, newest first, and the id to continue from (None at the end)."""
@@ -56,24 +68,36 @@ def loop_page(*, session=None, agent=None, status=None, before=None, limit=LOOPS
     return page, (page[-1].pk if more else None)
 
 
-def loop_detail(loop_id: int) -> LoopView:
+def loop_detail(loop_id: int, *, first: int | None = None, count: int | None = None) -> LoopView:
+    """A loop with its iterations: all of them, or `count` from number `first` on."""
     loop = Loop.objects.select_related("run__recipe", "host_iteration").get(pk=loop_id)
-    return _with_iterations([loop])[0]
+    if first is None:
+        return _with_iterations([loop])[0]
+    last = first + (count or LOOP_PAGE_ITERATIONS) - 1
+    return _with_iterations([loop], lambda _: Q(number__gte=first, number__lte=last))[0]
 
 
 def run_loops(run) -> tuple[list[LoopView], int]:
-    """The latest loops of a run (oldest of them first), and how many more came before."""
+    """The latest loops of a run (oldest of them first), each with its latest iterations,
+    and whether earlier loops came before them."""
     newest = list(Loop.objects.filter(run=run).order_by("-id")[: RUN_LOOPS_SHOWN + 1])
     earlier = len(newest) > RUN_LOOPS_SHOWN
     shown = list(reversed(newest[:RUN_LOOPS_SHOWN]))
-    return _with_iterations(shown), (shown[0].pk if earlier and shown else 0)
+    views = _with_iterations(shown, _latest_iterations)
+    return views, (shown[0].pk if earlier and shown else 0)
 
 
-def _with_iterations(loops: list[Loop]) -> list[LoopView]:
+def _latest_iterations(loop: Loop) -> Q:
+    return Q(number__gt=loop.iteration_count - RUN_LOOP_ITERATIONS_SHOWN)
+
+
+def _with_iterations(loops: list[Loop], which=None) -> list[LoopView]:
+    """Each loop with its iterations (those `which(loop)` selects) and their steps."""
     views = {loop.pk: LoopView(loop) for loop in loops}
-    rows = LoopIteration.objects.filter(loop__in=[loop.pk for loop in loops]).order_by(
-        "loop_id", "number"
-    )
+    wanted_rows = Q(pk__in=[])
+    for loop in loops:
+        wanted_rows |= Q(loop_id=loop.pk) & (which(loop) if which else Q())
+    rows = LoopIteration.objects.filter(wanted_rows).order_by("loop_id", "number")
     wanted: set[int] = set()
     iterations = []
     for row in rows:

@@ -45,11 +45,25 @@ def loop_list(request):
 @require_GET
 @viewer_required
 def loop_detail(request, loop_id: int):
+    first = _positive_int(request.GET.get("from")) or 1
+    size = queries.LOOP_PAGE_ITERATIONS
     try:
-        view = queries.loop_detail(loop_id)
+        view = queries.loop_detail(loop_id, first=first, count=size)
     except Loop.DoesNotExist:
         raise Http404("No such loop.") from None
-    return render(request, "loops/detail.html", {"view": view})
+    pages = {
+        "earlier_from": max(1, first - size) if first > 1 else None,
+        "later_from": first + size if view.loop.iteration_count >= first + size else None,
+    }
+    return render(request, "loops/detail.html", {"view": view, **pages})
+
+
+def _positive_int(raw) -> int | None:
+    try:
+        value = int(raw or 0)
+    except ValueError:
+        return None
+    return value if value > 0 else None
 
 
 @require_GET

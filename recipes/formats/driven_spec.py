@@ -20,10 +20,13 @@ from recipes.formats.workflow_spec import (
     _Spec,
 )
 
+# A loop's cap: its whole history stays readable (one page of it per 100 iterations).
+MAX_ITERATIONS_CAP = 1000
+
 
 class HostLoopSpec(_Spec):
     pool: list[Text] = Field(min_length=1)
-    max_iterations: PositiveInt
+    max_iterations: PositiveInt = Field(..., le=MAX_ITERATIONS_CAP)
     hooks: dict[str, Text] = Field(default_factory=dict)
     retry: int = Field(0, ge=0, le=10)
 

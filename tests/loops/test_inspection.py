@@ -172,3 +172,22 @@ def test_a_workflow_run_page_has_no_loop_panel(client, viewer, bundled, operator
     run = services.start_run(bundled["counter-loop"], user=operator, message="x")
     body = login(client, viewer).get(reverse("run_detail", args=[run.pk])).content.decode()
     assert "driven-loops" not in body
+
+
+def test_long_histories_are_read_a_page_at_a_time(client, viewer, driven_run):
+    run, _, turn = driven_run
+    loop = drive(run, turn, iterations=130, status="open")
+    client = login(client, viewer)
+    first = client.get(reverse("loop_detail", args=[loop.pk])).content.decode()
+    assert "Iteration 1</strong>" in first and "Iteration 100</strong>" in first
+    assert "Iteration 101</strong>" not in first and "?from=101" in first
+    rest = client.get(reverse("loop_detail", args=[loop.pk]) + "?from=101").content.decode()
+    assert "Iteration 130</strong>" in rest and "Iteration 100</strong>" not in rest
+    assert "?from=1" in rest and "Iterations 101 to 130 of 130" in rest
+    # The run page shows the latest iterations and sends the reader to the whole history.
+    page = client.get(reverse("run_detail", args=[run.pk])).content.decode()
+    assert "Iteration 130</strong>" in page and "Iteration 110</strong>" not in page
+    assert "the whole history" in page
+    # The API gives it whole.
+    api = client.get(f"/api/loops/{loop.pk}").json()
+    assert len(api["iterations"]) == 130
