@@ -106,6 +106,11 @@ def execute(run: Run, row: NodeRun) -> None:
         driver.close_open(failed=True, error=error)
         on_fresh_connection(_turn_failed, row, turn, error, stream.text)
         return
+    if Run.objects.filter(pk=run.pk, status__in=Run.TERMINAL).exists():
+        # Cancelled while the host was between calls and wrote nothing: its loop ends
+        # with the run, not as the host's satisfied result.
+        driver.close_open(failed=True, error="the run was cancelled")
+        return
     driver.close_open(failed=False)
     on_fresh_connection(_turn_done, row, turn, outcome)
 

@@ -72,7 +72,7 @@ class ToolBox:
     on_activity: Callable[[], None] | None = None
     # Every call made (name, arguments, ok), for providers whose agent reaches the tools
     # outside their own protocol (a command's shell): they report these.
-    log: list[tuple[str, dict, bool]] = field(default_factory=list, init=False, repr=False)
+    calls_made: list[tuple[str, dict, bool]] = field(default_factory=list, init=False, repr=False)
     _in_flight: int = field(default=0, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -127,7 +127,7 @@ class ToolBox:
         finally:
             with self._lock:
                 self._in_flight -= 1
-        self.log.append((name, args, result.ok))
+        self.calls_made.append((name, args, result.ok))
         self._activity()
         return result
 

@@ -28,10 +28,12 @@ def tool_event(on_chunk: OnChunk, tool: str, detail: str, **data) -> dict:
 
 
 def toolbox_records(tools) -> list[dict]:
-    """The calls an agent made to the console's tools (`ToolBox.log`), as records."""
+    """The calls an agent made to the console's tools (`ToolBox.calls_made`), as records."""
     if not tools:
         return []
-    return [tool_record(name, summarize_arguments(args), ok=ok) for name, args, ok in tools.log]
+    return [
+        tool_record(name, summarize_arguments(args), ok=ok) for name, args, ok in tools.calls_made
+    ]
 
 
 def summarize_arguments(arguments) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import threading
 
 import pytest
 from django.db import transaction
@@ -72,14 +73,29 @@ def start_driven(make_recipe):
 
 def crumbs_on_stream(user, run) -> list[tuple[str, dict]]:
     """Every crumb of the run as the live stream sends it to a client that connects from
-    the start (`?after=0`): (event name, data), in order."""
-    client = Client()
-    client.force_login(user)
-    response = client.get(reverse("run_live", args=[run.pk]) + "?after=0")
-    assert response.status_code == 200
-    text = b"".join(response.streaming_content).decode()
+    the start (`?after=0`): (event name, data), in order. Read from a thread of its own:
+    the stream is an async view, and a session's browser tests keep an event loop running
+    in this one."""
+    answer: dict = {}
+
+    def read():
+        from django.db import connection
+
+        try:
+            client = Client()
+            client.force_login(user)
+            response = client.get(reverse("run_live", args=[run.pk]) + "?after=0")
+            answer["status"] = response.status_code
+            answer["text"] = b"".join(response.streaming_content).decode()
+        finally:
+            connection.close()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    reader.join(timeout=120)
+    assert answer.get("status") == 200, answer
     found = []
-    for block in text.split("\n\n"):
+    for block in answer["text"].split("\n\n"):
         fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
         if fields.get("event", "").startswith("loop:"):
             found.append((fields["event"], json.loads(fields["data"])))
