@@ -15,6 +15,10 @@ $(VENV)/.installed: pyproject.toml
 
 $(VENV)/.dev-installed: $(VENV)/.installed
 	@$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@# bun (from the npm registry) for the tests of `script:` nodes with runtime: bun.
+	@if command -v npm >/dev/null 2>&1 && [ ! -x $(VENV)/bin/bun ]; then \
+		npm install -g --prefix $(VENV) --no-audit --no-fund --loglevel=error bun@1 >/dev/null \
+		|| echo "bun could not be installed: the tests of runtime: bun will fail"; fi
 	@touch $@
 
 install: $(VENV)/.installed

@@ -4,8 +4,8 @@ from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 
 # Paths that must answer without a session: the login page itself, the health probe,
-# static files, and the API (which authenticates bearer tokens itself and answers 401).
-PUBLIC_PREFIXES = ("/accounts/login/", "/healthz", "/static/", "/api/")
+# static files and the icon, and the API (which authenticates bearer tokens itself and answers 401).
+PUBLIC_PREFIXES = ("/accounts/login/", "/healthz", "/static/", "/api/", "/favicon.ico")
 
 
 class LoginRequiredMiddleware:

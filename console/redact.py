@@ -9,6 +9,7 @@ from django.conf import settings
 
 
 def _labelled_roots() -> list[tuple[str, str]]:
+    from recipes.layout import archon_dir_of_project
     from recipes.sources import BUILTIN_DIR, project_dirs, user_dir
 
     roots: list[tuple[Path, str]] = [
@@ -22,7 +23,13 @@ def _labelled_roots() -> list[tuple[str, str]]:
         label = (
             "<project recipes>" if len(settings.LOOP_RECIPE_DIRS) == 1 else f"<project {number}>"
         )
-        roots += [(project, label), (project.parent, label + "/..")]
+        archon = archon_dir_of_project(project)
+        if archon is not None:  # a repository: name its folders from the repository's root
+            single = len(settings.LOOP_RECIPE_DIRS) == 1
+            repo = "<project repo>" if single else f"<project {number} repo>"
+            roots += [(project, label), (archon.parent, repo)]
+        else:
+            roots += [(project, label), (project.parent, label + "/..")]
     pairs: dict[str, str] = {}
     for path, label in roots:
         for variant in {str(path), str(path.resolve())}:

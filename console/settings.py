@@ -167,16 +167,20 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": LOOP_DATA_DIR / "console.sqlite3",
-            "OPTIONS": {
-                # WAL lets the web server read while a worker writes; IMMEDIATE avoids
-                # lock upgrades that would fail with "database is locked".
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-                "transaction_mode": "IMMEDIATE",
-                "timeout": 20,
-            },
         }
     }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # The same options whether SQLite is the default or named by DATABASE_URL: WAL lets the
+    # web server read while a worker writes; IMMEDIATE avoids lock upgrades that would fail
+    # with "database is locked" when several workers (or a Python loop's parallel agents)
+    # write at once; the timeout lets a writer wait for another instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        }
+    )
     # A file, not memory, so that worker processes started by the tests share it.
     DATABASES["default"]["TEST"] = {"NAME": str(LOOP_DATA_DIR / "test.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -227,6 +231,9 @@ LOOP_MAX_ATTEMPTS = env_int("LOOP_MAX_ATTEMPTS", 3)
 # The longest a step's `retry.delay_ms` may make a worker wait between attempts.
 LOOP_MAX_RETRY_DELAY_SECONDS = env_int("LOOP_MAX_RETRY_DELAY_SECONDS", 300)
 LOOP_RECIPE_DIRS = env_list("LOOP_RECIPE_DIRS", [])
+# Folders where script nodes find `uv` and `bun`; empty: the worker's PATH, then the folder of
+# the console's own interpreter (where `pip install uv` into its virtualenv puts uv).
+LOOP_RUNTIME_DIRS = env_list("LOOP_RUNTIME_DIRS", [])
 LOOP_USER_RECIPE_DIR = Path(
     os.getenv("LOOP_USER_RECIPE_DIR")
     or Path(os.getenv("XDG_CONFIG_HOME") or Path.home() / ".config") / "loop-console" / "recipes"

@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from console import views
 from console.api import api
@@ -13,6 +15,12 @@ admin.site.index_title = "Administration"
 urlpatterns = [
     path("", views.inbox, name="inbox"),
     path("healthz", views.healthz, name="healthz"),
+    # Pages link the SVG icon; a client that asks for the classic name gets it too.
+    path(
+        "favicon.ico",
+        RedirectView.as_view(url=static("favicon.svg"), permanent=True),
+        name="favicon",
+    ),
     path(
         "accounts/login/",
         auth_views.LoginView.as_view(authentication_form=LoginForm),

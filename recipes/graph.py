@@ -55,6 +55,22 @@ def _details(node) -> list[str]:
         details.append(f"at most {loop.max_iterations} iterations")
         if loop.interactive:
             details.append("interactive: a person decides after each iteration")
+    if getattr(node, "runtime", None):
+        where = getattr(node, "script_path", None)
+        details.append(
+            f"runtime: {node.runtime}" + (f" — {where.rsplit('/', 1)[-1]}" if where else "")
+        )
+    if getattr(node, "workflow", None):
+        fan_out = node.fan_out
+        details.append(
+            f"child runs of {node.workflow}"
+            + (
+                f", one per item of {fan_out.items} (at most {fan_out.max_parallel} at once, "
+                f"join {fan_out.join})"
+                if fan_out
+                else ""
+            )
+        )
     if node.approval is not None:
         choices = ", ".join(d.label for d in node.approval.decisions)
         details.append("approval" + (f" — {choices}" if choices else ""))

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from recipes.formats.driven import is_driven, parse_driven
+from recipes.formats.resources import Resources
 from recipes.formats.workflow import parse_workflow
 from recipes.problems import LoadResult, Problem, sort_problems
 from recipes.yaml_reader import MAX_SOURCE_BYTES, parse_yaml
@@ -22,12 +23,17 @@ PLANEAI_SCHEMA = "planeai.loop.recipe.v1"
 
 
 def load_recipe(
-    source: str, *, commands_dirs: Sequence[Path] = (), provider_fallback: bool = True
+    source: str,
+    *,
+    commands_dirs: Sequence[Path] = (),
+    provider_fallback: bool = True,
+    resources: Resources | None = None,
 ) -> LoadResult:
     """Parse and validate a recipe. Never raises for bad input.
 
     ``provider_fallback=False`` says no default provider is configured: agent nodes that
-    name no provider are then an error.
+    name no provider are then an error. ``resources`` says where command files, named
+    scripts and included workflows are (``commands_dirs`` alone is enough without those).
     """
     data, lines, yaml_problems = parse_yaml(source)
     if data is None and yaml_problems:
@@ -58,7 +64,11 @@ def load_recipe(
             result = parse_driven(data, lines, provider_fallback=provider_fallback)
         else:
             result = parse_workflow(
-                data, lines, commands_dirs=commands_dirs, provider_fallback=provider_fallback
+                data,
+                lines,
+                commands_dirs=commands_dirs,
+                provider_fallback=provider_fallback,
+                resources=resources,
             )
     except Exception as exc:  # noqa: BLE001 - last-resort guard: never raise on input
         result = LoadResult(

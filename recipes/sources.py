@@ -1,8 +1,19 @@
-"""Where recipes and command files come from, in order of precedence."""
+"""Where recipes, command files, named scripts and included workflows come from, in order
+of precedence. The folder rules of a repository's `.archon/` are in recipes.layout."""
 
 from pathlib import Path
 
 from django.conf import settings
+
+from recipes.formats.resources import Resources
+from recipes.layout import (
+    archon_dir_of_file,
+    archon_dir_of_project,
+    package_dir,
+    recipe_files,
+    with_subfolders,
+    workflow_folder,
+)
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 
@@ -15,16 +26,89 @@ def user_dir() -> Path:
     return Path(settings.LOOP_USER_RECIPE_DIR).expanduser()
 
 
-def commands_dirs(source_path: str = "") -> list[Path]:
-    """A recipe's own `commands/` folder first, then each project's, the user's, the bundled."""
-    dirs: list[Path] = []
-    if source_path:
-        dirs.append(Path(source_path).parent / "commands")
-    for project in project_dirs():
-        dirs += [project / "commands", project.parent / "commands"]
-    dirs += [user_dir() / "commands", BUILTIN_DIR / "commands"]
-    unique = []
+def _unique(dirs: list[Path]) -> list[Path]:
+    unique: list[Path] = []
     for folder in dirs:
         if folder not in unique:
             unique.append(folder)
     return unique
+
+
+def commands_dirs(source_path: str = "") -> list[Path]:
+    """Where `command: NAME` is looked for, first folder first.
+
+    A packaged workflow (`.archon/workflows/<pack>/<wf>/`) uses only its own `commands/`.
+    Any other workflow of a repository uses the repository's `.archon/commands/` and the
+    folders directly inside it (`defaults/`, ...), then the user's, then the bundled ones.
+    A recipe elsewhere uses its own `commands/` folder, each project's, the user's, the
+    bundled ones."""
+    path = Path(source_path) if source_path else None
+    user = with_subfolders(user_dir() / "commands")
+    bundled = [BUILTIN_DIR / "commands"]
+    if path is not None:
+        package = package_dir(path)
+        if package is not None:
+            return [package / "commands"]
+        archon = archon_dir_of_file(path)
+        if archon is not None:
+            return _unique([*with_subfolders(archon / "commands"), *user, *bundled])
+    dirs: list[Path] = [path.parent / "commands"] if path is not None else []
+    for project in project_dirs():
+        archon = archon_dir_of_project(project)
+        if archon is not None:
+            dirs += with_subfolders(archon / "commands")
+        else:
+            dirs += [project / "commands", project.parent / "commands"]
+    return _unique([*dirs, *user, *bundled])
+
+
+def scripts_dirs(source_path: str = "") -> list[Path]:
+    """Where a named `script: NAME` is looked for, like commands: a packaged workflow's own
+    `scripts/`; a repository's `.archon/scripts/` (one subfolder deep), then the user's."""
+    path = Path(source_path) if source_path else None
+    user = with_subfolders(user_dir() / "scripts")
+    if path is not None:
+        package = package_dir(path)
+        if package is not None:
+            return [package / "scripts"]
+        archon = archon_dir_of_file(path)
+        if archon is not None:
+            return _unique([*with_subfolders(archon / "scripts"), *user])
+    dirs: list[Path] = [path.parent / "scripts"] if path is not None else []
+    for project in project_dirs():
+        archon = archon_dir_of_project(project)
+        dirs += with_subfolders(archon / "scripts") if archon else [project / "scripts"]
+    return _unique([*dirs, *user])
+
+
+def workflow_dirs(source_path: str = "") -> list[Path]:
+    """Where `include: NAME` is looked for: the recipe's own workflow tree first (its
+    repository's `.archon/workflows`), then every project folder, the user's, the bundled."""
+    dirs: list[Path] = []
+    if source_path:
+        path = Path(source_path)
+        archon = archon_dir_of_file(path)
+        dirs.append(archon / "workflows" if archon is not None else path.parent)
+    dirs += [workflow_folder(p) for p in project_dirs()]
+    return _unique([*dirs, user_dir(), BUILTIN_DIR])
+
+
+def find_workflow(name: str, source_path: str = "") -> Path | None:
+    """The first YAML file named `NAME.yaml` (or `.yml`) in the folders above."""
+    for folder in workflow_dirs(source_path):
+        for path in recipe_files(folder):
+            if path.stem == name and path.suffix in (".yaml", ".yml"):
+                return path
+    return None
+
+
+def resources_for(source_path: str = "") -> Resources:
+    """What a recipe file may refer to, for the loader (which knows no settings)."""
+    return Resources(
+        source_path=source_path,
+        commands_dirs=tuple(commands_dirs(source_path)),
+        scripts_dirs=tuple(scripts_dirs(source_path)),
+        workflow_dirs=tuple(workflow_dirs(source_path)),
+        find_workflow=lambda name: find_workflow(name, source_path),
+        for_file=resources_for,
+    )

@@ -14,6 +14,7 @@ from pathlib import Path
 from django.utils.text import slugify
 
 from recipes import editing
+from recipes.layout import recipe_files, workflow_folder
 from recipes.models import Recipe
 from recipes.sources import BUILTIN_DIR, project_dirs, user_dir
 
@@ -39,15 +40,13 @@ def discover() -> dict[str, Found]:
         (Recipe.Origin.USER, [user_dir()]),
         # Like PATH, the first folder listed in LOOP_RECIPE_DIRS wins; visiting the list
         # backwards lets it overwrite the ones listed after it.
-        (Recipe.Origin.PROJECT, list(reversed(project_dirs()))),
+        # A project folder may be a repository root: its recipes are in .archon/workflows.
+        (Recipe.Origin.PROJECT, [workflow_folder(p) for p in reversed(project_dirs())]),
     ]
     for origin, folders in sources:
         for folder in folders:
-            if not folder.is_dir():
-                continue
-            files = [*folder.glob("*.yaml"), *folder.glob("*.yml"), *folder.glob("*.py")]
-            # Python recipes (a module-level `workflow`); `_helpers.py` files are not recipes.
-            for path in sorted(p for p in files if not p.name.startswith("_")):
+            # Subfolders too (packs, groups); in one folder the shallowest file of a name wins.
+            for path in reversed(recipe_files(folder)):
                 slug = slug_for(path)
                 previous = found.get(slug)
                 shadows = (

@@ -9,7 +9,7 @@ from django.conf import settings
 from console.redact import without_server_paths
 from recipes.formats.python import is_python_path, parse_python
 from recipes.loader import LoadResult, load_recipe
-from recipes.sources import commands_dirs
+from recipes.sources import resources_for
 
 
 def default_provider_configured() -> bool:
@@ -26,7 +26,7 @@ def validate_source(source: str, source_path: str = "") -> LoadResult:
         return parse_python(source, Path(source_path).stem)
     return load_recipe(
         source,
-        commands_dirs=commands_dirs(source_path),
+        resources=resources_for(source_path),
         provider_fallback=default_provider_configured(),
     )
 

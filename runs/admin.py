@@ -1,18 +1,35 @@
 from django.contrib import admin
+from django.utils.html import format_html
 
 from runs.models import Gate, Run
 
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ["id", "recipe", "status", "started_by", "created_at"]
+    """Runs to look up, never to edit: a run's status, event counter and error change only
+    through its transitions (a hand-edited `status` or `last_seq` would break the event log
+    and the workers' fencing). Deciding, cancelling and resuming happen on the run's page."""
+
+    list_display = ["id", "recipe", "status", "started_by", "created_at", "console_link"]
     list_filter = ["status"]
-    raw_id_fields = ["recipe", "recipe_version", "started_by", "rerun_of"]
+    list_select_related = ["recipe", "started_by"]
+    search_fields = ["message"]
+
+    @admin.display(description="")
+    def console_link(self, run):
+        return format_html('<a href="{}">open in the console</a>', run.get_absolute_url())
 
     def has_add_permission(self, request):
         # A run row made by hand has no nodes and never dispatches: runs start from the
         # recipe's start form (or the API / CLI), which validate inputs and send the work.
         return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        # Deleting a run that workers may still be acting on would pull rows from under them.
+        return obj is None or obj.is_terminal
 
 
 @admin.register(Gate)

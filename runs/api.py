@@ -73,6 +73,13 @@ class NodeOut(Schema):
     max_iterations: int | None
     output: str
     error: str
+    child_runs: list[int] = []
+
+
+class ParentOut(Schema):
+    run: int
+    node: str
+    item: int | None
 
 
 class GateOut(Schema):
@@ -99,6 +106,7 @@ class RunOut(Schema):
     started_at: datetime | None
     finished_at: datetime | None
     url: str
+    parent: ParentOut | None = None
     nodes: list[NodeOut]
     pending_gate: GateOut | None
 

@@ -98,6 +98,12 @@ def describe(event: RunEvent) -> str:
         return f"The agent at {where} used {data.get('tool')}" + (f": {detail}" if detail else ".")
     if kind.startswith("loop:"):
         return _crumb(kind, data)
+    if kind == "child_run_started":
+        return f"{step} started child run {data.get('child')}{_item(data)}."
+    if kind == "child_run_finished":
+        return f"Child run {data.get('child')}{_item(data)} of {step} {data.get('status')}."
+    if kind == "child_run_resumed":
+        return f"{step} resumed child run {data.get('child')}."
     if kind == "worktree_diff":
         return f"{where} changed files in the worktree."
     return f"{kind.replace('_', ' ').capitalize()}{' at ' + step if step else ''}."
@@ -118,6 +124,11 @@ def _crumb(kind: str, data: dict) -> str:
         plural = "" if count == 1 else "s"
         return f"{loop} ended {data.get('status')} after {count} iteration{plural}."
     return f"{loop}: {kind}."
+
+
+def _item(data: dict) -> str:
+    index = data.get("index")
+    return f" (item {index})" if index is not None else ""
 
 
 def _decision(step: str, data: dict) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.db import connection, transaction
-from django.db.models import Count, F, Q, Sum
+from django.db.models import Count, Exists, F, OuterRef, Q, Sum
 from django.db.models.functions import Length, Right
 
 from recipes.models import Recipe
@@ -170,7 +170,7 @@ def recipe_choices() -> list[tuple[str, str]]:
 
 def get_run(run_id: int) -> Run:
     return Run.objects.select_related(
-        "recipe__current_version", "recipe_version", "started_by", "rerun_of"
+        "recipe__current_version", "recipe_version", "started_by", "rerun_of", "parent_node"
     ).get(pk=run_id)
 
 
@@ -181,6 +181,7 @@ class NodeRow:
     row: NodeRun
     group_iterations: list[tuple[int, list[NodeRun]]] = field(default_factory=list)
     older_iterations: int = 0
+    children: list[Run] = field(default_factory=list)  # a workflow node's child runs
 
 
 def _with_output_tail(rows):
@@ -214,11 +215,31 @@ def nodes(run: Run, *, after: int | None = None) -> dict:
         for group in groups:
             per_iteration = body[group.row.node_id]
             group.group_iterations = sorted(per_iteration.items(), reverse=True)
+    _attach_children([n for n in top if n.row.kind == "workflow"])
     return {
         "nodes": top,
         "nodes_after": after,
         "more_nodes_after": top[-1].row.pk if more else None,
     }
+
+
+def _attach_children(waiting: list[NodeRow]) -> None:
+    """Each workflow node's child runs (the latest of each item), with a waiting gate."""
+    if not waiting:
+        return
+    by_node = {n.row.pk: n for n in waiting}
+    latest: dict[tuple[int, int], Run] = {}
+    for child in (
+        Run.objects.filter(parent_node__in=list(by_node))
+        .select_related("recipe")
+        .annotate(
+            waiting_gate=Exists(Gate.objects.filter(run=OuterRef("pk"), status=Gate.Status.PENDING))
+        )
+        .order_by("child_index", "id")
+    ):
+        latest[(child.parent_node_id, child.child_index or 0)] = child
+    for (node_pk, _), child in sorted(latest.items()):
+        by_node[node_pk].children.append(child)
 
 
 def gate_state(run: Run) -> dict:

@@ -14,6 +14,8 @@ def run_summary(run: Run) -> dict:
             "max_iterations": n.max_iterations,
             "output": n.output,
             "error": n.error,
+            # A workflow node's child runs, in item order (the latest of each item).
+            "child_runs": _children(n) if n.kind == "workflow" else [],
         }
         for n in run.nodes.order_by("id")
         if n.iteration == 0
@@ -35,6 +37,20 @@ def run_summary(run: Run) -> dict:
         "created_at": run.created_at,
         "started_at": run.started_at,
         "finished_at": run.finished_at,
+        "parent": {"run": run.parent_id, "node": run.parent_node.node_id, "item": run.child_index}
+        if run.parent_node_id
+        else None,
         "nodes": nodes,
         "pending_gate": gate.as_dict() if gate else None,
     }
+
+
+def _children(row) -> list[int]:
+    latest: dict[int, int] = {}
+    for pk, index in (
+        Run.objects.filter(parent_node=row)
+        .order_by("child_index", "id")
+        .values_list("pk", "child_index")
+    ):
+        latest[index or 0] = pk
+    return [latest[i] for i in sorted(latest)]

@@ -51,7 +51,11 @@ def start_run(
     version=None,
     rerun_of: Run | None = None,
     started_via: str = "",
+    parent_node: NodeRun | None = None,
+    child_index: int | None = None,
 ) -> Run:
+    """A new run of `recipe`. With `parent_node` it is a child run of that `workflow:` node,
+    started by the engine for whoever started the parent."""
     from recipes.inputs import InputsInvalid, clean_inputs
 
     if user is not None:
@@ -63,9 +67,14 @@ def start_run(
         raise Conflict(f"Recipe '{recipe.slug}' has errors; fix it before starting a run.")
     spec_inputs = _declared_inputs(recipe, version)
     try:
-        cleaned = clean_inputs(spec_inputs, inputs or {})
+        if parent_node is not None and not spec_inputs:
+            cleaned = dict(inputs or {})  # no declared inputs: a parent's values pass as given
+        else:
+            cleaned = clean_inputs(spec_inputs, inputs or {})
     except InputsInvalid as exc:
         raise InputError(exc.errors) from None
+    if parent_node is not None:
+        user = parent_node.run.started_by
     with transaction.atomic():
         run = Run.objects.create(
             recipe=recipe,
@@ -75,6 +84,9 @@ def start_run(
             started_by=user if user is not None and user.is_authenticated else None,
             rerun_of=rerun_of,
             workdir=workdir,
+            parent=parent_node.run if parent_node is not None else None,
+            parent_node=parent_node,
+            child_index=child_index,
         )
         base = Path(settings.LOOP_DATA_DIR) / "runs" / str(run.pk)
         if base.exists():
@@ -86,7 +98,9 @@ def start_run(
             "run_created",
             recipe=recipe.slug,
             version=version.number,
-            by=user.get_username() if user is not None and user.is_authenticated else started_via,
+            by=started_via
+            if parent_node is not None or user is None or not user.is_authenticated
+            else user.get_username(),
         )
         dispatch.send_on_commit("advance_run", run.pk)
     return run

@@ -211,8 +211,66 @@ def celery_worker(worker_env, tmp_path_factory):
 
 @pytest.fixture
 def live_worker(celery_worker, transactional_db):
-    """Use in tests whose runs go through the real worker (rows must be committed)."""
-    return celery_worker
+    """Use in tests whose runs go through the real worker (rows must be committed).
+
+    Afterwards the test's unfinished runs are cancelled and the worker left idle before the
+    tables are emptied for the next test: a task still writing while they are truncated
+    could deadlock the flush, or carry one test's work into the next."""
+    yield celery_worker
+    quiesce_worker()
+
+
+def quiesce_worker(timeout: float = 60) -> None:
+    from django.db import connection, transaction
+
+    from runs.actor import ENGINE
+    from runs.executor.state import lock_run
+    from runs.models import Run
+
+    for run_id in Run.objects.exclude(status__in=Run.TERMINAL).values_list("pk", flat=True):
+        with transaction.atomic():
+            run = lock_run(run_id, with_recipe=False)
+            if run is not None and not run.is_terminal:
+                run.stop_all_work("the test ended", ENGINE)
+                run.set_status(Run.Status.CANCELLED, error="the test ended")
+    idle_checks = 0
+    deadline = time.monotonic() + timeout
+    while idle_checks < 3 and time.monotonic() < deadline:
+        idle_checks = idle_checks + 1 if _worker_idle(connection) else 0
+        time.sleep(0.05)
+
+
+def _worker_idle(connection) -> bool:
+    """Nothing queued or reserved for the test queue, and no worker connection in the middle
+    of a statement or a transaction."""
+    import json
+
+    import redis
+
+    queue = settings.CELERY_TASK_DEFAULT_QUEUE
+    if settings.LIVE_REDIS_URL:
+        client = redis.Redis.from_url(settings.LIVE_REDIS_URL)
+        try:
+            if client.llen(queue):
+                return False
+            for raw in client.hvals("unacked"):
+                try:
+                    if json.loads(raw)[2] == queue:
+                        return False
+                except (ValueError, IndexError, TypeError):
+                    continue
+        finally:
+            client.close()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND application_name = %s AND state <> 'idle'",
+                [WORKER_APP_NAME],
+            )
+            if cursor.fetchone()[0]:
+                return False
+    return True
 
 
 # On a busy machine (two cores shared with other suites, or a CPU hog) a worker can take

@@ -9,7 +9,7 @@ from pathlib import Path
 from recipes.problems import short_repr
 from recipes.yaml_reader import MAX_SOURCE_BYTES
 
-__all__ = ["CommandError", "resolve_command"]
+__all__ = ["CommandError", "check_name", "resolve_command"]
 
 
 class CommandError(ValueError):
@@ -19,19 +19,24 @@ class CommandError(ValueError):
 _UNSAFE_COMMAND = re.compile(r"[/\\\x00-\x1f]|\.\.|^\.")
 
 
+def check_name(name: str, what: str) -> None:
+    """Command, script and workflow names are file names: no folders, no '..'."""
+    if len(name) > 200:
+        raise CommandError(f"{what} name {short_repr(name)} is too long")
+    if _UNSAFE_COMMAND.search(name):
+        raise CommandError(
+            f"unsafe {what} name {short_repr(name)}: names cannot contain '/', '\\' or '..' "
+            "and cannot start with '.'"
+        )
+
+
 def resolve_command(name: str, commands_dirs: Sequence[Path]) -> str:
     """Body of ``<dir>/<name>.md`` from the first directory that has the file.
 
     A file that exists but cannot be used fails closed: later directories are not
     consulted.  Raises :class:`CommandError` with a readable reason.
     """
-    if len(name) > 200:
-        raise CommandError(f"command name {short_repr(name)} is too long")
-    if _UNSAFE_COMMAND.search(name):
-        raise CommandError(
-            f"unsafe command name {short_repr(name)}: names cannot contain '/', '\\' or '..' "
-            "and cannot start with '.'"
-        )
+    check_name(name, "command")
     if not commands_dirs:
         raise CommandError(
             f"command {short_repr(name)} not found: no commands directories are configured"
@@ -67,4 +72,4 @@ def resolve_command(name: str, commands_dirs: Sequence[Path]) -> str:
             raise CommandError(f"command {short_repr(name)}: {candidate} is empty")
         return body
     searched = ", ".join(str(d) for d in commands_dirs)
-    raise CommandError(f"command {short_repr(name)} not found: no {name}.md in {searched}")
+    raise CommandError(f"command {short_repr(name)} not found ({name}.md); looked in: {searched}")

@@ -8,14 +8,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recipes.formats.resources import Resources
 from recipes.problems import LineMap, Problem, child_path
 
-KIND_KEYS = ("bash", "prompt", "command", "loop", "loop_group", "approval", "cancel")
+KIND_KEYS = (
+    "bash",
+    "prompt",
+    "command",
+    "script",
+    "workflow",
+    "loop",
+    "loop_group",
+    "approval",
+    "cancel",
+)
 # Node kinds other tools define that Loop Console does not run.
 UNSUPPORTED_KIND_KEYS = tuple(
-    "script workflow fan_out fan_in include parallel map for_each foreach sub_workflow "
+    "fan_in parallel map for_each foreach sub_workflow "
     "subworkflow switch router http webhook python".split()
 )
+# Fields a node of one kind has besides the common ones (checked by that kind's rules).
+KIND_FIELDS = {
+    "script": frozenset({"runtime", "deps", "with"}),
+    "command": frozenset({"with"}),
+    "workflow": frozenset({"input", "with", "fan_out", "isolation"}),
+}
+# Common fields that mean nothing where no agent is called: warned about and dropped.
+AGENT_ONLY_FIELDS = ("provider", "model", "output_format", "idle_timeout")
 COMMON_NODE_FIELDS = frozenset(
     "id depends_on when trigger_rule provider model output_format idle_timeout timeout "
     "retry always_run".split()
@@ -24,11 +43,22 @@ COMMON_NODE_FIELDS = frozenset(
 FOREIGN_NODE_FIELDS = frozenset(
     "effort thinking agents output_type sandbox worktree mutates_checkout persist_session "
     "allowed_tools denied_tools hooks mcp skills context with returns fallback_model betas "
+    "fallbackModel maxBudgetUsd systemPrompt settingSources isolation "
     "max_budget_usd system_prompt settings_sources max_turns env".split()
 )
 LOOP_DISCARDED_FIELDS = ("hooks", "mcp", "skills", "allowed_tools", "denied_tools", "context")
 TOP_LEVEL_FIELDS = frozenset(
-    {"name", "description", "interactive", "provider", "model", "providers", "inputs", "nodes"}
+    {
+        "name",
+        "description",
+        "interactive",
+        "provider",
+        "model",
+        "providers",
+        "inputs",
+        "nodes",
+        "returns",
+    }
 )
 _CONTROL_FIELDS = (
     "until",
@@ -52,6 +82,13 @@ KIND_LIST = ", ".join(KIND_KEYS)
 class RuleContext:
     lines: LineMap
     commands_dirs: tuple[Path, ...] = ()
+    resources: Resources = field(default_factory=Resources)
+    # The files that include this one, outermost first (cycles and depth of `include:`).
+    include_chain: tuple[str, ...] = ()
+    # Top-level include ids -> (the block's last nodes, the node giving its output), and
+    # the inline providers included blocks declare.
+    aliases: dict[str, tuple[list[str], str]] = field(default_factory=dict)
+    block_providers: dict[str, Any] = field(default_factory=dict)
     workflow_interactive: bool = False
     # Whether something answers for agent nodes that name no provider (a default provider
     # configured in the admin or the settings); when not, such a recipe cannot run.

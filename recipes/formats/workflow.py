@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from recipes.formats.problem_mapping import validation_problems
+from recipes.formats.resources import Resources
 from recipes.formats.rule_context import RuleContext
 from recipes.formats.workflow_rules import check_workflow
 from recipes.formats.workflow_spec import (
@@ -50,13 +51,32 @@ def parse_workflow(
     *,
     commands_dirs: Sequence[Path] = (),
     provider_fallback: bool = True,
+    resources: Resources | None = None,
 ) -> LoadResult:
     """Validate a decoded ``kind: workflow`` document. Never raises for bad input."""
+    if resources is None:
+        resources = Resources(commands_dirs=tuple(Path(d) for d in commands_dirs))
     ctx = RuleContext(
         lines=lines,
-        commands_dirs=tuple(Path(d) for d in commands_dirs),
+        commands_dirs=resources.commands_dirs,
+        resources=resources,
+        include_chain=(str(Path(resources.source_path).resolve()),)
+        if resources.source_path
+        else (),
         provider_fallback=provider_fallback,
     )
+    _, errors, spec = check_and_type(data, ctx)
+    return LoadResult(
+        kind="workflow",
+        spec=spec,
+        errors=sort_problems(_unique(errors)),
+        warnings=sort_problems(_unique(ctx.warnings)),
+    )
+
+
+def check_and_type(data: dict, ctx: RuleContext) -> tuple[dict, list[Problem], WorkflowSpec | None]:
+    """The cleaned document and every error: the rules' first, then pydantic's (mapped to
+    the author's lines). An included workflow is checked this way in its own file."""
     cleaned = check_workflow(data, ctx)
     errors = list(ctx.errors)
     spec: WorkflowSpec | None = None
@@ -64,20 +84,13 @@ def parse_workflow(
         spec = WorkflowSpec.model_validate(cleaned)
     except ValidationError as exc:
         reported = {p.path for p in errors}
-        for problem in validation_problems(exc, lines):
+        for problem in validation_problems(exc, ctx.lines):
             # Rules already explained these paths; the node kind is derived, not authored.
             if problem.path in reported or ctx.is_derived(problem.path):
                 continue
             reported.add(problem.path)
             errors.append(problem)
-    if errors:
-        spec = None
-    return LoadResult(
-        kind="workflow",
-        spec=spec,
-        errors=sort_problems(_unique(errors)),
-        warnings=sort_problems(_unique(ctx.warnings)),
-    )
+    return cleaned, errors, None if errors else spec
 
 
 def _unique(problems: list[Problem]) -> list[Problem]:

@@ -23,11 +23,13 @@ from recipes.formats.field_rules import (
     check_output_schema,
     load_command,
 )
+from recipes.formats.include import expand_include, rename_outputs, rewrite_strings
 from recipes.formats.rule_context import (
     COMMON_NODE_FIELDS,
     FOREIGN_NODE_FIELDS,
     GROUP_FIELDS,
     ID_PATTERN,
+    KIND_FIELDS,
     KIND_KEYS,
     KIND_LIST,
     LOOP_DISCARDED_FIELDS,
@@ -38,6 +40,9 @@ from recipes.formats.rule_context import (
     is_blank,
     require_text,
 )
+from recipes.formats.script_rules import check_bindings, check_script
+from recipes.formats.subrun_rules import check_workflow_node, fan_out_without_workflow
+from recipes.formats.top_rules import check_provider_named, check_returns, take_block_providers
 from recipes.problems import child_path, short_repr
 from runs.engine.dag import find_cycles
 from runs.engine.shell_context import shell_problems
@@ -60,9 +65,10 @@ NodeRule = Callable[[NodeSite, RuleContext], None]
 
 
 def _timeout_applies(node: NodeSite, ctx: RuleContext) -> None:
-    if node.raw.get("timeout") is not None and node.kind != "bash":
+    if node.raw.get("timeout") is not None and node.kind not in ("bash", "script", "workflow"):
         ctx.warn(
-            child_path(node.path, "timeout"), f"{node.label}: 'timeout' only applies to bash nodes"
+            child_path(node.path, "timeout"),
+            f"{node.label}: 'timeout' only applies to bash and script nodes",
         )
 
 
@@ -113,43 +119,10 @@ def check_workflow(data: dict, ctx: RuleContext) -> dict:
         ctx.error("nodes", "must contain at least one node")
     else:
         cleaned["nodes"] = _check_nodes(nodes, "nodes", ctx, group=None, outer_ids=frozenset())
-        _check_provider_named(cleaned, ctx)
+        take_block_providers(cleaned, ctx)
+        check_returns(cleaned, ctx)
+        check_provider_named(cleaned, ctx)
     return cleaned
-
-
-AGENT_KINDS = ("prompt", "command", "loop")
-
-
-def _agent_nodes_without_provider(nodes: list, path: str):
-    """(path, id) of each node, loop_group bodies included, that calls an agent it does not name."""
-    for index, node in enumerate(nodes):
-        if not isinstance(node, dict):
-            continue
-        node_path = child_path(path, index)
-        if node.get("kind") in AGENT_KINDS and node.get("provider") is None:
-            yield node_path, node.get("id")
-        group = node.get("loop_group")
-        if isinstance(group, dict) and isinstance(group.get("nodes"), list):
-            body_path = child_path(child_path(node_path, "loop_group"), "nodes")
-            yield from _agent_nodes_without_provider(group["nodes"], body_path)
-
-
-def _check_provider_named(cleaned: dict, ctx: RuleContext) -> None:
-    """Without a provider named anywhere, say so here rather than let a run fail later."""
-    if ctx.provider_fallback or cleaned.get("provider") is not None:
-        return
-    unnamed = list(_agent_nodes_without_provider(cleaned["nodes"], "nodes"))
-    if not unnamed:
-        return
-    (path, node_id), others = unnamed[0], [short_repr(i) for _, i in unnamed[1:]]
-    also = f" (and {', '.join(others[:5])}{', ...' if len(others) > 5 else ''})" if others else ""
-    ctx.error(
-        path,
-        f"node {short_repr(node_id)}{also} calls an agent, but no provider is named and no "
-        "default provider is set: add `provider: NAME` at the top of the recipe or on the node "
-        "(`provider: demo` is the built-in demo agent), or mark a provider as the default "
-        "in the admin",
-    )
 
 
 # ---------------------------------------------------------------------------- nodes
@@ -166,6 +139,7 @@ def _check_nodes(
     cleaned: list = []
     edges: dict[str, list[tuple[str, str]]] = {}  # id -> [(dep, path of the dep entry)]
     node_paths: dict[str, str] = {}
+    aliases: dict[str, tuple[list[str], str]] = {}  # include id -> (its last nodes, output)
     for index, raw in enumerate(items):
         node_path = child_path(path, index)
         if not isinstance(raw, dict):
@@ -196,15 +170,43 @@ def _check_nodes(
             else:
                 first_line[node_id] = ctx.lines.line(id_path)
                 node_paths[node_id] = node_path
-        node = _check_node(raw, node_path, label, ctx, group, visible)
-        cleaned.append(node)
+        if "include" in raw:
+            expansion = expand_include(raw, node_path, label, ctx, visible)
+            if expansion is not None and isinstance(node_id, str):
+                aliases[node_id] = (expansion.sinks, expansion.primary)
+                cleaned.extend(expansion.nodes)
+                ctx.block_providers.update(expansion.providers)
+            else:  # already an error: stand in for the node so nothing else trips on it
+                cleaned.append({"id": node_id, "kind": "cancel", "cancel": "include"})
+        else:
+            cleaned.append(_check_node(raw, node_path, label, ctx, group, visible))
         deps = raw.get("depends_on")
         if isinstance(deps, list):
             valid = _check_depends(deps, node_path, label, ctx, group, scope_ids, outer_ids)
             if isinstance(node_id, str) and node_paths.get(node_id) == node_path:
                 edges[node_id] = valid
     _check_cycles(edges, node_paths, ctx)
+    ctx.aliases = aliases  # read by the caller at once (top level: returns; a group: until)
+    if aliases:
+        cleaned = [_through_aliases(node, aliases) for node in cleaned]
     return cleaned
+
+
+def _through_aliases(node: Any, aliases: dict[str, tuple[list[str], str]]) -> Any:
+    """`depends_on: [review]` waits for the block's last nodes; `$review.output` is its output."""
+    if not isinstance(node, dict):
+        return node
+    outputs = {alias: primary for alias, (_, primary) in aliases.items()}
+    node = rewrite_strings(node, lambda text: rename_outputs(text, outputs))
+    deps = node.get("depends_on")
+    if isinstance(deps, list):
+        wired: list = []
+        for dep in deps:
+            for target in aliases[dep][0] if dep in aliases else [dep]:
+                if target not in wired:
+                    wired.append(target)
+        node["depends_on"] = wired
+    return node
 
 
 def _check_depends(
@@ -252,17 +254,10 @@ def _node_kind(raw: dict, path: str, label: str, ctx: RuleContext, group: str | 
     for key in UNSUPPORTED_KIND_KEYS:
         if key not in raw:
             continue
-        if key == "workflow" and group is not None:
-            ctx.error(
-                child_path(path, key),
-                f"{label}: a 'workflow' node cannot appear in a loop_group body "
-                f"(loop_group {short_repr(group)}); sub-workflows are not supported by Loop Console",
-            )
-        else:
-            ctx.error(
-                child_path(path, key),
-                f"{label}: field {short_repr(key)}: node kind {short_repr(key)} is not supported by Loop Console",
-            )
+        ctx.error(
+            child_path(path, key),
+            f"{label}: field {short_repr(key)}: node kind {short_repr(key)} is not supported by Loop Console",
+        )
     kinds = [key for key in KIND_KEYS if key in raw]
     unsupported = any(key in raw for key in UNSUPPORTED_KIND_KEYS)
     if len(kinds) == 1:
@@ -285,9 +280,9 @@ def _check_node(
     out: dict[str, Any] = {}
     for key, value in raw.items():
         key_path = child_path(path, key)
-        if key in COMMON_NODE_FIELDS or key in KIND_KEYS:
+        if key in COMMON_NODE_FIELDS or key in KIND_KEYS or key in KIND_FIELDS.get(kind, ()):
             out[key] = value
-        elif key in UNSUPPORTED_KIND_KEYS:
+        elif key in UNSUPPORTED_KIND_KEYS or key == "fan_out":
             continue
         elif is_loop and key in LOOP_DISCARDED_FIELDS:
             ctx.warn(
@@ -325,6 +320,9 @@ def _check_node(
 
     for rule in NODE_RULES:
         rule(NodeSite(raw, path, label, kind, group), ctx)
+    fan_out_without_workflow(raw, path, label, ctx)
+    if "with" in out and kind in ("script", "command"):
+        out["bindings"] = check_bindings(out.pop("with"), child_path(path, "with"), label, ctx)
 
     if kind in ("bash", "prompt", "cancel"):
         what = {"bash": "a script", "prompt": "prompt text", "cancel": "a reason"}[kind]
@@ -332,6 +330,10 @@ def _check_node(
     elif kind == "command":
         body = load_command(raw.get("command"), child_path(path, "command"), ctx)
         out["prompt"] = body
+    elif kind == "script":
+        check_script(raw, out, path, label, ctx)
+    elif kind == "workflow":
+        check_workflow_node(raw, out, path, label, ctx, group)
     elif kind == "approval":
         out["approval"] = check_approval(raw.get("approval"), child_path(path, "approval"), ctx)
     elif kind == "loop":
@@ -373,4 +375,7 @@ def _check_group(raw: dict, path: str, label: str, ctx: RuleContext, visible: fr
     elif isinstance(body, list):
         group_id = raw.get("id") if isinstance(raw.get("id"), str) else label
         out["nodes"] = _check_nodes(body, body_path, ctx, group=group_id, outer_ids=visible)
+        if ctx.aliases:  # until / until_bash may read an included block's output
+            nodes = out.pop("nodes")
+            out = {**_through_aliases(out, ctx.aliases), "nodes": nodes}
     return out

@@ -25,6 +25,7 @@ from runs.engine import dag
 __all__ = [
     "ApprovalSpec",
     "DecisionSpec",
+    "FanOutSpec",
     "InputOption",
     "InputSpec",
     "LoopGroupSpec",
@@ -35,7 +36,9 @@ __all__ = [
     "WorkflowSpec",
 ]
 
-NodeKind = Literal["bash", "prompt", "command", "loop", "loop_group", "approval", "cancel"]
+NodeKind = Literal[
+    "bash", "prompt", "command", "script", "workflow", "loop", "loop_group", "approval", "cancel"
+]
 TriggerRule = Literal["all_success", "one_success", "none_failed_min_one_success", "all_done"]
 InputType = Literal["text", "textarea", "boolean", "select", "number", "branch", "task"]
 
@@ -221,6 +224,15 @@ class LoopGroupSpec(_Spec):
         return _layers(self.nodes)
 
 
+class FanOutSpec(_Spec):
+    """One child run per item of a list an upstream node produced (a `workflow:` node)."""
+
+    items: Text
+    max_parallel: PositiveInt = 5
+    join: Literal["all_done", "all_success"] = "all_done"
+    item_input: str | None = None  # `as:`: the item is also the child's $INPUTS.<name>
+
+
 class NodeSpec(_Spec):
     id: Text
     kind: NodeKind
@@ -241,6 +253,19 @@ class NodeSpec(_Spec):
     loop_group: LoopGroupSpec | None = None
     approval: ApprovalSpec | None = None
     cancel: Text | None = None
+    # script: inline code, or a named script resolved to `script_path` at load.
+    script: Text | None = None
+    runtime: Literal["uv", "bun"] | None = None
+    deps: list[Text] = Field(default_factory=list)
+    script_path: str | None = None
+    # `$INPUTS.<name>` of this node: an included block's inputs and the node's own `with:`
+    # (values are JSON; strings are templates resolved when the node runs).
+    bindings: dict[str, Any] = Field(default_factory=dict)
+    # workflow: another recipe started as child runs (one, or one per fan_out item).
+    workflow: Text | None = None
+    input: str | None = None
+    child_inputs: dict[str, Any] = Field(default_factory=dict)
+    fan_out: FanOutSpec | None = None
 
 
 class WorkflowSpec(_Spec):
@@ -252,6 +277,8 @@ class WorkflowSpec(_Spec):
     providers: dict[str, ProviderSpec] = Field(default_factory=dict)
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     nodes: list[NodeSpec] = Field(min_length=1)
+    # The node whose output is this workflow's result (for include and child runs).
+    returns: Text | None = None
 
     def node(self, node_id: str) -> NodeSpec:
         """Top-level node by id; ``group.child`` reaches into loop_group bodies."""
@@ -268,6 +295,15 @@ class WorkflowSpec(_Spec):
 
     def layers(self) -> list[list[str]]:
         return _layers(self.nodes)
+
+    def result_node(self) -> str:
+        """`returns:`, else the first node (in file order) that no other node depends on."""
+        return self.returns or first_sink(self.nodes)
+
+
+def first_sink(nodes) -> str:
+    depended = {dep for node in nodes for dep in node.depends_on}
+    return next((n.id for n in nodes if n.id not in depended), nodes[-1].id)
 
 
 LoopGroupSpec.model_rebuild()

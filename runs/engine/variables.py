@@ -27,6 +27,7 @@ from runs.engine.shell_context import SAFE, Context, classify, explain
 
 __all__ = [
     "NodeOutput",
+    "input_env_name",
     "VarContext",
     "VariableError",
     "render_value",
@@ -75,6 +76,11 @@ _NAME_RE = re.compile(
     r"\$(ARGUMENTS|USER_MESSAGE|ARTIFACTS_DIR|BASE_BRANCH|DOCS_DIR|WORKFLOW_ID"
     rf"|LOOP_USER_INPUT|LOOP_PREV_OUTPUT){_END}"
 )
+
+
+def input_env_name(name: str) -> str:
+    """`base-branch` -> `INPUTS_BASE_BRANCH`: how an input reaches bash and scripts."""
+    return "INPUTS_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
 
 
 def render_value(value: object) -> str:

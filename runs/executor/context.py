@@ -6,7 +6,14 @@ from pathlib import Path
 
 from django.conf import settings
 
-from runs.engine.variables import NodeOutput, VarContext
+from runs.engine.variables import (
+    NodeOutput,
+    VarContext,
+    VariableError,
+    input_env_name,
+    render_value,
+    substitute,
+)
 from runs.models import NodeRun
 
 from .spec import node_spec, scope_nodes
@@ -61,7 +68,7 @@ def build_context(
         ).first()
         if current is not None and not loop_user_input:
             loop_user_input = current.feedback
-    return VarContext(
+    ctx = VarContext(
         user_message=run.message,
         artifacts_dir=str(artifacts),
         base_branch=_base_branch(workdir),
@@ -74,6 +81,53 @@ def build_context(
         loop_prev_output=loop_prev_output,
         loop_prev=loop_prev,
     )
+    bindings = _bindings_of(spec, node.node_id)
+    if bindings:
+        ctx.inputs = {**ctx.inputs, **_bound(run, bindings, ctx)}
+    return ctx
+
+
+def _bindings_of(spec, node_id: str) -> dict:
+    try:
+        return dict(getattr(node_spec(spec, node_id), "bindings", None) or {})
+    except (KeyError, AttributeError):
+        return {}
+
+
+def _bound(run, bindings: dict, ctx: VarContext) -> dict:
+    """A node's `$INPUTS` from its bindings (an included block's inputs, its own `with:`):
+    templates are resolved against upstream outputs; values stay data."""
+    values: dict = {}
+    for name, value in bindings.items():
+        if isinstance(value, dict) and "from" in value:
+            values[name] = _directive(run, name, value, ctx)
+        elif isinstance(value, str):
+            values[name] = substitute(value, ctx)
+        else:
+            values[name] = value
+    return values
+
+
+def _directive(run, name: str, value: dict, ctx: VarContext):
+    """`{from: $node.output, if_skipped: v}`: v when that node did not run; a failed (or
+    skipped, without if_skipped) producer fails the node rather than give ''."""
+    ref = value["from"]
+    producer = ref.lstrip("$").split(".", 1)[0]
+    status = (
+        NodeRun.objects.filter(run=run, node_id=producer, iteration=0)
+        .order_by("-generation")
+        .values_list("status", flat=True)
+        .first()
+    )
+    if status == NodeRun.Status.SKIPPED:
+        if "if_skipped" in value:
+            return value["if_skipped"]
+        raise VariableError(
+            f"with.{name}: {producer} was skipped and the binding has no if_skipped value"
+        )
+    if status in (NodeRun.Status.FAILED, NodeRun.Status.CANCELLED):
+        raise VariableError(f"with.{name}: {producer} {status}, so {ref} has no value")
+    return substitute(ref, ctx)
 
 
 def _base_branch(workdir: Path) -> str:
@@ -88,8 +142,14 @@ def _base_branch(workdir: Path) -> str:
 
 
 def step_env(run, ctx: VarContext) -> dict[str, str]:
-    """Environment for bash steps and agents: the same values, never spliced into code."""
+    """Environment for bash steps, scripts and agents: the same values, never spliced into
+    code; every input also as `INPUTS_<NAME>` (NUL cannot travel in the environment)."""
+    env = {
+        input_env_name(name): render_value(value).replace("\0", "")
+        for name, value in ctx.inputs.items()
+    }
     return {
+        **env,
         "ARTIFACTS_DIR": ctx.artifacts_dir,
         "WORKFLOW_ID": ctx.workflow_id,
         "USER_MESSAGE": ctx.user_message,

@@ -16,8 +16,9 @@ from runs.engine.dag import trigger_decision
 from runs.engine.variables import VariableError, substitute
 from runs.models import NodeRun, Run
 
+from . import subrun
 from .context import build_context
-from .spec import SpecError, scope_layers, scope_nodes, spec_for
+from .spec import SpecError, node_spec, scope_layers, scope_nodes, spec_for
 from .state import lock_run
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,10 @@ def advance_run(run_id: int) -> None:
                     group.state["phase"] = "checking"
                     group.save(update_fields=["state"])
                 dispatch.send_on_commit("finish_group_iteration", group.pk, group.iteration_count)
+        for waiting in NodeRun.objects.filter(
+            run=run, iteration=0, kind="workflow", status=NodeRun.Status.RUNNING
+        ):
+            subrun.advance(run, spec, node_spec(spec, waiting.node_id), waiting)
         run.update_status(finished=_process_scope(run, spec, None))
 
 

@@ -1,4 +1,5 @@
-"""Start a node: run bash and prompt steps, open approval gates, cancel, set up loops."""
+"""Start a node: run bash, script and prompt steps, open approval gates, cancel, set up
+loops and child runs."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from runs.providers.base import AgentRequest, Cancelled, ProviderError
 
 from . import group as group_exec
 from . import loop as loop_exec
+from . import subrun
 from .agent import StepFailed, call_agent, prepare_prompt, record_call
 from .context import build_context, run_dirs, step_env
 from .process import run_process
+from .script import run_script
 from .spec import SpecError, node_spec, spec_for
 from .state import lock_run
 from .stream import FLUSH_SECONDS, OutputStream
@@ -41,8 +44,10 @@ def start_node(node_run_id: int) -> None:
         locked.append_event(
             "node_started", row.node_id, kind=row.kind, iteration=row.iteration or None
         )
-    if node.kind in ("bash", "prompt", "command"):
+    if node.kind in ("bash", "prompt", "command", "script"):
         _run_step(run, spec, node, row)
+    elif node.kind == "workflow":
+        subrun.start_workflow_node(run, spec, node, row)
     elif node.kind == "loop":
         loop_exec.start_loop(run, spec, node, row)
     elif node.kind == "loop_group":
@@ -140,6 +145,8 @@ def _run_step(run: Run, spec, node, row: NodeRun) -> None:
 
 
 def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
+    if node.kind == "script":
+        return (*run_script(run, spec, node, row, stream), None)  # no agent call to record
     ctx = build_context(run, spec, row)
     workdir, _ = run_dirs(run)
     if node.kind == "bash":

@@ -38,6 +38,7 @@ def sweep(now=None) -> dict:
     expired_steps(now, counts)
     lost_messages(stale, now, counts)
     stalled_runs(stale, counts)
+    waiting_parents(stale, counts)
     result = {key: counts[key] for key in ("requeued", "failed", "resent", "advanced")}
     if any(result.values()):
         log.info("sweep: %s", ", ".join(f"{k} {v}" for k, v in result.items() if v))
@@ -126,3 +127,20 @@ def stalled_runs(stale, counts: Counter) -> None:
     ):
         dispatch.send_now("advance_run", run_id)
         counts["advanced"] += 1
+
+
+def waiting_parents(stale, counts: Counter) -> None:
+    """A `workflow:` node waits for its children holding no lease, so `stalled_runs` never
+    sees it: when a child ended a while ago and its parent has not counted it (the message
+    from the child was lost), advance the parent."""
+    from .subrun import children
+
+    for row in NodeRun.objects.filter(
+        kind="workflow", iteration=0, status=NodeRun.Status.RUNNING, run__status__in=Run.ACTIVE
+    ):
+        ended = [c for c in children(row).values() if c.is_terminal]
+        if len(ended) > (row.state or {}).get("seen", 0) and all(
+            c.finished_at and c.finished_at < stale for c in ended
+        ):
+            dispatch.send_now("advance_run", row.run_id)
+            counts["advanced"] += 1

@@ -136,12 +136,20 @@ class Gate(models.Model):
             return self.Status.ITERATED
         return self.Status.ACCEPTED
 
-    @property
-    def approve_label(self) -> str:
+    def approve_label_for(self, comment: str = "") -> str:
+        """What the primary button says when the reviewer has written `comment`."""
         if self.kind == self.Kind.APPROVAL:
             return "Approve"
-        accepts = self.outcome("approve") == self.Status.ACCEPTED
+        accepts = self.outcome("approve", comment) == self.Status.ACCEPTED
         return "Accept & complete" if accepts else "Continue"
+
+    @property
+    def approve_label(self) -> str:
+        return self.approve_label_for("")
+
+    @property
+    def approve_label_with_feedback(self) -> str:
+        return self.approve_label_for("feedback")
 
     def decide(self, run, actor, action: str, comment: str = "", decision: str = "") -> str:
         """Record `actor`'s decision if the gate is still pending (the caller holds the

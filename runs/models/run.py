@@ -32,6 +32,14 @@ class Run(models.Model):
     rerun_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns"
     )
+    # A child run started by a `workflow:` node: that node, its run, the fan_out item index.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    parent_node = models.ForeignKey(
+        "runs.NodeRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="child_runs"
+    )
+    child_index = models.PositiveIntegerField(null=True, blank=True)
     workdir = models.CharField(max_length=1000, blank=True)
     error = models.TextField(blank=True)
     last_seq = models.PositiveIntegerField(default=0)
@@ -144,6 +152,12 @@ class Run(models.Model):
             self.error = fields["error"] = error
         Run.objects.filter(pk=self.pk).update(**fields)
         self.append_event(f"run_{status}", previous=previous, error=error or "", **data)
+        if status in self.TERMINAL and self.parent_id:
+            # The parent's workflow node waits for its children holding no worker: a child
+            # that ends moves it on (and the sweep does, should this message be lost).
+            from runs import dispatch
+
+            dispatch.send_on_commit("advance_run", self.parent_id)
         return True
 
     def update_status(self, *, finished: bool = False) -> None:
@@ -214,3 +228,8 @@ class Run(models.Model):
         NodeRun.objects.filter(run=self, status__in=NodeRun.UNFINISHED).update(
             status=NodeRun.Status.CANCELLED, finished_at=now, error=reason, lease_expires_at=None
         )
+        # Child runs go with their parent (locked parent first, then child: the only order).
+        for child in Run.objects.select_for_update().filter(parent=self, status__in=self.ACTIVE):
+            text = f"run {self.pk}, which started it, stopped: {reason}"
+            child.stop_all_work(text, actor)
+            child.set_status(self.Status.CANCELLED, error=text)

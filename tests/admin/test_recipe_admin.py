@@ -248,3 +248,26 @@ def test_the_admin_says_loop_console_and_has_a_favicon(client, admin_user):
     assert 'rel="icon" href="/static/favicon.svg"' in html
     title = client.get(reverse("admin:recipes_recipe_changelist")).content.decode()
     assert "| Loop Console admin</title>" in title
+
+
+def test_a_run_is_read_only_in_the_admin(client, admin_user, bundled):
+    from runs import services
+    from runs.models import Run
+
+    run = services.start_run(bundled["counter-loop"], user=admin_user, message="look")
+    client.force_login(admin_user)
+    url = reverse("admin:runs_run_change", args=[run.pk])
+    page = client.get(url).content.decode()
+    assert 'name="status"' not in page and 'name="last_seq"' not in page
+    assert (
+        f'href="/runs/{run.pk}/"'
+        in client.get(reverse("admin:runs_run_changelist")).content.decode()
+    )
+    client.post(url, {"status": "completed", "last_seq": 0, "error": "edited"})
+    run.refresh_from_db()
+    assert run.status == "pending" and run.error == ""
+    # A run still going cannot be deleted from under its workers; a finished one can.
+    delete = reverse("admin:runs_run_delete", args=[run.pk])
+    assert client.get(delete).status_code == 403
+    Run.objects.filter(pk=run.pk).update(status="completed")
+    assert client.get(delete).status_code == 200

@@ -83,6 +83,12 @@ def test_feedback_turns_the_button_to_continue_and_reaches_the_next_prompt(
     second = Iteration.objects.get(run=run, number=2)
     assert "Mention the weather, please" in second.prompt
     screenshot(page, "run-page")
+    # The event log, opened, grows live with what the worker did, in sentences.
+    page.locator("details.events summary").click()
+    log = page.locator("#event-log")
+    expect(log).to_contain_text("otto asked for another iteration at refine")
+    expect(log).to_contain_text("refine iteration 2 finished")
+    assert "{" not in log.inner_text()
 
     # The inbox lists the gate that is waiting, and drops it live once decided.
     page.goto(console_server + "/")
@@ -115,3 +121,41 @@ def test_a_second_decision_shows_already_decided(
     expect(other.locator("#gate-panel")).to_contain_text("by otto")
     other.context.close()
     assert run.gates.get().decided_by == operator
+
+
+def test_a_live_refresh_keeps_what_the_reviewer_typed(
+    live_worker, bundled, operator, console_server, page
+):
+    """The live stream asks for the gate panel again after every run event; while the same
+    gate waits, the typed feedback, an open "Reject…" and its reason stay as they are."""
+    run = services.start_run(bundled["guided-refine"], user=operator, message="a sonnet")
+    log_in(page, console_server, "otto")
+    page.goto(console_server + run.get_absolute_url())
+    mark_page(page)
+    primary = page.locator("[data-gate-primary]")
+    expect(primary).to_have_text("Accept & complete")
+    page.locator("[data-gate-feedback]").fill("Half as long, please")
+    page.locator("details.reject summary").click()
+    page.locator("textarea[name=reason]").fill("off topic")
+
+    refreshes = page.evaluate(
+        """() => new Promise((done) => {
+            const refresher = document.querySelector('[hx-target="#gate-panel"]');
+            let answered = 0;
+            refresher.addEventListener('htmx:afterRequest', () => { if (++answered === 2) done(answered); });
+            htmx.trigger(refresher, 'sse:gate-changed');
+            setTimeout(() => htmx.trigger(refresher, 'sse:gate-changed'), 50);
+        })"""
+    )
+    assert refreshes == 2
+    expect(page.locator("[data-gate-feedback]")).to_have_value("Half as long, please")
+    expect(primary).to_have_text("Continue")
+    expect(page.locator("details.reject")).to_have_attribute("open", "")
+    expect(page.locator("textarea[name=reason]")).to_have_value("off topic")
+    assert still_same_page(page)
+
+    # A new gate does replace the panel: Continue, then iteration 2's gate arrives empty.
+    primary.click()
+    expect(page.locator("#gate-panel")).to_contain_text("iteration 2")
+    expect(page.locator("[data-gate-feedback]")).to_have_value("")
+    wait_run(run, "paused")

@@ -188,6 +188,10 @@ def test_versions_link_to_their_diff(client, viewer, make_recipe):
 def test_pages_link_the_favicon(client, viewer, bundled):
     body = login(client, viewer).get(reverse("recipe_list")).content.decode()
     assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in body
+    # A client asking for the classic name (no login needed) is sent to the same icon.
+    client.logout()
+    answer = client.get("/favicon.ico")
+    assert answer.status_code == 301 and answer["Location"] == "/static/favicon.svg"
 
 
 def test_start_form_refuses_an_empty_message_when_the_recipe_uses_it(client, operator, bundled):

@@ -28,6 +28,9 @@ def test_operator_sees_the_gate_controls(client, operator, gated_run):
     body = login(client, operator).get(reverse("run_detail", args=[run.pk])).content.decode()
     assert "Accept &amp; complete" in body
     assert 'data-empty-approve-completes="true"' in body
+    # Both labels come from the model; the page's script only picks one.
+    assert 'data-label-empty="Accept &amp; complete"' in body
+    assert 'data-label-with-feedback="Continue"' in body
     assert reverse("gate_reject", args=[run.pk, gate.pk]) in body
     assert "Cancel run" in body and "Re-run" in body and "Resume" not in body
 

@@ -1,6 +1,5 @@
 """Workers keep their database connections between tasks (CELERY_DB_REUSE_MAX)."""
 
-import pytest
 from django.db import connection
 
 from runs import services
@@ -29,11 +28,6 @@ def worker_backends() -> set[tuple]:
         return set(cursor.fetchall())
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known: fails after the whole suite (the session worker's connections), passes alone; "
-    "see the closing note of this change",
-)
 def test_a_worker_keeps_its_connections_from_one_task_to_the_next(live_worker, make_recipe):
     recipe = make_recipe("name: kept\n" + LOOP, slug="kept")
     # The session's worker may be older than CONN_MAX_AGE (60 s): its first tasks here close

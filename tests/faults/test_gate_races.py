@@ -86,7 +86,17 @@ def in_threads(gate_pk: int, actions) -> list[str]:
     return results
 
 
+_INHERITED = []
+
+
 def _contender_process(gate_pk, action, who, barrier, results):
+    # A forked child may inherit an open connection the parent still uses (once Playwright
+    # has run, the parent's code runs in another context than the one fork copies). Never
+    # touch it, not even to close it: set it aside and open a connection of our own.
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None:
+            _INHERITED.append(conn.connection)
+            conn.connection = None
     results.put((who, decide(gate_pk, action, who, barrier.wait)))
 
 

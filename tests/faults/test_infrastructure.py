@@ -94,11 +94,6 @@ def drop_connections() -> int:
         return cursor.fetchone()[0]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known: stalls when run after the whole suite (passes alone and with tests/faults); "
-    "its cause is open, see the closing note of this change",
-)
 def test_runs_resume_after_database_connections_drop(
     fault_engine, make_recipe, bundled, agent_script, tmp_path
 ):

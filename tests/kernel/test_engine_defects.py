@@ -148,10 +148,16 @@ def test_a_provider_error_is_one_message_and_the_output_shows_once(
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert page.count("working on it") == 1
     assert "Diff against iteration" not in page
+    # The reason is said once, at the top; the node and the iteration point there. (The
+    # event log, folded away, keeps its own record of each step.)
+    visible = page.split('<details class="events">', 1)[0]
+    assert visible.count("exited with status 3") == 1
+    assert visible.count("the reason is at the top of the page") == 2
 
 
 def test_a_cancelled_iteration_keeps_its_output_and_duration_in_the_api(
     transactional_db,
+    broker,  # the fixture's rows are hand-made: no worker may act on the run meanwhile
     guided_run,  # noqa: F811
     operator,
 ):

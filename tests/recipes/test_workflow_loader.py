@@ -256,7 +256,7 @@ def test_node_rules(nodes, path, line, fragment):
     assert_error(load_recipe(with_nodes(nodes)), fragment, line, path)
 
 
-@pytest.mark.parametrize("kind", ["script", "workflow", "fan_out", "include", "for_each"])
+@pytest.mark.parametrize("kind", ["for_each", "parallel", "http", "switch"])
 def test_unsupported_node_kinds_are_errors_not_crashes(kind):
     result = load_recipe(with_nodes(f"- id: a\n  bash: x\n- id: x\n  {kind}: something\n"))
     problem = assert_error(result, "not supported", 6, f"nodes[1].{kind}")
@@ -302,7 +302,7 @@ def test_all_errors_are_kept_and_sorted_by_line():
           - id: a
             cancel: stop
           - id: c
-            script: run.py
+            http: run.py
         """
     )
     lines = [p.line for p in result.errors]
@@ -503,7 +503,7 @@ def test_loop_group_body_ids_workflow_nodes_and_cycles():
     )
     result = load_recipe(group_node(body))
     assert_error(result, "duplicate node id 'a' in this loop_group body", 10)
-    assert_error(result, "'workflow' node cannot appear in a loop_group body", 11)
+    assert_error(result, "'workflow' node cannot be in a loop_group body", 11)
     assert_error(result, "dependency cycle: a -> b -> a", 8)
 
 

@@ -49,5 +49,6 @@ def test_validation_problems_name_folders_not_server_paths(viewer, settings, tmp
     assert "no-such-command" in message
     for server_path in [tmp_path, BUILTIN_DIR, Path.home(), settings.LOOP_USER_RECIPE_DIR]:
         assert str(server_path) not in message
-    assert "<project recipes>/commands" in message
+    # The repository's own commands folder and its defaults/, as the peer looks them up.
+    assert "<project repo>/.archon/commands" in message
     assert "<bundled recipes>/commands" in message

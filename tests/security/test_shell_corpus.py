@@ -172,3 +172,80 @@ def test_safe_context_validates(context):
     script = SAFE_CONTEXTS[context][0].replace("REF", "$agent.output")
     result = load_recipe(_recipe(script))
     assert result.ok, result.errors
+
+
+# ------------------------------------------------------------------------- script nodes
+# A script is code: values reach it only through the environment. Each value source is
+# bound with `with:` (and the message is in USER_MESSAGE); the script writes what it read.
+
+SCRIPT_WRITERS = {
+    "uv": "import os\nfor i in range({n}):\n    open(f'out{{i}}', 'w', encoding='utf-8', newline='')"
+    ".write(os.environ[f'INPUTS_V{{i}}'])\nopen('msg', 'w', encoding='utf-8', newline='')"
+    ".write(os.environ['USER_MESSAGE'])\n",
+    "bun": "const fs = require('fs');\nfor (let i = 0; i < {n}; i++) fs.writeFileSync(`out${{i}}`, "
+    "process.env[`INPUTS_V${{i}}`]);\nfs.writeFileSync('msg', process.env.USER_MESSAGE);\n",
+}
+
+
+def _script_node(runtime: str, ref: str):
+    bindings = "".join(f"      v{i}: {ref}\n" for i in range(len(PAYLOADS)))
+    code = textwrap.indent(SCRIPT_WRITERS[runtime].format(n=len(PAYLOADS)), " " * 6)
+    source = (
+        "name: probe\nnodes:\n  - id: s\n    runtime: "
+        + runtime
+        + "\n    with:\n"
+        + bindings
+        + "    script: |\n"
+        + code
+    )
+    result = load_recipe(source)
+    assert result.ok, result.errors
+    return result.spec.node("s")
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("runtime", ["uv", "python without uv", "bun"])
+def test_script_nodes_get_values_as_data_and_run_nothing(tmp_path, settings, source, runtime):
+    from runs.executor.context import _bound, step_env
+    from runs.executor.process import run_process
+    from runs.executor.script import command_line
+
+    if runtime == "python without uv":
+        settings.LOOP_RUNTIME_DIRS = [str(tmp_path / "no-runtimes")]
+    ref, make_ctx = SOURCES[source]
+    node = _script_node("bun" if runtime == "bun" else "uv", ref)
+    argv = command_line(node, "script node 's'")
+    assert (runtime == "python without uv") == (argv[0] == __import__("sys").executable)
+    for payload in PAYLOADS:
+        assert payload not in " ".join(argv) or not payload.strip()
+    env_ctx = make_ctx("")
+    values = {}
+    for i, payload in enumerate(PAYLOADS):
+        ctx = make_ctx(payload)
+        values[f"v{i}"] = _bound(None, {"v": node.bindings[f"v{i}"]}, ctx)["v"]
+    env_ctx.inputs = values
+    env_ctx.user_message = PAYLOADS[0]
+    work = tmp_path / "work"
+    work.mkdir()
+    result = run_process(argv, cwd=str(work), env=step_env(None, env_ctx), on_chunk=lambda _: None)
+    assert result.exit_code == 0, result.output
+    for i, payload in enumerate(PAYLOADS):
+        assert (work / f"out{i}").read_bytes() == payload.replace("\0", "").encode(), payload
+    assert (work / "msg").read_text() == PAYLOADS[0]
+    assert not (work / CANARY).exists()
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("runtime", ["uv", "bun"])
+def test_a_value_written_into_script_code_is_refused_at_load(source, runtime):
+    ref = SOURCES[source][0]
+    code = f"print('{ref}')" if runtime == "uv" else f"console.log(`{ref}`)"
+    result = load_recipe(
+        "name: probe\nnodes:\n  - id: s\n    runtime: " + runtime + "\n    script: |\n"
+        f"      const_or_import = 1\n      {code}\n"
+    )
+    (problem,) = result.errors
+    assert problem.line == 7 and "line 2 of the script" in problem.message
+    assert f"{ref} would become part of the code; values reach scripts only as data" in (
+        problem.message
+    )

@@ -8,9 +8,10 @@ from django.test import Client
 from django.urls import URLResolver, get_resolver
 
 # Reachable without logging in, on purpose.
-PUBLIC = {"accounts/login/", "accounts/logout/", "healthz"}
+PUBLIC = {"accounts/login/", "accounts/logout/", "healthz", "favicon.ico"}
 # Read-only for viewers; everything else changes state and needs more than a viewer.
 READ_ONLY_NAMES = {
+    "favicon",
     "inbox",
     "run_list",
     "run_detail",

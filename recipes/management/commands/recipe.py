@@ -62,12 +62,13 @@ class Command(BaseCommand):
                 "version": r.current_version.number if r.current_version else None,
                 "valid": r.valid,
                 "enabled": r.enabled,
+                "source_path": r.source_path,
             }
             for r in recipes
         ]
         text = "\n".join(
             f"{r['slug']:<28} {r['kind']:<9} {r['origin']:<8} v{r['version']}  "
-            f"{'valid' if r['valid'] else 'INVALID'}"
+            f"{'valid  ' if r['valid'] else 'INVALID'}  {_where(r)}"
             for r in rows
         )
         self.emit(options, rows, text or "no recipes (run: manage.py recipe sync)")
@@ -90,3 +91,12 @@ class Command(BaseCommand):
         rows = [r.__dict__ for r in reports]
         text = "\n".join(f"{r.slug:<28} {r.action:<20} {r.origin:<8} {r.detail}" for r in reports)
         self.emit(options, rows, text or "no recipe files found")
+
+
+def _where(row: dict) -> str:
+    """Where a recipe came from: its file, or the console (or a script) that made it."""
+    if row["source_path"]:
+        return row["source_path"]
+    return {"console": "created in the console", "script": "recorded from a script"}.get(
+        row["origin"], row["origin"]
+    )

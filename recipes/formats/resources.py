@@ -1,0 +1,30 @@
+"""What a recipe may refer to outside itself: command files, named scripts, other workflows.
+
+The loader knows no settings: recipes.sources builds these for a recipe file (its
+repository's folders, the user's, the bundled ones), tests build them by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Resources:
+    source_path: str = ""  # the recipe file these are for ("" for a recipe without one)
+    commands_dirs: tuple[Path, ...] = ()
+    scripts_dirs: tuple[Path, ...] = ()
+    # Where included workflows are looked for (named in "not found" errors), and the lookup.
+    workflow_dirs: tuple[Path, ...] = ()
+    find_workflow: Callable[[str], Path | None] | None = None
+    # The resources of another recipe file: an included workflow keeps its own folders.
+    for_file: Callable[[str], Resources] | None = None
+
+    def of_file(self, path: Path) -> Resources:
+        return self.for_file(str(path)) if self.for_file is not None else self
+
+
+def folders_text(folders) -> str:
+    return ", ".join(str(f) for f in folders)
