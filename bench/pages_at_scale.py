@@ -1,7 +1,9 @@
-"""Pages at scale: the runs list over 100,000 runs, and a run page with 1,000 iterations.
+"""Pages at scale: the runs list over 100,000 runs, a run page with 1,000 iterations, the
+loops list over 20,000 driven loops and a loop of 500 iterations.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379/0 \\
-        .venv/bin/python bench/pages_at_scale.py [--runs 100000] [--iterations 1000]
+        .venv/bin/python bench/pages_at_scale.py [--runs 100000] [--iterations 1000] \\
+        [--loops 20000] [--loop-iterations 500]
 
 Seeds the scratch database with bulk_create, then requests each page REPEAT times through
 django.test.Client as a signed-in operator and reports the server time (the whole request
@@ -107,6 +109,97 @@ def seed_long_run(recipe, iterations: int):
     return run
 
 
+DRIVEN = """
+kind: driven
+name: seeded-driven
+provider: demo
+agents:
+  drafter: {instructions: Draft it.}
+  host:
+    instructions: Drive it.
+    loop: {pool: [drafter], max_iterations: 500}
+host: host
+"""
+LOOP_STATUSES = ["completed", "exhausted", "failed", "completed"]
+
+
+def seed_loops(recipe, count: int, iterations: int, batch: int = 5000):
+    """A driven run with `count` loops (two iterations each), and a loop of `iterations`
+    iterations of one drafter step each. Returns (run, the long loop)."""
+    from django.utils import timezone
+
+    from loops.models import Loop, LoopIteration
+    from runs.models import Iteration, NodeRun, Run
+
+    now = timezone.now()
+    run = Run.objects.create(
+        recipe=recipe, recipe_version=recipe.current_version, status="running", started_at=now
+    )
+    host = NodeRun.objects.create(run=run, node_id="host", kind="driven", status="running")
+    drafter = NodeRun.objects.create(run=run, node_id="drafter", kind="agent", status="running")
+    turn = Iteration.objects.create(run=run, node_run=host, node_id="host", number=1)
+    made = 0
+    while made < count:
+        size = min(batch, count - made)
+        loops = Loop.objects.bulk_create(
+            Loop(
+                run=run,
+                host_iteration=turn,
+                agent="host",
+                pipeline=["drafter"],
+                input="seeded",
+                max_iterations=500,
+                status=LOOP_STATUSES[(made + i) % len(LOOP_STATUSES)],
+                iteration_count=2,
+                result=f"draft of loop {made + i}",
+                finished_at=now,
+            )
+            for i in range(size)
+        )
+        LoopIteration.objects.bulk_create(
+            LoopIteration(loop=loop, number=n, status="completed", input="x", output=f"draft {n}")
+            for loop in loops
+            for n in (1, 2)
+        )
+        made += size
+    steps = Iteration.objects.bulk_create(
+        Iteration(
+            run=run,
+            node_run=drafter,
+            node_id="drafter",
+            number=n,
+            status="completed",
+            output=OUTPUT.format(n=n),
+            started_at=now,
+            duration_ms=900,
+        )
+        for n in range(1, iterations + 1)
+    )
+    long_loop = Loop.objects.create(
+        run=run,
+        host_iteration=turn,
+        agent="host",
+        pipeline=["drafter"],
+        max_iterations=500,
+        status="open",
+        iteration_count=iterations,
+    )
+    LoopIteration.objects.bulk_create(
+        LoopIteration(
+            loop=long_loop,
+            number=n,
+            status="completed",
+            input={"previousOutput": f"draft {n - 1}", "feedback": "shorter"},
+            feedback="shorter",
+            output=OUTPUT.format(n=n),
+            steps=[{"agent": "drafter", "iteration": step.pk, "attempt": 1}],
+            duration_ms=900,
+        )
+        for n, step in enumerate(steps, start=1)
+    )
+    return run, long_loop
+
+
 def measure(client, url: str, repeat: int) -> dict:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -132,6 +225,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--iterations", type=int, default=1000)
+    parser.add_argument("--loops", type=int, default=20_000)
+    parser.add_argument("--loop-iterations", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=20)
     options = parser.parse_args()
     bench = Bench.open("bench_pages")
@@ -147,25 +242,39 @@ def main() -> None:
         client.force_login(user)
         recipe = make_recipe(RECIPE, "seeded-loop")
 
+        driven = make_recipe(DRIVEN, "seeded-driven")
+
+        def loop_pages(run, loop) -> dict:
+            return {
+                "loops": measure(client, "/loops/", repeat),
+                "loop": measure(client, f"/loops/{loop.pk}/", repeat),
+                "driven_run": measure(client, f"/runs/{run.pk}/", repeat),
+            }
+
         small_run = seed_long_run(recipe, 10)
         seed_runs(recipe, 50)
+        repeat = 3
         small = {
             "inbox": measure(client, "/?part=live", 3),
             "list": measure(client, "/runs/", 3),
             "detail": measure(client, f"/runs/{small_run.pk}/", 3),
+            **loop_pages(*seed_loops(driven, 20, 10)),
         }
         started = time.monotonic()
         long_run = seed_long_run(recipe, options.iterations)
         seed_runs(recipe, options.runs)
+        driven_run, long_loop = seed_loops(driven, options.loops, options.loop_iterations)
         seeded = time.monotonic() - started
         from django.db import connection
 
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
+        repeat = options.repeat
         large = {
-            "inbox": measure(client, "/?part=live", options.repeat),
-            "list": measure(client, "/runs/", options.repeat),
-            "detail": measure(client, f"/runs/{long_run.pk}/", options.repeat),
+            "inbox": measure(client, "/?part=live", repeat),
+            "list": measure(client, "/runs/", repeat),
+            "detail": measure(client, f"/runs/{long_run.pk}/", repeat),
+            **loop_pages(driven_run, long_loop),
         }
         rows = [
             [
@@ -195,6 +304,23 @@ def main() -> None:
                 small["detail"]["queries"],
                 "<= 150 ms",
             ],
+            *(
+                [
+                    label,
+                    *(large[key][k] for k in ("status", "p50_ms", "p95_ms", "queries")),
+                    small[key]["queries"],
+                    target,
+                ]
+                for key, label, target in (
+                    ("loops", f"GET /loops/ ({options.loops:,} loops)", "<= 100 ms"),
+                    (
+                        "loop",
+                        f"GET /loops/<id>/ ({options.loop_iterations:,} iterations)",
+                        "<= 400 ms",
+                    ),
+                    ("driven_run", "GET /runs/<id>/ (a driven run of those loops)", "<= 150 ms"),
+                )
+            ),
         ]
         bench.report(
             "pages_at_scale",

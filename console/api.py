@@ -4,6 +4,7 @@ from ninja import NinjaAPI
 
 from console import api_errors
 from console.auth import api_auth, docs_login_required
+from loops.api import router as loops_router
 from recipes.api import router as recipes_router
 from runs.api import router as runs_router
 from runs.api_history import iterations_router
@@ -31,3 +32,4 @@ api.add_router("/runs", runs_router, tags=["runs"])
 api.add_router("/runs", steps_router, tags=["runs"])
 api.add_router("/runs", history_router, tags=["runs"])
 api.add_router("/iterations", iterations_router, tags=["runs"])
+api.add_router("/loops", loops_router, tags=["loops"])

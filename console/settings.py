@@ -94,6 +94,7 @@ INSTALLED_APPS = [
     "recipes",
     "runs",
     "notifications",
+    "loops",
 ]
 
 MIDDLEWARE = [
@@ -385,6 +386,12 @@ EMAIL_BACKEND = os.getenv("EMAIL_BACKEND") or (
 DEFAULT_FROM_EMAIL = os.getenv("DEFAULT_FROM_EMAIL", "Loop Console <loop-console@localhost>")
 # How often each worker writes its heartbeat (shown by /metrics).
 LOOP_WORKER_HEARTBEAT_SECONDS = env_int("LOOP_WORKER_HEARTBEAT_SECONDS", 10)
+
+# Modules a driven recipe's hooks may come from (a hook is a function named by a dotted
+# path, `package.module:function`); a path outside them is refused when the recipe loads.
+LOOP_HOOK_MODULES = env_list(
+    "LOOP_HOOK_MODULES", ["loops.example_hooks", *(["tests.loops"] if TESTING else [])]
+)
 
 try:
     LOOP_DEMO_DELAY = float(os.getenv("LOOP_DEMO_DELAY", "0.03"))

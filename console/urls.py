@@ -32,6 +32,7 @@ urlpatterns = [
     path("api/", api.urls),
     path("", include("runs.urls")),
     path("", include("recipes.urls")),
+    path("", include("loops.urls")),
 ]
 
 handler403 = "console.views.forbidden"

@@ -45,7 +45,7 @@ def _node(node) -> GraphNode:
 
 
 def _details(node) -> list[str]:
-    details = []
+    details = list(getattr(node, "details", ()) or ())  # a kind's own words (driven)
     loop = node.loop or node.loop_group
     if loop is not None:
         for name in ("until", "until_bash", "until_field"):

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from console.redact import plain_cause
+from recipes.formats.driven import is_driven, parse_driven
 from recipes.formats.resources import Resources
 from recipes.formats.workflow import parse_workflow
 from recipes.problems import LoadResult, Problem, sort_problems
@@ -60,18 +61,22 @@ def load_recipe(
             kind="planeai", spec=None, errors=sort_problems([*yaml_problems, problem])
         )
 
+    kind = "driven" if is_driven(data) else "workflow"
     try:
-        result = parse_workflow(
-            data,
-            lines,
-            commands_dirs=commands_dirs,
-            provider_fallback=provider_fallback,
-            resources=resources,
-        )
+        if kind == "driven":
+            result = parse_driven(data, lines, provider_fallback=provider_fallback)
+        else:
+            result = parse_workflow(
+                data,
+                lines,
+                commands_dirs=commands_dirs,
+                provider_fallback=provider_fallback,
+                resources=resources,
+            )
     except Exception as exc:  # noqa: BLE001 - last-resort guard: never raise on input
         log.exception("could not validate a recipe")
         result = LoadResult(
-            kind="workflow",
+            kind=kind,
             spec=None,
             errors=[Problem("", 1, 1, f"could not validate recipe ({plain_cause(exc)})")],
         )

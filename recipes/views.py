@@ -67,10 +67,12 @@ def recipe_start(request, slug):
     recipe = get_object_or_404(Recipe.objects.select_related("current_version"), slug=slug)
     spec = current_spec(recipe)
     declared = dict(getattr(spec, "inputs", {}) or {})
+    # A driven recipe's host is given the message as its task.
+    needs_message = recipe.kind == Recipe.Kind.DRIVEN or uses_message(recipe.source)
     form = StartRunForm(
         request.POST or None,
         declared=declared,
-        needs_message=uses_message(recipe.source),
+        needs_message=needs_message,
         budget=getattr(spec, "budget", None),
     )
     if request.method == "POST" and form.is_valid():

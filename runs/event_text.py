@@ -111,6 +111,8 @@ def describe(event: RunEvent) -> str:
     if kind == "agent_tool":
         detail = _short(data.get("detail"))
         return f"The agent at {where} used {data.get('tool')}" + (f": {detail}" if detail else ".")
+    if kind.startswith("loop:"):
+        return _crumb(kind, data)
     if kind == "child_run_started":
         return f"{step} started child run {data.get('child')}{_item(data)}."
     if kind == "child_run_finished":
@@ -125,6 +127,23 @@ def describe(event: RunEvent) -> str:
     if kind == "worktree_diff":
         return f"{where} changed files in the worktree."
     return f"{kind.replace('_', ' ').capitalize()}{' at ' + step if step else ''}."
+
+
+def _crumb(kind: str, data: dict) -> str:
+    """A driven loop's crumbs."""
+    loop = f"Loop {data.get('loopId')}"
+    if kind == "loop:start":
+        pipeline = " → ".join(map(str, data.get("pipeline") or []))
+        return f"{loop} started: {pipeline} (at most {data.get('maxIterations')} iterations)."
+    if kind == "loop:iteration:start":
+        return f"{loop} iteration {data.get('iteration')} started."
+    if kind == "loop:iteration:end":
+        return f"{loop} iteration {data.get('iteration')} ended: {_short(data.get('output'))}"
+    if kind == "loop:end":
+        count = data.get("iterations")
+        plural = "" if count == 1 else "s"
+        return f"{loop} ended {data.get('status')} after {count} iteration{plural}."
+    return f"{loop}: {kind}."
 
 
 def _item(data: dict) -> str:

@@ -8,6 +8,11 @@ goes out as `output` events (JSON: target, offset, text) that the page's script 
 into the running iteration as text.
 Each message carries the run's event seq as its id, so a page that reconnects (or that
 was rendered before its stream opened) catches up from `Last-Event-ID` / `?after=`.
+
+Crumbs (run events a loop kind streams for outside consumers, such as a driven loop's
+`loop:start`) go out as events of their own name whose data is the crumb's fields, in
+seq order; a stream that opens or reconnects after them, or sees a gap in the seqs,
+reads the missing ones from the log, so none is lost.
 """
 
 from __future__ import annotations
@@ -55,11 +60,20 @@ def sse(event: str, data: str = "", event_id: int | None = None) -> str:
     return "\n".join(lines) + "\n\n"
 
 
+CRUMB_PREFIXES = ("loop:",)
+
+
+def is_crumb(kind: str) -> bool:
+    return kind.startswith(CRUMB_PREFIXES)
+
+
 def run_change_events(kinds: set[str]) -> list[str]:
     """Which fragments a batch of run events invalidates."""
     names = ["run-changed"]
-    if any(k.startswith(("iteration_", "run_", "loop_")) for k in kinds):
+    if any(k.startswith(("iteration_", "run_", "loop_", *CRUMB_PREFIXES)) for k in kinds):
         names.append("iterations-changed")
+    if any(is_crumb(k) for k in kinds) or "run_catch_up" in kinds:
+        names.append("loops-changed")
     if kinds & {"approval_requested", "gate_decided", "gate_reminded"} or any(
         k.startswith("run_") for k in kinds
     ):
@@ -119,15 +133,48 @@ async def run_stream(request, run_id: int):
         raise Http404("No such run.")
     after = _after(request)
     if not _served_by_asgi(request):
-        return _stream_response(iter([_catch_up_once(seq, after)]))
+        return _stream_response(iter([await sync_to_async(_catch_up_once)(seq, after, run_id)]))
     return _stream_response(_run_events(run_id, after))
 
 
-def _catch_up_once(seq: int, after: int) -> str:
+def _catch_up_once(seq: int, after: int, run_id: int) -> str:
     text = f"retry: {WSGI_RETRY_MS}\n\n"
     if seq > after:
+        text += "".join(crumb_sse(c) for c in _crumbs(run_id, after, seq))
         text += "".join(sse(name, "", seq) for name in run_change_events({"run_catch_up"}))
     return text
+
+
+CRUMBS_PER_READ = 1000
+
+
+def _crumbs(run_id: int, after: int, upto: int) -> list[dict]:
+    """The run's crumbs with after < seq <= upto, from the log, in order."""
+    from django.db.models import Q
+
+    from runs.models import RunEvent
+
+    starts = Q()
+    for prefix in CRUMB_PREFIXES:
+        starts |= Q(kind__startswith=prefix)
+    found: list[dict] = []
+    try:
+        while True:
+            page = list(
+                RunEvent.objects.filter(starts, run_id=run_id, seq__gt=after, seq__lte=upto)
+                .order_by("seq")
+                .values_list("seq", "kind", "data")[:CRUMBS_PER_READ]
+            )
+            found += [{"seq": seq, "kind": kind, "data": data} for seq, kind, data in page]
+            if len(page) < CRUMBS_PER_READ:
+                return found
+            after = page[-1][0]
+    finally:
+        _release_connection()
+
+
+def crumb_sse(crumb: dict) -> str:
+    return sse(crumb["kind"], json.dumps(crumb.get("data") or {}), crumb["seq"])
 
 
 async def _run_events(run_id: int, after: int):
@@ -138,19 +185,31 @@ async def _run_events(run_id: int, after: int):
             yield ": keep-alive\n\n"
             continue
         kinds: set[str] = set()
-        for message in batch:
-            if message.get("type") == "event" and message.get("seq", 0) > after:
-                after = message["seq"]
-                kinds.add(message.get("kind", ""))
-            elif message.get("type") == "catch-up" and message["seq"] > after:
-                after = message["seq"]
-                kinds.add("run_catch_up")
-        parts = [_rendered_output(batch)]
+        crumbs: list[str] = []
+        for message in sorted(_events_first(batch), key=lambda m: m.get("seq", 0)):
+            seq = message.get("seq", 0)
+            if seq <= after:
+                continue
+            if message.get("type") == "catch-up" or seq != after + 1:
+                # Opened late, or a seq skipped (published after a later one): the log
+                # has every crumb up to here.
+                crumbs += [crumb_sse(c) for c in await sync_to_async(_crumbs)(run_id, after, seq)]
+                kinds.add("run_catch_up" if message.get("type") == "catch-up" else "")
+            elif is_crumb(message.get("kind", "")):
+                crumbs.append(crumb_sse(message))
+            after = seq
+            kinds.add(message.get("kind", "") if message.get("type") == "event" else "run_catch_up")
+        kinds.discard("")
+        parts = [*crumbs, _rendered_output(batch)]
         if kinds:
             parts += [sse(name, "", after) for name in run_change_events(kinds)]
         if any(parts) or prefix:
             yield prefix + "".join(parts)
             prefix = ""
+
+
+def _events_first(batch: list[dict]) -> list[dict]:
+    return [m for m in batch if m.get("type") in ("event", "catch-up")]
 
 
 def _rendered_output(batch: list[dict]) -> str:

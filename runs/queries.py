@@ -422,7 +422,7 @@ def events(run: Run, *, before: int | None = None) -> tuple[list[RunEvent], int 
 def run_page(run: Run, *, nodes_after: int | None = None) -> dict:
     timeline, older = iterations(run)
     event_rows, earlier_events = events(run)
-    return {
+    context = {
         "run": run,
         **usage(run),
         **nodes(run, after=nodes_after),
@@ -432,3 +432,8 @@ def run_page(run: Run, *, nodes_after: int | None = None) -> dict:
         "events": event_rows,
         "earlier_events": earlier_events,
     }
+    if run.recipe.kind == Recipe.Kind.DRIVEN:  # its loops' panel (loops.queries)
+        from loops.queries import run_panel
+
+        context.update(run_panel(run))
+    return context

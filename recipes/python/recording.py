@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from recipes.formats.python import NODE_ID
 from runs import budget
+from runs.executor.agent import record_call
 from runs.executor.context import run_dirs
 from runs.executor.state import lock_run
 from runs.models import Gate, Iteration, NodeRun, Run
@@ -301,6 +302,8 @@ class RecordingHost:
             )
             if not done or run.is_terminal:
                 raise RunCancelled("the run was cancelled")
+            if result.record is not None:
+                record_call(run, it.node_id, it.number, *result.record)
             NodeRun.objects.filter(pk=it.node_run_id).update(
                 output=result.text, structured=jsonable(result.structured)
             )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -65,12 +66,28 @@ class ToolBox:
 
     context: ToolContext
     tools: list[AgentTool]
-    # Called before and after every tool call: the executor keeps the lease alive and the
-    # idle timer quiet while a tool works (a tool may run a whole pipeline).
+    # Called before and after every tool call, and whenever a tool reports progress
+    # (`touch`): the executor keeps the agent's lease alive while a tool works (a tool may
+    # run a whole pipeline of other agents).
     on_activity: Callable[[], None] | None = None
+    # Every call made (name, arguments, ok), for providers whose agent reaches the tools
+    # outside their own protocol (a command's shell): they report these.
+    calls_made: list[tuple[str, dict, bool]] = field(default_factory=list, init=False, repr=False)
+    _in_flight: int = field(default=0, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __bool__(self) -> bool:
         return bool(self.tools)
+
+    @property
+    def busy(self) -> bool:
+        """A call is running: the agent waiting for its answer is not idle (a CLI agent
+        prints nothing meanwhile, and must not be ended by its idle timeout)."""
+        return self._in_flight > 0
+
+    def touch(self) -> None:
+        """A tool's long work made progress (a pipeline step streamed output)."""
+        self._activity()
 
     @property
     def names(self) -> list[str]:
@@ -83,30 +100,47 @@ class ToolBox:
         return next((t for t in self.tools if t.name == name), None)
 
     def call(self, name: str, arguments: dict | str | None) -> ToolResult:
-        """Run one call. Never raises for a bad call: the agent gets the reason as text."""
+        """Run one call. Never raises for a bad call: the agent gets the reason as text.
+        What `on_activity` raises (the work was cancelled) does propagate: the agent stops."""
         tool = self.get(name)
         if tool is None:
             known = ", ".join(self.names) or "none"
             return ToolResult(False, f"unknown tool '{name}' (tools here: {known})")
         try:
             args = _arguments(arguments)
-            problems = _check_arguments(tool.parameters, args)
-            if problems:
-                return ToolResult(False, f"{name}: " + "; ".join(problems))
-            self._activity()
-            value = tool.handler(self.context, args)
         except ToolError as exc:
             return ToolResult(False, str(exc))
+        problems = _check_arguments(tool.parameters, args)
+        if problems:
+            return ToolResult(False, f"{name}: " + "; ".join(problems))
+        self._activity()
+        with self._lock:
+            self._in_flight += 1
+        try:
+            value = tool.handler(self.context, args)
+            result = ToolResult(True, value if isinstance(value, str) else _json(value))
+        except ToolError as exc:
+            result = ToolResult(False, str(exc))
         except Exception as exc:  # noqa: BLE001 - a tool's bug must not crash the agent's turn
             log.exception("tool %s failed in run %s", name, self.context.run_id)
-            return ToolResult(False, f"{name} failed: {type(exc).__name__}: {exc}")
+            result = ToolResult(False, f"{name} failed: {type(exc).__name__}: {exc}")
         finally:
-            self._activity()
-        return ToolResult(True, value if isinstance(value, str) else _json(value))
+            with self._lock:
+                self._in_flight -= 1
+        self.calls_made.append((name, args, result.ok))
+        self._activity()
+        return result
 
     def _activity(self) -> None:
         if self.on_activity is not None:
             self.on_activity()
+
+
+def busy_check(toolbox: ToolBox | None) -> Callable[[], bool] | None:
+    """For a provider's idle timer: whether a tool call of `toolbox` is running."""
+    if not toolbox:
+        return None
+    return lambda: toolbox.busy
 
 
 def _arguments(arguments) -> dict:

@@ -26,11 +26,30 @@ from . import ToolBox
 
 MANAGE_PY = Path(__file__).resolve().parents[2] / "manage.py"
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
+# The name CLI agents know the console's MCP server by: Claude Code calls its tools
+# `mcp__loop__<tool>`.
+MCP_SERVER_NAME = "loop"
 
 
 def tool_command() -> str:
     """The command line that reaches the tools from an agent's shell (`... tool NAME`)."""
     return f"{shlex.quote(sys.executable)} {shlex.quote(str(MANAGE_PY))} loop"
+
+
+def mcp_server(env: dict[str, str]) -> dict:
+    """How an MCP client starts `manage.py loop mcp` for a call: command, args and the
+    call's tool environment (clients pass a server only the environment they are given)."""
+    return {"command": sys.executable, "args": [str(MANAGE_PY), "loop", "mcp"], "env": dict(env)}
+
+
+def write_private(env: dict[str, str], name: str, text: str) -> str:
+    """A file beside the call's socket, in its 0700 folder (removed with it): for an MCP
+    configuration that carries the call's token, which must not show on a command line."""
+    path = os.path.join(os.path.dirname(env["LOOP_TOOL_SOCKET"]), name)
+    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write(text)
+    return path
 
 
 class _Handler(socketserver.StreamRequestHandler):

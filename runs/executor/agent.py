@@ -32,6 +32,7 @@ class AgentOutcome:
     text: str  # what users and downstream nodes see
     payload: object | None = None
     reasks: int = 0
+    provider: str = ""  # the provider's name, for the conversation it returned
 
 
 def prepare_prompt(prompt: str, provider: Provider, schema: dict | None) -> str:
@@ -44,7 +45,12 @@ def call_agent(
     provider: Provider, request: AgentRequest, on_chunk, schema: dict | None
 ) -> AgentOutcome:
     result = _with_transient_retries(provider, request, on_chunk)
-    outcome = AgentOutcome(result=result, raw=result.text, text=strip_signal_tags(result.text))
+    outcome = AgentOutcome(
+        result=result,
+        raw=result.text,
+        text=strip_signal_tags(result.text),
+        provider=getattr(provider, "name", ""),
+    )
     if not schema or result.timed_out:
         return outcome
     payload = result.structured
@@ -98,3 +104,16 @@ def _add_usage(total: AgentResult, extra: AgentResult) -> None:
         more = getattr(extra, name)
         if more is not None:
             setattr(total, name, (getattr(total, name) or 0) + more)
+    total.tool_calls = [*total.tool_calls, *extra.tool_calls]
+
+
+def record_call(run, node_id: str, iteration: int | None, result: AgentResult, provider: str):
+    """Keep what an agent call returned besides its answer: the conversation of its session
+    and an `agent_tool` event per tool it used. Called in the transaction that finishes the
+    call, after the ownership check (the caller holds the run's lock)."""
+    from runs.providers import history
+
+    if result.conversation is not None and result.session_id:
+        history.save(result.session_id, provider, result.conversation)
+    for call in result.tool_calls:
+        run.append_event("agent_tool", node_id, iteration=iteration, **call)

@@ -15,7 +15,7 @@ from runs.models import Gate, Iteration, NodeRun, Run
 from runs.providers import registry
 from runs.providers.base import AgentRequest, Cancelled, ProviderError
 
-from .agent import StepFailed, call_agent, prepare_prompt
+from .agent import StepFailed, call_agent, prepare_prompt, record_call
 from .context import build_context, run_dirs, step_env
 from .lease import keep_lease
 from .process import run_process
@@ -192,6 +192,7 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
         ):
             return
         row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
+        record_call(run, row.node_id, it.number, result, outcome.provider)
         row.output = outcome.text
         row.structured = outcome.payload
         row.state = {**row.state, "session_id": result.session_id or row.state.get("session_id")}

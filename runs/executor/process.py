@@ -82,10 +82,13 @@ def run_process(
     env: dict[str, str] | None = None,
     idle_timeout: float | None = None,
     timeout: float | None = None,
+    busy: Callable[[], bool] | None = None,
 ) -> ProcessResult:
     """Run `argv`; every output chunk goes to `on_chunk`, which is also called with "" as a
     heartbeat at least every HEARTBEAT_SECONDS and may raise Cancelled to stop the child.
-    stdout and stderr are merged, as a person watching a terminal would see them."""
+    stdout and stderr are merged, as a person watching a terminal would see them.
+    While `busy()` says so (the child waits on one of the console's tools), a silent child
+    is not idle."""
     proc = subprocess.Popen(
         [*SUPERVISOR, *argv],
         cwd=cwd,
@@ -128,7 +131,7 @@ def run_process(
             if data is None:
                 break
             now = time.monotonic()
-            if data:
+            if data or (busy is not None and busy()):
                 last_output = now
                 text = decoder.feed(data)
                 if text:

@@ -18,7 +18,7 @@ from runs.providers.base import AgentRequest, Cancelled, ProviderError
 from . import group as group_exec
 from . import loop as loop_exec
 from . import subrun
-from .agent import StepFailed, call_agent, prepare_prompt
+from .agent import StepFailed, call_agent, prepare_prompt, record_call
 from .context import build_context, run_dirs, step_env
 from .process import run_process
 from .script import run_script
@@ -57,6 +57,10 @@ def start_node(node_run_id: int) -> None:
         from recipes.python import runner as python_runner
 
         python_runner.execute(run, row)
+    elif node.kind == "driven":
+        from loops import runner as driven_runner
+
+        driven_runner.execute(run, row)
     elif node.kind == "approval":
         with transaction.atomic():
             run = lock_run(run.pk)
@@ -117,7 +121,7 @@ def _run_step(run: Run, spec, node, row: NodeRun) -> None:
     for attempt in range(1, attempts + 1):
         stream.parts.clear()
         try:
-            output, structured, extra = _execute(run, spec, node, row, stream)
+            output, structured, extra, outcome = _execute(run, spec, node, row, stream)
         except Cancelled:
             return
         except (StepFailed, VariableError, ProviderError) as exc:
@@ -136,6 +140,11 @@ def _run_step(run: Run, spec, node, row: NodeRun) -> None:
                 return
             row.refresh_from_db()
             row.state = {**row.state, **extra}
+            owned = row.status == NodeRun.Status.RUNNING and row.attempts == stream.attempt
+            if outcome is not None and owned:  # the run's lock keeps it so until we commit
+                record_call(
+                    locked, row.node_id, row.iteration or None, outcome.result, outcome.provider
+                )
             if row.complete(locked, output, structured, attempt=stream.attempt):
                 if "." in row.node_id and extra.get("session_id"):
                     group_exec.remember_session(row, extra["session_id"])
@@ -144,7 +153,7 @@ def _run_step(run: Run, spec, node, row: NodeRun) -> None:
 
 def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
     if node.kind == "script":
-        return run_script(run, spec, node, row, stream)
+        return (*run_script(run, spec, node, row, stream), None)  # no agent call to record
     ctx = build_context(run, spec, row)
     workdir, _ = run_dirs(run)
     if node.kind == "bash":
@@ -163,7 +172,7 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
         if result.exit_code != 0:
             # The output is the node's (shown once, there); the error says what happened.
             raise StepFailed(f"bash exited with status {result.exit_code}")
-        return result.output.rstrip("\n"), None, {"script": script}
+        return result.output.rstrip("\n"), None, {"script": script}, None
     provider = registry.resolve(node.provider or _group_default(spec, row, "provider"), spec)
     prompt = prepare_prompt(substitute(node.prompt, ctx), provider, node.output_format)
     session_id = _group_session(spec, row)
@@ -192,7 +201,7 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
         "cost_usd": str(result.cost_usd) if result.cost_usd is not None else None,
         "provider": getattr(provider, "name", "") or "default",
     }
-    return outcome.text, outcome.payload, extra
+    return outcome.text, outcome.payload, extra, outcome
 
 
 def _group_default(spec, row: NodeRun, attr: str):

@@ -25,12 +25,24 @@ PUBLISH_SECONDS = 0.05
 
 
 class OutputStream:
-    def __init__(self, model, pk: int, attempt: int, run_id: int, field: str = "raw_output"):
+    def __init__(
+        self,
+        model,
+        pk: int,
+        attempt: int,
+        run_id: int,
+        field: str = "raw_output",
+        *,
+        lease: bool = True,
+    ):
+        """`lease=False` for a row whose work holds its lease elsewhere (a driven loop's
+        iterations: their node's `NodeLease`); the flush still proves the row is ours."""
         self.model = model
         self.pk = pk
         self.attempt = attempt
         self.run_id = run_id
         self.field = field
+        self.lease = lease
         self.parts: list[str] = []
         self.unpublished: list[str] = []
         self.published_length = 0  # the offset open pages place the next chunk at
@@ -91,9 +103,47 @@ class OutputStream:
         )
 
     def _save(self) -> int:
+        fields = {self.field: self.text}
+        if self.lease:
+            fields["lease_expires_at"] = lease_end()
         return self.model.objects.filter(
             pk=self.pk, status="running", attempts=self.attempt
-        ).update(
-            **{self.field: self.text},
-            lease_expires_at=timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS),
-        )
+        ).update(**fields)
+
+
+def lease_end():
+    return timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS)
+
+
+class NodeLease:
+    """Keeps a claimed node's lease while its work goes on elsewhere (a driven loop's host
+    and the pipelines it runs): `renew()` is called on every sign of life, from any thread,
+    and writes at most every FLUSH_SECONDS. It raises Cancelled once the node is no longer
+    this attempt's (cancelled, or taken back by the sweep)."""
+
+    def __init__(self, node_id: int, attempt: int):
+        import threading
+
+        self.node_id = node_id
+        self.attempt = attempt
+        self.last = 0.0
+        self.lost = False
+        self._lock = threading.Lock()
+
+    def renew(self) -> None:
+        if self.lost:
+            raise Cancelled("the work was cancelled or taken over")
+        with self._lock:
+            if time.monotonic() - self.last < FLUSH_SECONDS:
+                return
+            self.last = time.monotonic()
+        if not on_fresh_connection(self._save):
+            self.lost = True
+            raise Cancelled("the work was cancelled or taken over")
+
+    def _save(self) -> int:
+        from runs.models import NodeRun
+
+        return NodeRun.objects.filter(
+            pk=self.node_id, status=NodeRun.Status.RUNNING, attempts=self.attempt
+        ).update(lease_expires_at=lease_end())

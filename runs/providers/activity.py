@@ -1,41 +1,46 @@
-"""Tool activity of CLI agents, recorded as run events (`agent_tool`) and shown live.
+"""Tool activity of agents: shown live in the stream, returned in the result.
 
-Agents like Claude Code and Codex run tools (shell commands, file edits) inside one
-iteration; the run's event log is where a person reviewing the run looks for what
-happened, so each tool call becomes an event beside the iteration's own events.
+Agents run tools inside one call: a CLI's own (shell commands, file edits), and the
+console's (`runs.agent_tools`). The run's event log is where a person reviewing the run
+looks for what happened, so the executor records each call the provider returns as an
+`agent_tool` event beside the iteration's own events (providers return, they never write).
 """
 
 from __future__ import annotations
 
-import logging
+import json
 
-from django.db import transaction
+from .base import OnChunk
 
-from .base import AgentRequest, OnChunk
-
-log = logging.getLogger(__name__)
 DETAIL_LIMIT = 500
 
 
-def record_tool(request: AgentRequest, on_chunk: OnChunk, tool: str, detail: str, **data) -> None:
-    detail = " ".join(str(detail).split())[:DETAIL_LIMIT]
-    on_chunk(f"\n[{tool}] {detail}\n" if detail else f"\n[{tool}]\n")
-    if not request.run_id:
-        return
-    from runs.models import Run
+def tool_record(tool: str, detail: str, **data) -> dict:
+    """One tool call as the result reports it (and the `agent_tool` event records it)."""
+    return {"tool": tool, "detail": " ".join(str(detail).split())[:DETAIL_LIMIT], **data}
 
-    try:
-        with transaction.atomic():
-            run = Run.objects.select_for_update().filter(pk=request.run_id).first()
-            if run is None or run.is_terminal:
-                return
-            run.append_event(
-                "agent_tool",
-                request.node_id,
-                iteration=request.iteration,
-                tool=tool,
-                detail=detail,
-                **data,
-            )
-    except Exception:  # the event log is a courtesy here; never fail the agent for it
-        log.exception("could not record tool activity for run %s", request.run_id)
+
+def tool_event(on_chunk: OnChunk, tool: str, detail: str, **data) -> dict:
+    """Show one tool call in the live output; the record to return in the result."""
+    record = tool_record(tool, detail, **data)
+    on_chunk(f"\n[{tool}] {record['detail']}\n" if record["detail"] else f"\n[{tool}]\n")
+    return record
+
+
+def toolbox_records(tools) -> list[dict]:
+    """The calls an agent made to the console's tools (`ToolBox.calls_made`), as records."""
+    if not tools:
+        return []
+    return [
+        tool_record(name, summarize_arguments(args), ok=ok) for name, args, ok in tools.calls_made
+    ]
+
+
+def summarize_arguments(arguments) -> str:
+    """The part of a tool's arguments a person wants to read first."""
+    if not isinstance(arguments, dict):
+        return str(arguments or "")
+    for key in ("command", "file_path", "path", "pattern", "url", "description"):
+        if arguments.get(key):
+            return str(arguments[key])
+    return json.dumps(arguments, ensure_ascii=False)[:200]

@@ -54,6 +54,11 @@ class AgentResult:
     tokens_out: int | None = None
     cost_usd: Decimal | None = None
     timed_out: bool = False
+    # What the call leaves for the executor to keep once it owns the result (providers
+    # never write): the conversation to store under `session_id` (HTTP providers), and
+    # the tools the agent used, each {"tool", "detail", ...} (recorded as `agent_tool`).
+    conversation: list[dict] | None = None
+    tool_calls: list[dict] = field(default_factory=list)
 
 
 # Called with each chunk of output as it arrives. Raises Cancelled to stop the agent.

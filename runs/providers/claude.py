@@ -4,6 +4,11 @@ The prompt goes in on stdin. Lines of the stream: `system`/`init` (session id),
 `assistant` (text and tool_use blocks), `user` (tool results), and a final `result`
 (session id, usage, total_cost_usd, is_error, and `structured_output` when a
 `--json-schema` was given). Threaded iterations resume the session with `--resume`.
+
+The console's tools (`AgentRequest.tools`) reach Claude Code as an MCP server: while the
+call runs, `--mcp-config` names a file (in the call's private folder, since it carries the
+call's token) that starts `manage.py loop mcp`, and `--allowedTools mcp__loop` lets print
+mode call them; Claude reports them as `mcp__loop__<tool>` tool_use blocks.
 """
 
 from __future__ import annotations
@@ -11,12 +16,16 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 
+from runs.agent_tools import busy_check
+from runs.agent_tools.serve import MCP_SERVER_NAME, mcp_server, serving, write_private
 from runs.executor.process import inherited
 
 from . import pricing
-from .activity import record_tool
+from .activity import summarize_arguments, tool_event
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
 from .cli import JsonLines, looks_transient, program_argv, run_json_lines
+
+MCP_PREFIX = f"mcp__{MCP_SERVER_NAME}__"
 
 
 class ClaudeProvider:
@@ -28,7 +37,7 @@ class ClaudeProvider:
         self.model = config.get("model")
         self.options = config
 
-    def argv(self, request: AgentRequest) -> list[str]:
+    def argv(self, request: AgentRequest, tool_env: dict[str, str] | None = None) -> list[str]:
         argv = program_argv(self.name, self.command, "claude")
         argv += ["-p", "--output-format", "stream-json", "--verbose"]
         model = request.model or self.model
@@ -40,13 +49,21 @@ class ClaudeProvider:
             argv += ["--json-schema", json.dumps(request.output_schema)]
         if self.options.get("permission_mode"):
             argv += ["--permission-mode", str(self.options["permission_mode"])]
+        if tool_env:
+            config = {"mcpServers": {MCP_SERVER_NAME: {"type": "stdio", **mcp_server(tool_env)}}}
+            argv += ["--mcp-config", write_private(tool_env, "mcp.json", json.dumps(config))]
+            argv += ["--allowedTools", f"mcp__{MCP_SERVER_NAME}"]
         return argv + [str(a) for a in self.options.get("args") or []]
 
     def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
+        with serving(request.tools) as tool_env:
+            return self._run(request, on_chunk, tool_env)
+
+    def _run(self, request: AgentRequest, on_chunk: OnChunk, tool_env: dict) -> AgentResult:
         turn = _Turn(self.name, request, on_chunk)
         parser = JsonLines(on_chunk, turn.handle)
         process = run_json_lines(
-            self.argv(request),
+            self.argv(request, tool_env),
             provider=self.name,
             cwd=request.workdir,
             prompt=request.prompt,
@@ -54,13 +71,17 @@ class ClaudeProvider:
                 **inherited("ANTHROPIC_API_KEY", "CLAUDE_CONFIG_DIR"),
                 **request.env,
                 **(self.options.get("env") or {}),
+                **tool_env,
             },
             idle_timeout=request.idle_timeout,
             parser=parser,
+            busy=busy_check(request.tools),
         )
         final = turn.final
         if process.timed_out:
-            return AgentResult(text=turn.text, session_id=turn.session_id, timed_out=True)
+            return AgentResult(
+                text=turn.text, session_id=turn.session_id, timed_out=True, tool_calls=turn.tools
+            )
         if final is None:
             detail = parser.stray_tail() or "no result message"
             raise ProviderError(
@@ -89,6 +110,7 @@ class ClaudeProvider:
             cost_usd=Decimal(str(cost)).quantize(Decimal("0.000001"))
             if cost is not None
             else pricing.cost(self.options, tokens_in, tokens_out),
+            tool_calls=turn.tools,
         )
 
 
@@ -101,6 +123,7 @@ class _Turn:
         self.on_chunk = on_chunk
         self.session_id = request.session_id or ""
         self.parts: list[str] = []
+        self.tools: list[dict] = []
         self.final: dict | None = None
 
     @property
@@ -117,20 +140,10 @@ class _Turn:
                     self.parts.append(block["text"])
                     self.on_chunk(block["text"])
                 elif block.get("type") == "tool_use":
-                    record_tool(
-                        self.request,
-                        self.on_chunk,
-                        block.get("name") or "tool",
-                        _tool_summary(block.get("input")),
+                    # The console's own tools read by their own names in the event log.
+                    name = (block.get("name") or "tool").removeprefix(MCP_PREFIX)
+                    self.tools.append(
+                        tool_event(self.on_chunk, name, summarize_arguments(block.get("input")))
                     )
         elif kind == "result":
             self.final = event
-
-
-def _tool_summary(arguments) -> str:
-    if not isinstance(arguments, dict):
-        return str(arguments or "")
-    for key in ("command", "file_path", "path", "pattern", "url", "description"):
-        if arguments.get(key):
-            return str(arguments[key])
-    return json.dumps(arguments)[:200]

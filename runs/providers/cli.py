@@ -94,6 +94,7 @@ def run_json_lines(
     env: dict[str, str],
     idle_timeout: float,
     parser: JsonLines,
+    busy: Callable[[], bool] | None = None,
 ) -> ProcessResult:
     try:
         result = run_process(
@@ -103,6 +104,7 @@ def run_json_lines(
             env=env,
             on_chunk=parser,
             idle_timeout=idle_timeout,
+            busy=busy,
         )
     except (FileNotFoundError, PermissionError) as exc:
         raise ProviderError(f"provider '{provider}': cannot start {argv[0]!r}: {exc}") from exc

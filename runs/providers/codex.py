@@ -4,6 +4,12 @@ The prompt goes in on stdin. Events: `thread.started` (thread id, the session to
 with `codex exec resume <id>`), `item.started` / `item.completed` (agent_message text,
 command_execution, file_change, ...), `turn.completed` (usage), `turn.failed` / `error`.
 Structured output is enforced with `--output-schema <file>`.
+
+The console's tools (`AgentRequest.tools`) reach Codex as an MCP server declared with
+`-c mcp_servers.loop.*` overrides for this call only: `manage.py loop mcp` as the command,
+and the call's tool variables forwarded by name (`env_vars`, from Codex's own environment:
+Codex starts MCP servers with a cleared environment, and the token stays off the command
+line). Its calls come back as `mcp_tool_call` items.
 """
 
 from __future__ import annotations
@@ -12,10 +18,12 @@ import json
 import os
 import tempfile
 
+from runs.agent_tools import busy_check
+from runs.agent_tools.serve import MCP_SERVER_NAME, mcp_server, serving
 from runs.executor.process import inherited
 
 from . import pricing
-from .activity import record_tool
+from .activity import tool_event
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
 from .cli import JsonLines, looks_transient, program_argv, run_json_lines
 
@@ -29,7 +37,9 @@ class CodexProvider:
         self.model = config.get("model")
         self.options = config
 
-    def argv(self, request: AgentRequest, schema_path: str | None) -> list[str]:
+    def argv(
+        self, request: AgentRequest, schema_path: str | None, tool_env: dict | None = None
+    ) -> list[str]:
         argv = program_argv(self.name, self.command, "codex")
         argv += ["exec", "--json", "--skip-git-repo-check"]
         model = request.model or self.model
@@ -39,6 +49,8 @@ class CodexProvider:
             argv += ["--sandbox", str(self.options["sandbox"])]
         if schema_path:
             argv += ["--output-schema", schema_path]
+        if tool_env:
+            argv += mcp_overrides(tool_env)
         argv += [str(a) for a in self.options.get("args") or []]
         if request.session_id:
             argv += ["resume", request.session_id]
@@ -51,16 +63,19 @@ class CodexProvider:
             with os.fdopen(handle, "w") as out:
                 json.dump(request.output_schema, out)
         try:
-            return self._run(request, on_chunk, schema_path)
+            with serving(request.tools) as tool_env:
+                return self._run(request, on_chunk, schema_path, tool_env)
         finally:
             if schema_path:
                 os.unlink(schema_path)
 
-    def _run(self, request: AgentRequest, on_chunk: OnChunk, schema_path: str | None):
+    def _run(
+        self, request: AgentRequest, on_chunk: OnChunk, schema_path: str | None, tool_env: dict
+    ):
         turn = _Turn(request, on_chunk)
         parser = JsonLines(on_chunk, turn.handle)
         process = run_json_lines(
-            self.argv(request, schema_path),
+            self.argv(request, schema_path, tool_env),
             provider=self.name,
             cwd=request.workdir,
             prompt=request.prompt,
@@ -68,12 +83,19 @@ class CodexProvider:
                 **inherited("OPENAI_API_KEY", "CODEX_API_KEY", "CODEX_HOME"),
                 **request.env,
                 **(self.options.get("env") or {}),
+                **tool_env,
             },
             idle_timeout=request.idle_timeout,
             parser=parser,
+            busy=busy_check(request.tools),
         )
         if process.timed_out:
-            return AgentResult(text=turn.answer(False), session_id=turn.thread_id, timed_out=True)
+            return AgentResult(
+                text=turn.answer(False),
+                session_id=turn.thread_id,
+                timed_out=True,
+                tool_calls=turn.tools,
+            )
         failure = turn.failure or (
             None if process.exit_code == 0 else parser.stray_tail() or "no output"
         )
@@ -92,7 +114,22 @@ class CodexProvider:
             tokens_in=tokens_in,
             tokens_out=tokens_out,
             cost_usd=pricing.cost(self.options, tokens_in, tokens_out),
+            tool_calls=turn.tools,
         )
+
+
+def mcp_overrides(tool_env: dict[str, str]) -> list[str]:
+    """`-c` overrides (TOML values) that declare the console's MCP server for one call."""
+    server = mcp_server(tool_env)
+    prefix = f"mcp_servers.{MCP_SERVER_NAME}"
+    return [
+        "-c",
+        f"{prefix}.command={json.dumps(server['command'])}",
+        "-c",
+        f"{prefix}.args={json.dumps(server['args'])}",
+        "-c",
+        f"{prefix}.env_vars={json.dumps(sorted(tool_env))}",
+    ]
 
 
 class _Turn:
@@ -104,6 +141,7 @@ class _Turn:
         self.usage: dict = {}
         self.completed = False
         self.failure: str | None = None
+        self.tools: list[dict] = []
 
     def answer(self, structured: bool) -> str:
         # With a schema only the last message is constrained to it; otherwise every agent
@@ -133,16 +171,21 @@ class _Turn:
             self.messages.append(text)
             self.on_chunk(text + ("" if text.endswith("\n") else "\n"))
         elif kind == "command_execution":
-            record_tool(
-                self.request,
-                self.on_chunk,
-                "command",
-                item.get("command") or "",
-                exit_code=item.get("exit_code"),
+            self.tools.append(
+                tool_event(
+                    self.on_chunk,
+                    "command",
+                    item.get("command") or "",
+                    exit_code=item.get("exit_code"),
+                )
             )
         elif kind == "file_change":
             paths = ", ".join(c.get("path", "") for c in item.get("changes") or [])
-            record_tool(self.request, self.on_chunk, "file_change", paths)
+            self.tools.append(tool_event(self.on_chunk, "file_change", paths))
+        elif kind == "mcp_tool_call" and item.get("server") == MCP_SERVER_NAME:
+            # The console's own tools read by their own names in the event log.
+            detail = json.dumps(item.get("arguments") or {}, ensure_ascii=False)[:200]
+            self.tools.append(tool_event(self.on_chunk, str(item.get("tool") or "tool"), detail))
         elif kind in ("mcp_tool_call", "web_search"):
             detail = item.get("tool") or item.get("query") or ""
-            record_tool(self.request, self.on_chunk, kind, str(detail))
+            self.tools.append(tool_event(self.on_chunk, kind, str(detail)))

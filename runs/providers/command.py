@@ -1,13 +1,21 @@
-"""Any command-line agent that reads the prompt on stdin and writes its answer to stdout."""
+"""Any command-line agent that reads the prompt on stdin and writes its answer to stdout.
+
+The console's tools (`AgentRequest.tools`) are served while the command runs: its
+environment carries LOOP_TOOL_CMD, so a script calls `$LOOP_TOOL_CMD NAME --arg value`
+(or `manage.py loop tool NAME ...`), and LOOP_MCP_CMD for an MCP client it starts itself.
+"""
 
 from __future__ import annotations
 
 import shlex
 import uuid
 
+from runs.agent_tools import busy_check
+from runs.agent_tools.serve import serving
 from runs.engine.shell_context import unsafe_references
 from runs.executor.process import run_process
 
+from .activity import toolbox_records
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
 
 
@@ -35,20 +43,25 @@ class CommandProvider:
             "LOOP_NODE_ID": request.node_id,
         }
         try:
-            result = run_process(
-                ["bash", "-c", self.command],
-                cwd=request.workdir,
-                stdin_text=request.prompt,
-                env=env,
-                on_chunk=on_chunk,
-                idle_timeout=request.idle_timeout,
-            )
+            with serving(request.tools) as tool_env:
+                result = run_process(
+                    ["bash", "-c", self.command],
+                    cwd=request.workdir,
+                    stdin_text=request.prompt,
+                    env={**env, **tool_env},
+                    on_chunk=on_chunk,
+                    idle_timeout=request.idle_timeout,
+                    busy=busy_check(request.tools),
+                )
         except FileNotFoundError as exc:
             raise ProviderError(
                 f"provider '{self.name}': cannot start {self.command!r}: {exc}"
             ) from exc
+        tool_calls = toolbox_records(request.tools)
         if result.timed_out:
-            return AgentResult(text=result.output, session_id=session_id, timed_out=True)
+            return AgentResult(
+                text=result.output, session_id=session_id, timed_out=True, tool_calls=tool_calls
+            )
         # One line: what the agent printed is already the iteration's output, shown once
         # there; the command itself is in the provider's configuration.
         if result.exit_code == 127:
@@ -59,7 +72,7 @@ class CommandProvider:
                 f"provider '{self.name}': the command exited with status {result.exit_code}"
                 + _last_line(result.output)
             )
-        return AgentResult(text=result.output, session_id=session_id)
+        return AgentResult(text=result.output, session_id=session_id, tool_calls=tool_calls)
 
 
 def _last_line(output: str) -> str:

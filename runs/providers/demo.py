@@ -9,7 +9,9 @@ benchmarks have an agent that behaves predictably:
 - when the prompt names a file of the working directory that says "N failing", it "fixes"
   one: the file then says "N-1 failing" (so an `until_bash` check can turn green);
 - with an output schema it answers JSON that fits it; an integer `score` grows each
-  iteration (55, 70, 85, ...) and booleans turn true once the score reaches 80.
+  iteration (55, 70, 85, ...) and booleans turn true once the score reaches 80;
+- offered tools, it calls them as scripted (runs/providers/demo_tools.py): the driven
+  loop's host starts, iterates with feedback (`iterations` outputs, default 2) and finishes.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import uuid
 from pathlib import Path
 
 from .base import AgentRequest, AgentResult, OnChunk
+from .demo_tools import DemoToolCaller, drives_a_loop
 
 SIGNAL_TAG = re.compile(r"<promise>\s*([A-Za-z0-9_-]+)\s*</promise>", re.I)
 SIGNAL_ASK = re.compile(r"\boutput:?\s+([A-Z][A-Z0-9_]{2,})\b")
@@ -30,17 +33,36 @@ AFTER = re.compile(r"after\s+(\d+)\s+iterations?", re.I)
 # prompt, and a 100,000-character message would pin a worker for most of a minute.
 FILE_NAME = re.compile(r"(?<![\w./-])[\w./-]+\.(?:txt|md|json)\b")
 FAILING = re.compile(r"(?<!\d)(\d+)\s+failing")
+# Feedback a driven loop's host passed down ({"previousOutput": ..., "feedback": "..."}).
+FEEDBACK = re.compile(r'"feedback":\s*("(?:[^"\\]|\\.){0,2000}")')
+# ... or an earlier demo step's note of it, passed down the pipeline.
+REVISED = re.compile(r"Revised for the feedback: “([^”\n]{0,2000})”")
 
 
 class DemoProvider:
     structured_output = "enforced"
 
-    def __init__(self, name: str = "demo", delay: float = 0.03, complete_after: int | None = None):
+    def __init__(
+        self,
+        name: str = "demo",
+        delay: float = 0.03,
+        complete_after: int | None = None,
+        *,
+        tool_calls: list | None = None,
+        iterations: int = 2,
+    ):
         self.name = name
         self.delay = float(delay)
         self.complete_after = complete_after
+        self.tool_calls = tool_calls
+        try:
+            self.iterations = max(1, int(iterations or 2))
+        except (TypeError, ValueError):
+            self.iterations = 2
 
     def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
+        if request.tools and (self.tool_calls or drives_a_loop(request)):
+            return self._call_tools(request, on_chunk)
         session_id = request.session_id or uuid.uuid4().hex
         turn = self._next_turn(request.run_id, session_id)
         n = request.iteration or turn
@@ -59,6 +81,20 @@ class DemoProvider:
             tokens_out=len(text.split()),
         )
 
+    def _call_tools(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
+        caller = DemoToolCaller(request, on_chunk)
+        if self.tool_calls:
+            text = caller.follow(list(self.tool_calls))
+        else:
+            text = caller.host(self.iterations)
+        return AgentResult(
+            text=text,
+            session_id=request.session_id or uuid.uuid4().hex,
+            tokens_in=len(request.prompt.split()),
+            tokens_out=len(text.split()),
+            tool_calls=caller.records,
+        )
+
     def _threshold(self, prompt: str) -> int:
         if self.complete_after:
             return int(self.complete_after)
@@ -68,6 +104,7 @@ class DemoProvider:
     def _prose(self, request: AgentRequest, n: int, turn: int, session_id: str) -> str:
         lines = [f"Demo agent: iteration {n}, turn {turn} of session {session_id[:8]}."]
         lines += self._fix_files(request)
+        lines += self._feedback(request.prompt)
         lines.append(f"I read {len(request.prompt)} characters of instructions.")
         signal = SIGNAL_TAG.search(request.prompt) or SIGNAL_ASK.search(request.prompt)
         if signal and n >= self._threshold(request.prompt):
@@ -75,6 +112,16 @@ class DemoProvider:
         elif signal:
             lines.append("Not finished yet; more to do next iteration.")
         return "\n".join(lines) + "\n"
+
+    def _feedback(self, prompt: str) -> list[str]:
+        found = FEEDBACK.search(prompt)
+        try:
+            feedback = json.loads(found.group(1)) if found else None
+        except ValueError:
+            feedback = None
+        if feedback is None and (noted := REVISED.search(prompt)):
+            feedback = noted.group(1)
+        return [f"Revised for the feedback: “{feedback}”"] if feedback else []
 
     def _fix_files(self, request: AgentRequest) -> list[str]:
         notes = []

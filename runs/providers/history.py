@@ -1,4 +1,8 @@
-"""Conversation history of the HTTP providers, kept in the database by session id."""
+"""Conversation history of the HTTP providers, kept in the database by session id.
+
+A provider reads the history it continues (`load`) and returns the whole conversation in
+its result; the executor stores it (`save`) when it records the call, so a call whose
+result is thrown away (cancelled, taken over) leaves no turn behind."""
 
 from __future__ import annotations
 
@@ -33,10 +37,11 @@ def finish_turn(
     tokens_out,
     *,
     timed_out: bool,
+    tool_calls: list[dict] | None = None,
 ) -> AgentResult:
-    """Keep a finished turn in the conversation and report it, priced when the provider's
-    options give prices. Saved only now, so a retried request never duplicates a message."""
-    save(session_id, provider.name, messages + [{"role": "assistant", "content": text}])
+    """Report a finished turn with the conversation to keep, priced when the provider's
+    options give prices. Kept only when recorded, so a retried request never duplicates a
+    message."""
     return AgentResult(
         text=text,
         session_id=session_id,
@@ -44,4 +49,6 @@ def finish_turn(
         tokens_out=tokens_out,
         cost_usd=pricing.cost(provider.options, tokens_in, tokens_out),
         timed_out=timed_out,
+        conversation=messages + [{"role": "assistant", "content": text}],
+        tool_calls=list(tool_calls or []),
     )

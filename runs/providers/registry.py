@@ -28,6 +28,8 @@ def build(name: str, kind: str, config: dict) -> Provider:
             name,
             delay=config.get("delay", settings.LOOP_DEMO_DELAY),
             complete_after=config.get("complete_after"),
+            tool_calls=config.get("tool_calls"),
+            iterations=config.get("iterations") or 2,
         )
     if kind == "command":
         return CommandProvider(name, config.get("command") or "")

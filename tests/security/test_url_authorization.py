@@ -32,6 +32,11 @@ READ_ONLY_NAMES = {
     "openapi-view",
     "api-root",
     "validate",
+    "loop_list",
+    "loop_detail",
+    "run_loops_part",
+    "list_loops",
+    "get_loop",
 }
 STREAMS = {"run_live", "inbox_live"}
 # A well-formed body for every API write, so that only permissions can refuse it.
@@ -73,6 +78,7 @@ def console_and_api_urls():
 
 @pytest.fixture
 def objects(db, make_recipe, operator):
+    from loops.models import Loop
     from runs import services
     from runs.models import Gate, NodeRun
 
@@ -80,7 +86,14 @@ def objects(db, make_recipe, operator):
     run = services.start_run(recipe, user=operator, message="m")
     node = NodeRun.objects.create(run=run, node_id="a", kind="approval", status="paused")
     gate = Gate.objects.create(run=run, node_run=node, node_id="a", kind="approval", message="ok?")
-    return {"run_id": run.pk, "gate_id": gate.pk, "slug": recipe.slug, "part": "nodes"}
+    loop = Loop.objects.create(run=run, agent="a", pipeline=["a"], max_iterations=1)
+    return {
+        "run_id": run.pk,
+        "gate_id": gate.pk,
+        "slug": recipe.slug,
+        "part": "nodes",
+        "loop_id": loop.pk,
+    }
 
 
 def fill(route: str, objects: dict) -> str:

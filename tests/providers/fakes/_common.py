@@ -39,6 +39,11 @@ class State:
             out.write(json.dumps(entry) + "\n")
         return len(self.calls())
 
+    def log_tool(self, entry: dict) -> None:
+        """A tool call this fake made (tools.jsonl, beside the calls)."""
+        with (self.folder / "tools.jsonl").open("a") as out:
+            out.write(json.dumps(entry) + "\n")
+
     def session(self, session_id: str) -> dict | None:
         path = self.folder / "sessions" / f"{session_id}.json"
         return json.loads(path.read_text()) if path.exists() else None
@@ -85,3 +90,63 @@ def pause(seconds: float) -> None:
 
 def state_dir(name: str) -> Path:
     return Path(os.getcwd()) / name
+
+
+class McpClient:
+    """What a CLI agent does with a stdio MCP server: start it, initialize, list its tools
+    and call them (newline-delimited JSON-RPC 2.0)."""
+
+    def __init__(self, command: str, args: list[str], env: dict[str, str]):
+        import subprocess
+
+        self.proc = subprocess.Popen(
+            [command, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        self.next_id = 0
+        init = self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "fake-agent", "version": "0"},
+            },
+        )
+        self.protocol = init.get("result", {}).get("protocolVersion")
+        self.notify("notifications/initialized")
+        self.tools = self.request("tools/list").get("result", {}).get("tools", [])
+
+    def notify(self, method: str) -> None:
+        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": method}) + "\n")
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: dict | None = None) -> dict:
+        self.next_id += 1
+        message = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        return json.loads(line) if line else {"error": {"message": "the server closed"}}
+
+    def call(self, name: str, arguments: dict) -> tuple[bool, str]:
+        answer = self.request("tools/call", {"name": name, "arguments": arguments})
+        if "error" in answer:
+            return False, answer["error"].get("message", "error")
+        result = answer["result"]
+        text = "".join(c.get("text", "") for c in result.get("content", []))
+        return not result.get("isError"), text
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def scripted_tool_calls(argv: list[str]) -> list[dict]:
+    """`--fake-tool-calls FILE`: the calls this fake makes, [{name, arguments}, ...]."""
+    path = option(argv, "--fake-tool-calls")
+    return json.loads(Path(path).read_text()) if path else []

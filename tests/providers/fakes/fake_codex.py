@@ -4,18 +4,100 @@
 Reads the prompt on stdin and prints the JSONL events: thread.started, turn.started,
 item.started / item.completed (command_execution, agent_message), turn.completed with
 usage. With `--output-schema FILE` the last agent message is JSON that fits the schema.
-Test-only switches: --fake-delay S, --fake-complete-after N, --fake-fail auth.
+MCP servers come from `-c mcp_servers.<name>.<key>=<TOML value>` overrides (command, args,
+env, env_vars); like Codex, it starts each with a cleared environment: a few basics
+(HOME, PATH, ...), the variables `env_vars` names, and `env`. Its calls are
+`mcp_tool_call` items.
+Test-only switches: --fake-delay S, --fake-complete-after N, --fake-fail auth,
+--fake-tool-calls FILE (the MCP tools to call, in order).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tomllib
 import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import State, emit, option, pause, payload_for, prose, state_dir  # noqa: E402
+from _common import (  # noqa: E402
+    McpClient,
+    State,
+    emit,
+    option,
+    pause,
+    payload_for,
+    prose,
+    scripted_tool_calls,
+    state_dir,
+)
+
+# What Codex passes an MCP server of its own environment, before env_vars and env.
+DEFAULT_MCP_ENV = (
+    "HOME",
+    "LOGNAME",
+    "PATH",
+    "SHELL",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "TERM",
+    "TMPDIR",
+    "TZ",
+)
+
+
+def mcp_servers(argv: list[str]) -> dict[str, McpClient]:
+    declared: dict[str, dict] = {}
+    for index, word in enumerate(argv):
+        if word != "-c" or index + 1 >= len(argv):
+            continue
+        key, _, value = argv[index + 1].partition("=")
+        parts = key.split(".")
+        if len(parts) == 3 and parts[0] == "mcp_servers":
+            declared.setdefault(parts[1], {})[parts[2]] = tomllib.loads(f"v = {value}")["v"]
+    clients = {}
+    for name, server in declared.items():
+        names = [*DEFAULT_MCP_ENV, *server.get("env_vars", [])]
+        env = {k: os.environ[k] for k in names if k in os.environ}
+        clients[name] = McpClient(
+            server["command"], server.get("args", []), {**env, **server.get("env", {})}
+        )
+    return clients
+
+
+def call_tools(argv: list[str], servers: dict, state: State) -> list[str]:
+    outcomes = []
+    for number, call in enumerate(scripted_tool_calls(argv), start=1):
+        server = next(
+            (n for n, c in servers.items() if any(t["name"] == call["name"] for t in c.tools)),
+            None,
+        )
+        item = {
+            "id": f"item_mcp_{number}",
+            "type": "mcp_tool_call",
+            "server": server or "",
+            "tool": call["name"],
+            "arguments": call.get("arguments") or {},
+            "status": "in_progress",
+        }
+        emit({"type": "item.started", "item": item})
+        if server is None:
+            ok, text = False, f"unknown MCP tool {call['name']}"
+        else:
+            ok, text = servers[server].call(call["name"], call.get("arguments") or {})
+        done = {
+            **item,
+            "status": "completed" if ok else "failed",
+            "result": {"content": [{"type": "text", "text": text}]},
+            "error": None if ok else {"message": text},
+        }
+        emit({"type": "item.completed", "item": done})
+        state.log_tool({"tool": call["name"], "server": server, "ok": ok, "result": text})
+        outcomes.append(f"{call['name']}: {'ok' if ok else 'refused'}")
+    return outcomes
 
 
 def main(argv: list[str]) -> int:
@@ -89,7 +171,13 @@ def main(argv: list[str]) -> int:
             },
         }
     )
+    servers = mcp_servers(argv)
+    outcomes = call_tools(argv, servers, state)
+    for client in servers.values():
+        client.close()
     pieces = prose("Fake Codex", turn, thread_id, prompt, calls, after)
+    if outcomes:
+        pieces = [f"Tool calls: {'; '.join(outcomes)}. ", *pieces]
     if schema is not None:
         pieces = pieces[:1] + [json.dumps(payload_for(schema, calls >= after))]
     for number, piece in enumerate(pieces, start=1):

@@ -2,7 +2,11 @@
 
 Started by a test fixture on a free 127.0.0.1 port. Tests steer it:
 - `fail_next(status, times=1)` answers the next calls with an error in the API's shape;
-- `answers` is a queue of texts to answer with (default: a description of the request);
+- `answers` is a queue of what to answer (default: a description of the request): a text,
+  or `{"text": ..., "tool_calls": [{"name": ..., "arguments": {...}}]}` to call tools the
+  way each API streams them (OpenAI: `delta.tool_calls` pieces and finish_reason
+  `tool_calls`; Anthropic: `tool_use` blocks with `input_json_delta` and stop_reason
+  `tool_use`), or a function of the request body that returns one of those;
 - `delay` pauses between streamed chunks;
 - `requests` records every call (path, headers, JSON body).
 """
@@ -23,6 +27,7 @@ class FakeAI:
         self.failures: list[int] = []
         self.requests: list[dict] = []
         self.aborted = 0  # streams the client closed before the end
+        self.ids = 0
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -49,18 +54,26 @@ class FakeAI:
             self.requests.clear()
             self.aborted = 0
 
+    def next_id(self) -> str:
+        with self.lock:
+            self.ids += 1
+            return f"{self.ids:04d}"
+
     def fail_next(self, status: int, times: int = 1) -> None:
         self.failures.extend([status] * times)
 
     # --- what the fake says ----------------------------------------------------------
 
-    def _take(self, path: str, headers: dict, body: dict) -> tuple[int | None, str]:
+    def _take(self, path: str, headers: dict, body: dict) -> tuple[int | None, dict]:
         with self.lock:
             if self.failures:
-                return self.failures.pop(0), ""
-            if self.answers:
-                return None, self.answers.pop(0)
-        return None, self._describe(body)
+                return self.failures.pop(0), {}
+            answer = self.answers.pop(0) if self.answers else None
+        if callable(answer):
+            answer = answer(body)
+        if answer is None:
+            answer = self._describe(body)
+        return None, answer if isinstance(answer, dict) else {"text": answer}
 
     def _describe(self, body: dict) -> str:
         fmt = body.get("response_format") or {}
@@ -100,14 +113,15 @@ class FakeAI:
                 )
                 if given != fake.key:
                     return self._error(401, "authentication_error", "Invalid API key", anthropic)
-                status, text = fake._take(self.path, headers, body)
+                status, answer = fake._take(self.path, headers, body)
                 if status:
                     return self._error(status, _error_type(status), f"injected {status}", anthropic)
+                text, calls = answer.get("text", ""), answer.get("tool_calls") or []
                 try:
                     if anthropic:
-                        self._stream_anthropic(body, text)
+                        self._stream_anthropic(body, text, calls)
                     else:
-                        self._stream_openai(body, text)
+                        self._stream_openai(body, text, calls)
                 except (BrokenPipeError, ConnectionResetError):
                     with fake.lock:
                         fake.aborted += 1
@@ -138,7 +152,7 @@ class FakeAI:
                 self.wfile.write(f"{prefix}data: {line}\n\n".encode())
                 self.wfile.flush()
 
-            def _stream_openai(self, body, text):
+            def _stream_openai(self, body, text, calls):
                 self._start_stream()
                 base = {
                     "id": "chatcmpl-fake",
@@ -151,11 +165,28 @@ class FakeAI:
                         "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
                     }
                 )
-                for piece in _pieces(text):
+                for piece in _pieces(text) if text else []:
                     time.sleep(fake.delay)
                     self._send({**base, "choices": [{"index": 0, "delta": {"content": piece}}]})
+                for index, call in enumerate(calls):
+                    first = {
+                        "index": index,
+                        "id": f"call_{fake.next_id()}",
+                        "type": "function",
+                        "function": {"name": call["name"], "arguments": ""},
+                    }
+                    self._send(
+                        {**base, "choices": [{"index": 0, "delta": {"tool_calls": [first]}}]}
+                    )
+                    for piece in _split(json.dumps(call.get("arguments") or {})):
+                        time.sleep(fake.delay)
+                        more = {"index": index, "function": {"arguments": piece}}
+                        self._send(
+                            {**base, "choices": [{"index": 0, "delta": {"tool_calls": [more]}}]}
+                        )
+                finish = "tool_calls" if calls else "stop"
                 self._send(
-                    {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+                    {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
                 )
                 if (body.get("stream_options") or {}).get("include_usage"):
                     usage = {
@@ -166,7 +197,7 @@ class FakeAI:
                     self._send({**base, "choices": [], "usage": usage})
                 self._send("[DONE]")
 
-            def _stream_anthropic(self, body, text):
+            def _stream_anthropic(self, body, text, calls):
                 self._start_stream()
                 start = {
                     "type": "message_start",
@@ -180,30 +211,62 @@ class FakeAI:
                     },
                 }
                 self._send(start, "message_start")
-                self._send(
-                    {
-                        "type": "content_block_start",
-                        "index": 0,
-                        "content_block": {"type": "text", "text": ""},
-                    },
-                    "content_block_start",
-                )
                 self._send({"type": "ping"}, "ping")
-                for piece in _pieces(text):
-                    time.sleep(fake.delay)
+                index = 0
+                if text or not calls:
                     self._send(
                         {
-                            "type": "content_block_delta",
+                            "type": "content_block_start",
                             "index": 0,
-                            "delta": {"type": "text_delta", "text": piece},
+                            "content_block": {"type": "text", "text": ""},
                         },
-                        "content_block_delta",
+                        "content_block_start",
                     )
-                self._send({"type": "content_block_stop", "index": 0}, "content_block_stop")
+                    for piece in _pieces(text):
+                        time.sleep(fake.delay)
+                        self._send(
+                            {
+                                "type": "content_block_delta",
+                                "index": 0,
+                                "delta": {"type": "text_delta", "text": piece},
+                            },
+                            "content_block_delta",
+                        )
+                    self._send({"type": "content_block_stop", "index": 0}, "content_block_stop")
+                    index = 1
+                for offset, call in enumerate(calls):
+                    block = {
+                        "type": "tool_use",
+                        "id": f"toolu_{fake.next_id()}",
+                        "name": call["name"],
+                        "input": {},
+                    }
+                    self._send(
+                        {
+                            "type": "content_block_start",
+                            "index": index + offset,
+                            "content_block": block,
+                        },
+                        "content_block_start",
+                    )
+                    for piece in _split(json.dumps(call.get("arguments") or {})):
+                        time.sleep(fake.delay)
+                        self._send(
+                            {
+                                "type": "content_block_delta",
+                                "index": index + offset,
+                                "delta": {"type": "input_json_delta", "partial_json": piece},
+                            },
+                            "content_block_delta",
+                        )
+                    self._send(
+                        {"type": "content_block_stop", "index": index + offset},
+                        "content_block_stop",
+                    )
                 self._send(
                     {
                         "type": "message_delta",
-                        "delta": {"stop_reason": "end_turn"},
+                        "delta": {"stop_reason": "tool_use" if calls else "end_turn"},
                         "usage": {"output_tokens": len(_pieces(text))},
                     },
                     "message_delta",
@@ -216,6 +279,12 @@ class FakeAI:
 def _pieces(text: str) -> list[str]:
     words = text.split(" ")
     return [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
+
+
+def _split(text: str, parts: int = 3) -> list[str]:
+    """JSON arguments in a few pieces, cut anywhere, as the APIs stream them."""
+    size = max(1, -(-len(text) // parts))
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
 def _count(body: dict) -> int:

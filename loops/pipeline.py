@@ -1,0 +1,167 @@
+"""One run of a loop's pipeline: its agents in order, each step's output the next one's
+input. Each step is an Iteration of the agent's own row (`researcher`, `drafter`, ...; the
+host's own row when the host is a step of its pipeline), claimed as it is created, its
+output streamed live and recorded like any agent call."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from runs.executor.agent import StepFailed, call_agent, prepare_prompt, record_call
+from runs.executor.context import run_dirs
+from runs.executor.state import lock_run, on_fresh_connection
+from runs.executor.stream import OutputStream
+from runs.models import Iteration, NodeRun
+from runs.providers import registry
+from runs.providers.base import AgentRequest, Cancelled, ProviderError
+
+from .prompts import step_prompt
+
+log = logging.getLogger(__name__)
+DEFAULT_IDLE_TIMEOUT_MS = 30 * 60 * 1000
+
+
+class StepError(Exception):
+    """A step of the pipeline failed; the message names the agent and says why."""
+
+
+def agent_row(run, agent_id: str) -> NodeRun:
+    """The agent's row (created on first use), locked; after a resume, its newest."""
+    row = (
+        NodeRun.objects.select_for_update()
+        .filter(run=run, node_id=agent_id, iteration=0)
+        .order_by("-generation")
+        .first()
+    )
+    if row is None:
+        row = NodeRun.objects.create(
+            run=run,
+            node_id=agent_id,
+            kind="agent",
+            status=NodeRun.Status.RUNNING,
+            started_at=timezone.now(),
+        )
+    elif row.is_terminal:  # ended with an earlier turn (before a resume): at work again
+        row._move(NodeRun.Status.RUNNING, allowed=list(NodeRun.TERMINAL), finished_at=None)
+    return row
+
+
+def begin_call(run_id: int, agent_id: str, prompt: str) -> Iteration:
+    """A new iteration of the agent's row, running from the start (no lease of its own:
+    the driven node holds the lease for all of its work)."""
+    with transaction.atomic():
+        run = lock_run(run_id, with_recipe=False)
+        if run.is_terminal:
+            raise Cancelled(f"the run is {run.status}")
+        row = agent_row(run, agent_id)
+        done = row.iterations.filter(generation=row.generation).aggregate(n=Max("number"))["n"]
+        now = timezone.now()
+        it = Iteration.objects.create(
+            run=run,
+            node_run=row,
+            node_id=agent_id,
+            generation=row.generation,
+            number=(done or 0) + 1,
+            status=Iteration.Status.RUNNING,
+            prompt=prompt,
+            attempts=1,
+            queued_at=now,
+            started_at=now,
+        )
+        NodeRun.objects.filter(pk=row.pk).update(iteration_count=it.number)
+        run.append_event("iteration_started", agent_id, iteration=it.number, attempt=1)
+        return it
+
+
+def run_pipeline(driver, loop, loop_iteration, value):
+    for agent_id in loop.pipeline:
+        value = run_step(driver, loop_iteration, agent_id, value)
+    return value
+
+
+def run_step(driver, loop_iteration, agent_id: str, value):
+    spec, run = driver.spec, driver.run
+    agent = spec.agents[agent_id]
+    try:
+        provider = registry.resolve(agent.provider or spec.provider, spec)
+        prompt = prepare_prompt(step_prompt(agent, value), provider, agent.output_schema)
+    except ProviderError as exc:
+        raise StepError(f"{agent_id}: {exc}") from None
+    it = begin_call(run.pk, agent_id, prompt)
+    loop_iteration.add_step(agent_id, it.pk)
+    stream = OutputStream(Iteration, it.pk, it.attempts, run.pk, lease=False)
+
+    def on_chunk(chunk: str) -> None:
+        stream(chunk)
+        driver.toolbox.touch()  # the host's lease, and its wait for this tool call
+
+    workdir, _ = run_dirs(run)
+    request = AgentRequest(
+        prompt=prompt,
+        workdir=str(workdir),
+        model=agent.model or spec.model,
+        output_schema=agent.output_schema,
+        idle_timeout=(agent.idle_timeout or DEFAULT_IDLE_TIMEOUT_MS) / 1000,
+        env=driver.env,
+        run_id=run.pk,
+        node_id=agent_id,
+        iteration=it.number,
+    )
+    try:
+        outcome = call_agent(provider, request, on_chunk, agent.output_schema)
+        stream.publish()
+    except Cancelled:
+        stream.keep_after_cancel()
+        raise
+    except (StepFailed, ProviderError) as exc:
+        on_fresh_connection(_failed, it, str(exc), stream.text)
+        raise StepError(f"{agent_id}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - an agent's crash is this step's error
+        log.exception("driven step %s of run %s crashed", agent_id, run.pk)
+        on_fresh_connection(_failed, it, f"{type(exc).__name__}: {exc}", stream.text)
+        raise StepError(f"{agent_id}: {type(exc).__name__}: {exc}") from None
+    if outcome.result.timed_out:
+        on_fresh_connection(_failed, it, "the agent went silent (idle timeout)", stream.text)
+        raise StepError(f"{agent_id}: the agent went silent for {request.idle_timeout:.0f}s")
+    on_fresh_connection(_done, it, outcome)
+    return outcome.payload if agent.output_schema else outcome.text
+
+
+def _done(it: Iteration, outcome) -> None:
+    result = outcome.result
+    with transaction.atomic():
+        run = lock_run(it.run_id, with_recipe=False)
+        if not it.finish(
+            Iteration.Status.COMPLETED,
+            raw_output=outcome.raw,
+            output=outcome.text,
+            structured=outcome.payload,
+            session_id=result.session_id or "",
+            tokens_in=result.tokens_in,
+            tokens_out=result.tokens_out,
+            cost_usd=result.cost_usd,
+        ):
+            raise Cancelled("the step was cancelled")
+        record_call(run, it.node_id, it.number, result, outcome.provider)
+        NodeRun.objects.filter(pk=it.node_run_id).update(
+            output=outcome.text, structured=outcome.payload
+        )
+        run.append_event(
+            "iteration_completed",
+            it.node_id,
+            iteration=it.number,
+            channels=[],
+            timed_out=False,
+            duration_ms=it.duration_ms,
+        )
+
+
+def _failed(it: Iteration, error: str, raw: str) -> None:
+    with transaction.atomic():
+        run = lock_run(it.run_id, with_recipe=False)
+        if it.finish(Iteration.Status.FAILED, error=error, raw_output=raw, output=raw):
+            run.append_event("iteration_failed", it.node_id, iteration=it.number, error=error)

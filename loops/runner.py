@@ -1,0 +1,224 @@
+"""A worker executes a driven recipe's host node: the host's turn, with its loop tools.
+
+Called by runs.executor.steps.start_node once the node is claimed. The turn is an Iteration
+of the host's row; the node's lease is kept by every sign of life (the host's output, a
+tool call, a pipeline step's output) through one NodeLease. When the turn ends, a loop
+still open is closed (completed with its last output, or failed if the turn failed), the
+agents' rows end with the host's, and the node completes or fails: the scheduler derives
+the run's status as for any recipe.
+
+A worker lost mid-turn: the sweep gives the node back, and the next execution closes what
+the lost one left open (as failed) and starts a new turn; nothing is replayed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from runs.executor.agent import StepFailed, call_agent, prepare_prompt, record_call
+from runs.executor.context import build_context, run_dirs, step_env
+from runs.executor.spec import SpecError, spec_for
+from runs.executor.state import lock_run, on_fresh_connection
+from runs.executor.stream import NodeLease, OutputStream
+from runs.models import Iteration, NodeRun, Run
+from runs.providers import registry
+from runs.providers.base import AgentRequest, Cancelled, ProviderError
+from runs.providers.command import CommandProvider
+
+from .driver import LoopDriver
+from .hooks import HookError, Hooks
+from .models import Loop
+from .prompts import host_prompt
+
+log = logging.getLogger(__name__)
+DEFAULT_IDLE_TIMEOUT_MS = 30 * 60 * 1000
+LOST = "the worker running the host was lost; its turn is not replayed"
+
+
+def execute(run: Run, row: NodeRun) -> None:
+    try:
+        spec = spec_for(run)
+    except SpecError as exc:
+        _fail_node(row, f"recipe version does not load: {exc}")
+        return
+    host = spec.host_agent
+    prompt, provider, problem = "", None, None
+    try:
+        provider = registry.resolve(host.provider or spec.provider, spec)
+        shell = getattr(_unwrapped(provider), "command", "") if _is_command(provider) else ""
+        prompt = prepare_prompt(
+            host_prompt(spec, run, shell_command=shell), provider, host.output_schema
+        )
+    except ProviderError as exc:
+        problem = str(exc)
+    _close_what_a_lost_worker_left(run, row, spec)
+    turn = _begin_turn(run, row, prompt)
+    if turn is None:
+        return
+    if problem is not None:
+        on_fresh_connection(_turn_failed, row, turn, problem, "")
+        return
+    lease = NodeLease(row.pk, row.attempts)
+    env = step_env(run, build_context(run, spec, row))
+    driver = LoopDriver(run=run, spec=spec, row=row, host_iteration=turn, lease=lease, env=env)
+    stream = OutputStream(Iteration, turn.pk, turn.attempts, run.pk, lease=False)
+
+    def on_chunk(chunk: str) -> None:
+        stream(chunk)
+        lease.renew()
+
+    workdir, _ = run_dirs(run)
+    request = AgentRequest(
+        prompt=prompt,
+        workdir=str(workdir),
+        model=host.model or spec.model,
+        output_schema=host.output_schema,
+        idle_timeout=(host.idle_timeout or DEFAULT_IDLE_TIMEOUT_MS) / 1000,
+        env=env,
+        run_id=run.pk,
+        node_id=row.node_id,
+        iteration=turn.number,
+        tools=driver.toolbox,
+    )
+    try:
+        outcome = call_agent(provider, request, on_chunk, host.output_schema)
+        stream.publish()
+    except Cancelled:
+        stream.keep_after_cancel()
+        driver.close_open(failed=True, error="the run was cancelled")
+        return
+    except (StepFailed, ProviderError) as exc:
+        driver.close_open(failed=True, error=f"the host's turn failed: {exc}")
+        on_fresh_connection(_turn_failed, row, turn, str(exc), stream.text)
+        return
+    except Exception as exc:  # noqa: BLE001 - the host's crash fails its node, with the reason
+        log.exception("driven host of run %s crashed", run.pk)
+        error = f"{type(exc).__name__}: {exc}"
+        driver.close_open(failed=True, error=f"the host's turn failed: {error}")
+        on_fresh_connection(_turn_failed, row, turn, error, stream.text)
+        return
+    if outcome.result.timed_out:
+        error = f"the host went silent for {request.idle_timeout:.0f}s (idle timeout)"
+        driver.close_open(failed=True, error=error)
+        on_fresh_connection(_turn_failed, row, turn, error, stream.text)
+        return
+    if Run.objects.filter(pk=run.pk, status__in=Run.TERMINAL).exists():
+        # Cancelled while the host was between calls and wrote nothing: its loop ends
+        # with the run, not as the host's satisfied result.
+        driver.close_open(failed=True, error="the run was cancelled")
+        return
+    driver.close_open(failed=False)
+    on_fresh_connection(_turn_done, row, turn, outcome)
+
+
+def _unwrapped(provider):
+    return getattr(provider, "inner", provider)  # worktree.RecordingDiffs wraps providers
+
+
+def _is_command(provider) -> bool:
+    return isinstance(_unwrapped(provider), CommandProvider)
+
+
+def _close_what_a_lost_worker_left(run: Run, row: NodeRun, spec) -> None:
+    """An earlier execution of this node died: its loops end failed, its calls with it."""
+    for loop in Loop.objects.filter(run=run, status=Loop.Status.OPEN):
+        try:
+            Hooks(dict(spec.loop.hooks)).call(
+                "on_finish", loopId=loop.pk, status="failed", iterations=loop.iteration_count
+            )
+        except HookError as exc:
+            log.warning("on_finish of loop %s: %s", loop.pk, exc)
+        with transaction.atomic():
+            locked = lock_run(run.pk, with_recipe=False)
+            loop.close(locked, Loop.Status.FAILED, error=LOST)
+    with transaction.atomic():
+        locked = lock_run(run.pk, with_recipe=False)
+        for it in Iteration.objects.filter(run=run, status=Iteration.Status.RUNNING):
+            if it.finish(Iteration.Status.FAILED, error=LOST, output=it.raw_output):
+                locked.append_event("iteration_failed", it.node_id, iteration=it.number, error=LOST)
+
+
+def _begin_turn(run: Run, row: NodeRun, prompt: str) -> Iteration | None:
+    with transaction.atomic():
+        locked = lock_run(run.pk, with_recipe=False)
+        row.refresh_from_db()
+        if locked.is_terminal or row.status != NodeRun.Status.RUNNING:
+            return None
+        done = row.iterations.filter(generation=row.generation).aggregate(n=Max("number"))["n"]
+        now = timezone.now()
+        turn = Iteration.objects.create(
+            run=locked,
+            node_run=row,
+            node_id=row.node_id,
+            generation=row.generation,
+            number=(done or 0) + 1,
+            status=Iteration.Status.RUNNING,
+            prompt=prompt,
+            attempts=1,
+            queued_at=now,
+            started_at=now,
+        )
+        NodeRun.objects.filter(pk=row.pk).update(iteration_count=turn.number)
+        locked.append_event("iteration_started", row.node_id, iteration=turn.number, attempt=1)
+        return turn
+
+
+def _turn_done(row: NodeRun, turn: Iteration, outcome) -> None:
+    result = outcome.result
+    with transaction.atomic():
+        run = lock_run(row.run_id, with_recipe=False)
+        if run.is_terminal or not turn.finish(
+            Iteration.Status.COMPLETED,
+            raw_output=outcome.raw,
+            output=outcome.text,
+            structured=outcome.payload,
+            session_id=result.session_id or "",
+            tokens_in=result.tokens_in,
+            tokens_out=result.tokens_out,
+            cost_usd=result.cost_usd,
+        ):
+            return
+        record_call(run, row.node_id, turn.number, result, outcome.provider)
+        run.append_event(
+            "iteration_completed",
+            row.node_id,
+            iteration=turn.number,
+            channels=[],
+            timed_out=False,
+            duration_ms=turn.duration_ms,
+        )
+        _end_agent_rows(run, row)
+        row.refresh_from_db()
+        loops = Loop.objects.filter(host_iteration=turn).count()
+        row.complete(run, outcome.text, outcome.payload, attempt=row.attempts, loops=loops)
+
+
+def _turn_failed(row: NodeRun, turn: Iteration, error: str, raw: str) -> None:
+    with transaction.atomic():
+        run = lock_run(row.run_id, with_recipe=False)
+        if run.is_terminal or not turn.finish(
+            Iteration.Status.FAILED, error=error, raw_output=raw, output=raw
+        ):
+            return
+        run.append_event("iteration_failed", row.node_id, iteration=turn.number, error=error)
+        _end_agent_rows(run, row)
+        row.refresh_from_db()
+        row.fail(run, f"the host's turn failed: {error}", attempt=row.attempts)
+
+
+def _end_agent_rows(run: Run, host_row: NodeRun) -> None:
+    """The agents' rows end with the host's turn: each call they made says how it went."""
+    for agent in NodeRun.objects.filter(run=run, kind="agent", status__in=NodeRun.UNFINISHED):
+        agent.complete(run, agent.output, agent.structured)
+
+
+def _fail_node(row: NodeRun, error: str) -> None:
+    with transaction.atomic():
+        run = lock_run(row.run_id)
+        row.refresh_from_db()
+        if not run.is_terminal:
+            row.fail(run, error, attempt=row.attempts)
