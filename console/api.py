@@ -6,6 +6,7 @@ from console import api_errors
 from console.auth import api_auth, docs_login_required
 from recipes.api import router as recipes_router
 from runs.api import router as runs_router
+from runs.api_stepmachine import router as step_machine_router
 from runs.api_steps import router as steps_router
 
 DESCRIPTION = """Everything a person does in the console, a script can do here.
@@ -27,3 +28,4 @@ api_errors.install(api)
 api.add_router("/recipes", recipes_router, tags=["recipes"])
 api.add_router("/runs", runs_router, tags=["runs"])
 api.add_router("/runs", steps_router, tags=["runs"])
+api.add_router("/runs", step_machine_router, tags=["step machines"])

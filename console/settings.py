@@ -226,6 +226,9 @@ LOOP_MAX_ATTEMPTS = env_int("LOOP_MAX_ATTEMPTS", 3)
 # The longest a step's `retry.delay_ms` may make a worker wait between attempts.
 LOOP_MAX_RETRY_DELAY_SECONDS = env_int("LOOP_MAX_RETRY_DELAY_SECONDS", 300)
 LOOP_RECIPE_DIRS = env_list("LOOP_RECIPE_DIRS", [])
+# Git repositories step-machine runs may work in from the console and the API; each one's
+# `.planeai/loops/` folder holds project recipes (the highest precedence).
+LOOP_REPOSITORIES = env_list("LOOP_REPOSITORIES", [])
 LOOP_USER_RECIPE_DIR = Path(
     os.getenv("LOOP_USER_RECIPE_DIR")
     or Path(os.getenv("XDG_CONFIG_HOME") or Path.home() / ".config") / "loop-console" / "recipes"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from recipes.formats.planeai import parse_planeai
 from recipes.formats.workflow import parse_workflow
 from recipes.problems import LoadResult, Problem, sort_problems
 from recipes.yaml_reader import MAX_SOURCE_BYTES, parse_yaml
@@ -45,19 +46,17 @@ def load_recipe(
         )
 
     schema = data.get("schema")
-    if isinstance(schema, str) and schema.strip() == PLANEAI_SCHEMA:
-        problem = lines.problem("schema", "recipe kind 'planeai' is not supported yet")
-        return LoadResult(
-            kind="planeai", spec=None, errors=sort_problems([*yaml_problems, problem])
-        )
-
+    planeai = isinstance(schema, str) and schema.strip() == PLANEAI_SCHEMA
     try:
-        result = parse_workflow(
-            data, lines, commands_dirs=commands_dirs, provider_fallback=provider_fallback
-        )
+        if planeai:
+            result = parse_planeai(data, lines)
+        else:
+            result = parse_workflow(
+                data, lines, commands_dirs=commands_dirs, provider_fallback=provider_fallback
+            )
     except Exception as exc:  # noqa: BLE001 - last-resort guard: never raise on input
         result = LoadResult(
-            kind="workflow",
+            kind="planeai" if planeai else "workflow",
             spec=None,
             errors=[Problem("", 1, 1, f"could not validate recipe ({type(exc).__name__}: {exc})")],
         )

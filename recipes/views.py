@@ -61,21 +61,42 @@ def recipe_diff(request, slug):
     return render(request, "recipes/diff.html", {"recipe": recipe, **context})
 
 
+def _step_machine_form_options(request, recipe) -> dict:
+    """A step machine's start form: the repositories it may use and the chosen one's
+    branches (for branch inputs)."""
+    if recipe.kind != Recipe.Kind.PLANEAI:
+        return {}
+    from recipes.planeai import git
+    from recipes.planeai.start import allowed_repositories
+
+    repositories = allowed_repositories()
+    chosen = request.POST.get("repository") or request.GET.get("repository")
+    if chosen not in repositories:
+        chosen = repositories[0] if repositories else ""
+    branches = git.branches(chosen) if chosen and git.is_repository(chosen) else []
+    return {"repositories": repositories, "repository": chosen, "branches": branches}
+
+
 @require_http_methods(["GET", "POST"])
 @operator_required
 def recipe_start(request, slug):
     recipe = get_object_or_404(Recipe.objects.select_related("current_version"), slug=slug)
     declared = dict(getattr(current_spec(recipe), "inputs", {}) or {})
+    options = _step_machine_form_options(request, recipe)
     form = StartRunForm(
-        request.POST or None, declared=declared, needs_message=uses_message(recipe.source)
+        request.POST or None,
+        declared=declared,
+        needs_message=uses_message(recipe.source),
+        **options,
     )
     if request.method == "POST" and form.is_valid():
         try:
             run = services.start_run(
                 recipe,
                 user=request.user,
-                message=form.cleaned_data["message"],
+                message=form.cleaned_data.get("message", ""),
                 inputs=form.raw_inputs(),
+                workdir=form.repository if options else "",
             )
         except services.InputError as exc:
             form.add_input_errors(exc.errors)
@@ -85,4 +106,6 @@ def recipe_start(request, slug):
             form.add_error(None, str(exc))
         else:
             return redirect(run)
-    return render(request, "recipes/start.html", {"recipe": recipe, "form": form})
+    return render(
+        request, "recipes/start.html", {"recipe": recipe, "form": form, "step_machine": options}
+    )

@@ -51,7 +51,10 @@ def start_run(
     version=None,
     rerun_of: Run | None = None,
     started_via: str = "",
+    start: bool = True,
 ) -> Run:
+    """Create a run of `recipe` and send it to the workers (`start=False`: a step-machine
+    run is created and waits for its first tick)."""
     from recipes.inputs import InputsInvalid, clean_inputs
 
     if user is not None:
@@ -66,6 +69,12 @@ def start_run(
         cleaned = clean_inputs(spec_inputs, inputs or {})
     except InputsInvalid as exc:
         raise InputError(exc.errors) from None
+    step_machine = recipe.kind == Recipe.Kind.PLANEAI
+    if step_machine:
+        from recipes.planeai.start import check_start, default_repository
+
+        workdir = workdir or default_repository()
+        check_start(spec_of(recipe, version), cleaned, workdir, user)
     with transaction.atomic():
         run = Run.objects.create(
             recipe=recipe,
@@ -88,7 +97,11 @@ def start_run(
             version=version.number,
             by=user.get_username() if user is not None and user.is_authenticated else started_via,
         )
-        dispatch.send_on_commit("advance_run", run.pk)
+        if step_machine:
+            # Its one node exists from the start: a run created without starting waits.
+            NodeRun.objects.create(run=run, node_id="steps", kind="stepmachine")
+        if start or not step_machine:
+            dispatch.send_on_commit("advance_run", run.pk)
     return run
 
 
@@ -110,6 +123,8 @@ def rerun(run: Run, *, user=None, on_current_version: bool = False) -> Run:
         inputs=run.inputs,
         version=None if on_current_version else run.recipe_version,
         rerun_of=run,
+        # A step machine works on its repository; a workflow gets a fresh folder.
+        workdir=run.workdir if run.recipe.kind == Recipe.Kind.PLANEAI else "",
     )
 
 
@@ -134,6 +149,11 @@ def resume_run(run: Run, actor: Actor) -> Run:
         if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED):
             raise Conflict(
                 f"Only a failed or cancelled run can be resumed; run {run.pk} is {run.status}."
+            )
+        if run.recipe.kind == Recipe.Kind.PLANEAI:
+            raise Conflict(
+                "A step-machine run cannot be resumed (its sessions and handoffs belong to "
+                "that run): re-run it instead."
             )
         spec = spec_for(run)
         reset = []
@@ -194,6 +214,12 @@ def _apply(run: Run, gate: Gate, row: NodeRun, status: str, actor: Actor) -> Non
 
         gate_decided(run, gate, row)
         return
+    if run.recipe.kind == "planeai":
+        # A human.wait: accept goes on, feedback goes on with it as runtime.last_error.
+        from recipes.planeai.runner import gate_decided as step_machine_decided
+
+        step_machine_decided(run, gate, row, status, actor)
+        return
     if status == Gate.Status.REJECTED:
         reason = f"rejected at the gate by {actor.name}"
         row.fail(run, reason + (f": {gate.comment}" if gate.comment else ""))
@@ -215,3 +241,40 @@ def _apply(run: Run, gate: Gate, row: NodeRun, status: str, actor: Actor) -> Non
             group_exec.begin_next(run, row, number, feedback=gate.comment, after_gate=True)
         else:
             row.start_iteration(run, number, feedback=gate.comment, after_gate=True)
+
+
+# --- step machines -------------------------------------------------------------------------
+
+
+def record_handoff(run: Run, actor: Actor, *, role: str, status: str, summary="", data=None):
+    """A handoff from a person or a script (the agent's own tool calls the same function)."""
+    from recipes.planeai.handoffs import record_handoff as record
+
+    return record(run.pk, role=role, status=status, summary=summary, data=data, actor=actor)
+
+
+def tick(run: Run, actor: Actor, *, inline: bool = False):
+    """Advance a step machine (`loop tick`): start it if it was only created, else run its
+    current step and what follows, at most ten ticks. `inline` runs the ticks in this
+    process (the command line, which waits to print what happened); otherwise they are
+    sent to a worker."""
+    from recipes.planeai import runner
+    from recipes.planeai.machine import machine_row
+
+    with transaction.atomic():
+        run = lock_run(run.pk)
+        if run.recipe.kind != Recipe.Kind.PLANEAI:
+            raise Conflict(f"Run {run.pk} is not a step-machine run.")
+        if run.is_terminal or run.status in Run.NEEDS_PERSON:
+            raise Conflict(f"Run {run.pk} is {run.status}: there is nothing to tick.")
+        row = machine_row(run, lock=True)
+        if row is not None and row.status == NodeRun.Status.PAUSED:
+            raise Conflict(f"Run {run.pk} waits for a decision at a gate: decide there.")
+        run.append_event("tick_requested", by=actor.name, surface=actor.surface)
+        if row is None or (row.status == NodeRun.Status.PENDING and row.queued_at is None):
+            dispatch.send_on_commit("advance_run", run.pk)
+            return None
+        if not inline:
+            dispatch.send_on_commit("tick_machine", run.pk)
+            return None
+    return runner.tick(run.pk, trigger="cli")

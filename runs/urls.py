@@ -1,5 +1,6 @@
 from django.urls import path
 
+from recipes.planeai import views as step_machine_views
 from runs import live_views, views
 
 urlpatterns = [
@@ -13,6 +14,9 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/resume/", views.run_resume, name="run_resume"),
     path("runs/<int:run_id>/rerun/", views.run_rerun, name="run_rerun"),
+    path("runs/<int:run_id>/tick/", views.run_tick, name="run_tick"),
+    path("runs/<int:run_id>/review/", step_machine_views.run_review, name="run_review"),
+    path("runs/<int:run_id>/review/merge/", step_machine_views.review_merge, name="review_merge"),
     path("runs/<int:run_id>/gates/<int:gate_id>/approve/", views.gate_approve, name="gate_approve"),
     path("runs/<int:run_id>/gates/<int:gate_id>/reject/", views.gate_reject, name="gate_reject"),
 ]

@@ -38,7 +38,8 @@ def sweep(now=None) -> dict:
     expired_steps(now, counts)
     lost_messages(stale, now, counts)
     stalled_runs(stale, counts)
-    result = {key: counts[key] for key in ("requeued", "failed", "resent", "advanced")}
+    stale_machines(now, counts)
+    result = {key: counts[key] for key in ("requeued", "failed", "resent", "advanced", "stale")}
     if any(result.values()):
         log.info("sweep: %s", ", ".join(f"{k} {v}" for k, v in result.items() if v))
     return result
@@ -126,3 +127,11 @@ def stalled_runs(stale, counts: Counter) -> None:
     ):
         dispatch.send_now("advance_run", run_id)
         counts["advanced"] += 1
+
+
+def stale_machines(now, counts: Counter) -> None:
+    """Step machines without progress for longer than their `policy.stale_after_ms`: marked
+    stale, for a person to see (recipes.planeai.machine.mark_stale)."""
+    from recipes.planeai.machine import mark_stale
+
+    counts["stale"] += mark_stale(now)

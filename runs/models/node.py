@@ -171,8 +171,9 @@ class NodeRun(models.Model):
         run.append_event("node_skipped", self.node_id, reason=reason)
         return True
 
-    def pause(self, run, *, kind, message, iteration=None, fired=(), decisions=()):
-        """Stop at a gate: the node waits, holding no lease and no message; returns the gate."""
+    def pause(self, run, *, kind, message, iteration=None, fired=(), decisions=(), label=""):
+        """Stop at a gate: the node waits, holding no lease and no message; returns the gate.
+        `label` names the gate when it is not the node's id (a step machine's step)."""
         from .gate import Gate
 
         self._move(self.Status.PAUSED, allowed=self.UNFINISHED, lease_expires_at=None)
@@ -180,7 +181,7 @@ class NodeRun(models.Model):
             run=run,
             node_run=self,
             iteration=iteration,
-            node_id=self.node_id,
+            node_id=label or self.node_id,
             kind=kind,
             message=message,
             completion_signaled=bool(fired),
@@ -189,7 +190,7 @@ class NodeRun(models.Model):
         )
         run.append_event(
             "approval_requested",
-            self.node_id,
+            label or self.node_id,
             gate=gate.pk,
             kind=kind,
             iteration=iteration.number if iteration else None,
@@ -198,6 +199,10 @@ class NodeRun(models.Model):
         )
         run.update_status()
         return gate
+
+    def unpause(self) -> bool:
+        """A decision let the node go on by itself (no iteration of its own to start)."""
+        return self._move(self.Status.RUNNING, allowed=[self.Status.PAUSED])
 
     def start_iteration(self, run, number: int, *, feedback: str = "", after_gate=False):
         """Create iteration `number` and send it to a worker (a loop_group's iteration is

@@ -40,6 +40,10 @@ class ClaudeProvider:
             argv += ["--json-schema", json.dumps(request.output_schema)]
         if self.options.get("permission_mode"):
             argv += ["--permission-mode", str(self.options["permission_mode"])]
+        elif request.read_only:
+            argv += ["--permission-mode", "plan"]
+        elif request.auto_approve:
+            argv += ["--permission-mode", "bypassPermissions"]
         return argv + [str(a) for a in self.options.get("args") or []]
 
     def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:

@@ -41,6 +41,11 @@ class DemoProvider:
         self.complete_after = complete_after
 
     def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
+        if request.tools and request.tools.get("record_handoff"):
+            # A step machine's role: play it (recipes.planeai.demo) and hand off.
+            from recipes.planeai.demo import role_turn
+
+            return role_turn(self, request, on_chunk)
         session_id = request.session_id or uuid.uuid4().hex
         turn = self._next_turn(request.run_id, session_id)
         n = request.iteration or turn
@@ -78,6 +83,8 @@ class DemoProvider:
 
     def _fix_files(self, request: AgentRequest) -> list[str]:
         notes = []
+        if request.read_only:
+            return notes
         root = Path(request.workdir).resolve()
         for name in dict.fromkeys(FILE_NAME.findall(request.prompt)):
             path = (root / name).resolve()

@@ -1,0 +1,74 @@
+"""Step-machine tests: recipes from YAML, a scripted role agent, git repositories."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+AGENT = Path(__file__).with_name("role_agent.py")
+
+
+@pytest.fixture
+def scripted(db):
+    """The scripted role agent as an admin-configured provider named `scripted`."""
+    from runs.models import ProviderConfig
+
+    return ProviderConfig.objects.create(
+        name="scripted", kind="command", command=f"{sys.executable} {AGENT}"
+    )
+
+
+@pytest.fixture
+def plane_recipe(make_recipe):
+    """A step-machine recipe from YAML (its slug is its id)."""
+
+    def make(source: str):
+        import yaml
+
+        return make_recipe(source, slug=yaml.safe_load(source)["id"])
+
+    return make
+
+
+def calls(run) -> list[dict]:
+    path = Path(settings.LOOP_DATA_DIR) / "runs" / str(run.pk) / "artifacts" / "calls.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def git(*args, cwd) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+    git("init", "-q", "-b", "main", cwd=path)
+    (path / "README.md").write_text("hello\n")
+    git("add", ".", cwd=path)
+    git("commit", "-q", "-m", "first", cwd=path)
+    git("branch", "feature", cwd=path)
+    return path
+
+
+def events(run, kind: str) -> list:
+    return list(run.events.filter(kind=kind).order_by("seq"))
+
+
+def machine(run):
+    from recipes.planeai.machine import MachineState, machine_row
+
+    return MachineState.of(machine_row(run))
