@@ -47,7 +47,7 @@ SENTENCES = {
     "gates_started": lambda s, d: f"{s} runs its gates: {', '.join(d.get('gates') or [])}.",
     "gates_finished": lambda s, d: f"{s}: the gates ended {d.get('result')}.",
     "round_started": lambda s, d: f"Round {d.get('round')} of at most {d.get('max_rounds')}.",
-    "loop_event": lambda s, d: f"Loop event {d.get('event_kind')} (from {s}).",
+    "loop_event": lambda s, d: f"Loop event {d.get('event')} (from {s}).",
     "run_stale": lambda s, d: f"The run is stale: no progress since {d.get('since')}.",
     "review_requested": lambda s, d: (
         f"Review requested: {d.get('branch')} → {d.get('target')} ({d.get('commits')} commit(s))."

@@ -62,13 +62,14 @@ def record_handoff(
             roles = sorted(spec_for(run).roles)
         except SpecError as exc:
             raise Conflict(f"Run {run.pk}'s recipe does not load: {exc}") from None
-        if role not in roles:
-            errors["role"] = f"{str(role)[:60]!r} is not a role of this recipe ({', '.join(roles)})"
-        if errors:
-            raise InputError(errors)
         row = machine_row(run, lock=True)
         if run.is_terminal or run.status in Run.NEEDS_PERSON or row is None or row.is_terminal:
             raise Conflict(f"Run {run.pk} is {run.status}: it takes no more handoffs.")
+        if role not in roles:
+            known = ", ".join(roles) or "none"
+            errors["role"] = f"{str(role)[:60]!r} is not a role of this recipe (roles: {known})"
+        if errors:
+            raise InputError(errors)
         content = {"schema": schema, "role": role, "status": status, "summary": summary}
         if data is not None:
             content["data"] = data

@@ -183,6 +183,8 @@ def _apply(run, row, state: MachineState, step, outcome, report: TickReport):
         return None
     state.current = outcome.next
     state.save(row)
+    if step.kind == "loop.status":
+        run.update_status()  # observing / verifying: the run shows the phase it is in
     return "continue"
 
 

@@ -139,7 +139,7 @@ def loop_status(ctx: StepContext, step) -> Outcome:
 
 
 def loop_event(ctx: StepContext, step) -> Outcome:
-    ctx.run.append_event("loop_event", step.id, event_kind=step.event_kind, round=ctx.state.round)
+    ctx.run.append_event("loop_event", step.id, event=step.event_kind, round=ctx.state.round)
     return advance(ctx, step)
 
 

@@ -72,3 +72,28 @@ def machine(run):
     from recipes.planeai.machine import MachineState, machine_row
 
     return MachineState.of(machine_row(run))
+
+
+def settled(run, *states, timeout: float = 120):
+    """Wait for the run to reach one of `states` with no agent turn still in flight."""
+    from runs.models import Iteration
+    from tests.conftest import wait_for
+
+    def done():
+        run.refresh_from_db()
+        if run.is_terminal and run.status not in states:
+            raise AssertionError(f"run {run.pk} ended {run.status}: {run.error}")
+        busy = Iteration.objects.filter(run=run, status__in=["pending", "running"]).exists()
+        return run.status in states and not busy
+
+    wait_for(done, timeout, message=f"run {run.pk} to settle in {states}")
+    return run
+
+
+def wait_event(run, kind: str, count: int = 1):
+    from tests.conftest import wait_for
+
+    return wait_for(
+        lambda: len(events(run, kind)) >= count and events(run, kind),
+        message=f"{count} {kind} event(s) on run {run.pk}",
+    )
