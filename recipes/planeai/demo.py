@@ -31,6 +31,8 @@ FILES_MAIN = {
     "class AddTest(unittest.TestCase):\n    def test_add(self):\n"
     "        self.assertEqual(add(2, 3), 5)\n",
     ".gitignore": "__pycache__/\n",
+    # `make ci` is no-mistakes' default test command.
+    "Makefile": "ci:\n\tpython3 -m unittest -q\n",
 }
 FILES_FEATURE = {
     "greeting.py": 'def greet(name):\n    return "Hello " + name\n',

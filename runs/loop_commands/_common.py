@@ -26,10 +26,15 @@ def actor(options) -> Actor:
     name = options.get("user")
     if not name:
         return Actor("cli")
+    from runs.errors import NotAllowed
+
     user = get_user_model().objects.filter(username=name).first()
     if user is None:
         raise CommandError(f"No user '{name}'")
-    return Actor.operator(user, "cli")
+    try:
+        return Actor.operator(user, "cli")
+    except NotAllowed as exc:
+        raise CommandError(f"{name}: {exc}") from None
 
 
 def os_user() -> str:

@@ -97,3 +97,34 @@ def wait_event(run, kind: str, count: int = 1):
         lambda: len(events(run, kind)) >= count and events(run, kind),
         message=f"{count} {kind} event(s) on run {run.pk}",
     )
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """Messages the code sends, kept in a list instead of reaching a broker."""
+    from runs import dispatch
+
+    messages: list[tuple[str, tuple]] = []
+    monkeypatch.setattr(dispatch, "deliver", lambda name, *args: messages.append((name, args)))
+    return messages
+
+
+WAITING = """
+schema: planeai.loop.recipe.v1
+id: waiting
+name: Waiting for a maker
+roles:
+  maker: {mode: write, isolation: project}
+  checker: {mode: review, isolation: readonly}
+steps:
+  - {id: wait, kind: handoff.wait, from: maker, on: {completed: done}}
+  - {id: done, kind: loop.status, status: approved}
+"""
+
+
+@pytest.fixture
+def waiting_run(plane_recipe, operator):
+    """A step-machine run created, not started (its machine takes handoffs)."""
+    from runs import services
+
+    return services.start_run(plane_recipe(WAITING), user=operator, start=False)
