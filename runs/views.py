@@ -62,7 +62,10 @@ def run_list(request):
 def run_detail(request, run_id):
     run = _run_or_404(run_id)
     nodes_after = _positive_int(request.GET.get("nodes_after"))
-    return render(request, "runs/detail.html", queries.run_page(run, nodes_after=nodes_after))
+    context = queries.run_page(run, nodes_after=nodes_after)
+    if run.recipe.kind == "planeai":
+        context.update(_step_machine(run))
+    return render(request, "runs/detail.html", context)
 
 
 def _positive_int(raw) -> int | None:
