@@ -30,7 +30,7 @@ def status_of(run: Run) -> dict:
     sessions = [
         {
             "role": s.node_id,
-            "session": s.generation,
+            "session": s.generation + 1,
             "status": s.status,
             "turns": s.iteration_count,
             "branch": s.state.get("branch") or "",

@@ -71,7 +71,7 @@ def _open(ctx, role_id: str, branch: str | None) -> NodeRun:
     run, spec, state = ctx.run, ctx.spec, ctx.state
     role = spec.roles[role_id]
     previous = latest_session(run, role_id)
-    generation = (previous.generation + 1) if previous else 1
+    generation = (previous.generation + 1) if previous else 0  # shown as session #1
     repository = ctx.repository
     default_workdir = str(run_folders(run)[0])
     workdir, used_branch = repository or default_workdir, None
@@ -82,7 +82,7 @@ def _open(ctx, role_id: str, branch: str | None) -> NodeRun:
                 "has no git repository: start it on one"
             )
         used_branch = branch or f"loop/{run.pk}/{role_id}-r{state.round}"
-        path = git.role_worktree_path(run.pk, role_id, state.round, generation)
+        path = git.role_worktree_path(run.pk, role_id, state.round, generation + 1)
         base = (previous.state.get("branch") if previous else None) or "HEAD"
         try:
             git.add_worktree(repository, path, used_branch, base=base)
@@ -115,10 +115,10 @@ def _open(ctx, role_id: str, branch: str | None) -> NodeRun:
     run.append_event(
         "session_started",
         role_id,
-        session=generation,
+        session=generation + 1,
         isolation=role.isolation,
         branch=used_branch or "",
-        replaces=previous.generation if previous else None,
+        replaces=previous.generation + 1 if previous else None,
     )
     return session
 
@@ -130,5 +130,7 @@ def _turn(ctx, session: NodeRun, prompt: str, *, reused: bool) -> Iteration:
     it = session.start_iteration(run, number)
     Iteration.objects.filter(pk=it.pk).update(prompt=full)
     if reused:
-        run.append_event("session_reused", session.node_id, session=session.generation, turn=number)
+        run.append_event(
+            "session_reused", session.node_id, session=session.generation + 1, turn=number
+        )
     return it

@@ -45,9 +45,26 @@ def run_review(request, run_id):
             "review": review,
             "handoffs": handoffs_of(run),
             "gate_logs": _gate_logs(run),
+            "diff_lines": diff_lines(review.diff),
             "may_merge": can_operate(request.user) and review.is_open,
         },
     )
+
+
+def diff_lines(patch: str) -> list[tuple[str, str]]:
+    """(kind, line) for a git patch: add, del, hunk (headers and @@ lines) or same."""
+    lines = []
+    for line in patch.splitlines():
+        if line.startswith(("diff --git", "@@", "+++", "---", "index ", "new file")):
+            kind = "hunk"
+        elif line.startswith("+"):
+            kind = "add"
+        elif line.startswith("-"):
+            kind = "del"
+        else:
+            kind = "same"
+        lines.append((kind, line))
+    return lines
 
 
 def _gate_logs(run: Run) -> list[dict]:

@@ -55,7 +55,7 @@ def test_the_verbatim_builtin_runs_end_to_end_with_the_default_provider(
     sessions = {
         (s.node_id, s.generation): s.iteration_count for s in run.nodes.filter(kind="session")
     }
-    assert sessions == {("gatekeeper", 1): 4, ("reviewer", 1): 2}  # both reused their session
+    assert sessions == {("gatekeeper", 0): 4, ("reviewer", 0): 2}  # both reused their session
     request = ReviewRequest.objects.get(run=run)
     assert (request.branch, request.target_branch, request.status) == (
         FEATURE_BRANCH,

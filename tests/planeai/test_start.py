@@ -92,10 +92,11 @@ def test_the_api_refuses_what_the_form_refuses(operator, bundled, plane_recipe, 
     no_branch = api.post("/api/runs", {"recipe": "no-mistakes-demo"})
     assert no_branch.status_code == 422
     assert "repository" in no_branch.body["errors"] or "branch" in no_branch.body["errors"]
-    elsewhere = api.post(
-        "/api/runs", {"recipe": "no-mistakes-demo", "repository": str(tmp_path)}
+    elsewhere = api.post("/api/runs", {"recipe": "no-mistakes-demo", "repository": str(tmp_path)})
+    assert (
+        elsewhere.status_code == 422
+        and "LOOP_REPOSITORIES" in elsewhere.body["errors"]["repository"]
     )
-    assert elsewhere.status_code == 422 and "LOOP_REPOSITORIES" in elsewhere.body["errors"]["repository"]
     plane_recipe(SIMPLE.format(extra="trigger: {kind: schedule}").replace("simple", "timed"))
     timed = api.post("/api/runs", {"recipe": "timed"})
     assert timed.status_code == 409 and "only manual recipes can be started" in timed.body["detail"]
@@ -168,9 +169,7 @@ def test_loop_recipe_lists_shows_and_validates(bundled, capsys, tmp_path):
     )
 
 
-def test_sync_knows_a_step_machine_by_its_id_and_a_repositorys_recipes_win(
-    db, settings, tmp_path
-):
+def test_sync_knows_a_step_machine_by_its_id_and_a_repositorys_recipes_win(db, settings, tmp_path):
     from recipes.models import Recipe
     from recipes.sync import sync
 
@@ -178,9 +177,9 @@ def test_sync_knows_a_step_machine_by_its_id_and_a_repositorys_recipes_win(
     loops = repository / ".planeai" / "loops"
     loops.mkdir(parents=True)
     (loops / "whatever-file-name.yaml").write_text(
-        SIMPLE.format(extra="").replace("id: simple", "id: no-mistakes").replace(
-            "name: Simple", "name: Our no-mistakes"
-        )
+        SIMPLE.format(extra="")
+        .replace("id: simple", "id: no-mistakes")
+        .replace("name: Simple", "name: Our no-mistakes")
     )
     settings.LOOP_REPOSITORIES = [str(repository)]
     sync()
