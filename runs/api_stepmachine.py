@@ -79,8 +79,8 @@ def _step_machine(request, run_id: int):
     by_alias=True,
 )
 def record_handoff(request, payload: HandoffIn, run_id: int = RunId):
-    run = _step_machine(request, run_id)
     actor = Actor.operator(request.auth, "api")
+    run = _step_machine(request, run_id)
     from recipes.planeai.handoffs import record_handoff as record
 
     handoff = record(
@@ -128,7 +128,8 @@ def machine(request, run_id: int = RunId):
 def tick(request, run_id: int = RunId):
     from recipes.planeai.queries import status_of
 
+    actor = Actor.operator(request.auth, "api")
     run = _step_machine(request, run_id)
-    services.tick(run, Actor.operator(request.auth, "api"))
+    services.tick(run, actor)
     run.refresh_from_db()
     return status_of(run)

@@ -42,6 +42,8 @@ API_BODY = {
     "inputs": {},
     "comment": "x",
     "reason": "x",
+    "role": "x",
+    "status": "completed",
 }
 
 
