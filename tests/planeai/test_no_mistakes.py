@@ -52,6 +52,10 @@ def test_the_verbatim_builtin_runs_end_to_end_with_the_default_provider(
     assert [e.step for e in events(run, "tick")] == PIPELINE
     assert [e.data["result"] for e in events(run, "gates_finished")] == ["fail", "pass", "pass"]
     assert [e.data["gates"] for e in events(run, "gates_started")] == [["test"], ["test"], ["lint"]]
+    second_review = run.iterations.get(node_id="reviewer", number=2)
+    assert "Round: 2" in second_review.prompt
+    # the gatekeeper's fix handoff became runtime.last_error for the next review prompt
+    assert "Previous fixes applied: Fixed the root cause in greeting.py" in second_review.prompt
     sessions = {
         (s.node_id, s.generation): s.iteration_count for s in run.nodes.filter(kind="session")
     }
