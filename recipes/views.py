@@ -45,6 +45,7 @@ def recipe_detail(request, slug):
             "errors": recipe.problems.get("errors", []),
             "warnings": recipe.problems.get("warnings", []),
             "graph": graph(spec) if spec is not None else [],
+            "spec": spec,
             "versions": recipe.versions.select_related("author").order_by("-number")[
                 :VERSIONS_SHOWN
             ],

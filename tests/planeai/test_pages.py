@@ -95,3 +95,11 @@ def test_a_run_without_progress_for_stale_after_ms_is_marked_stale(
     assert "badge-stale" in client.get(f"/runs/{run.pk}/").content.decode()
     services.record_handoff(run, services.Actor("cli"), role="maker", status="completed")
     assert not MachineState.of(machine_row(run)).stale  # progress clears it
+
+
+def test_a_step_machine_recipes_page_lists_its_roles_and_steps(client, viewer, bundled):
+    client.force_login(viewer)
+    page = client.get("/recipes/no-mistakes/").content.decode()
+    assert "<code>reviewer</code> — review, readonly" in page
+    assert "<code>wait_for_review</code> <span class=\"kind\">handoff.wait</span>" in page
+    assert "completed → run_tests" in page and "pass → run_document_check" in page
