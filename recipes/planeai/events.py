@@ -16,8 +16,6 @@ def _tick(step: str, data: dict) -> str:
         "pause": "waiting for a person",
         "end": "ended the run",
         "failed": "failed",
-        "accepted": "accepted by a person",
-        "iterated": "answered with feedback",
     }.get(result, result or "done")
     return f"Tick {data.get('number')}: {step} ({data.get('kind')}) — {what}."
 

@@ -237,12 +237,11 @@ def gate_decided(run: Run, gate: Gate, row: NodeRun, status: str, actor) -> None
     step = spec.step(state.current)
     if status == Gate.Status.ITERATED:
         state.last_error = gate.comment
+    # The human.wait's tick was counted when it paused; the gate_decided event says the rest.
     state.current = step.next or spec.following(step.id) or ""
-    state.ticks += 1
     state.progressed()
     state.save(row)
     row.unpause()
-    run.append_event("tick", step.id, number=state.ticks, kind=step.kind, result=status)
     if not state.current:
         machine.end(run, row, "completed_unreviewed", f"the steps ended after {step.id}")
         return

@@ -101,5 +101,5 @@ def test_a_step_machine_recipes_page_lists_its_roles_and_steps(client, viewer, b
     client.force_login(viewer)
     page = client.get("/recipes/no-mistakes/").content.decode()
     assert "<code>reviewer</code> — review, readonly" in page
-    assert "<code>wait_for_review</code> <span class=\"kind\">handoff.wait</span>" in page
+    assert '<code>wait_for_review</code> <span class="kind">handoff.wait</span>' in page
     assert "completed → run_tests" in page and "pass → run_document_check" in page
