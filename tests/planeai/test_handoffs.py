@@ -160,3 +160,15 @@ def test_the_api_records_and_lists_handoffs(waiting_run, operator, viewer, sent,
         f"/api/runs/{workflow.pk}/handoffs", {"role": "maker", "status": "completed"}
     )
     assert other.status_code == 409 and "not a step-machine run" in other.body["detail"]
+
+
+def test_the_api_ticks_a_created_run_for_operators_only(
+    waiting_run, operator, viewer, sent, django_capture_on_commit_callbacks
+):
+    url = f"/api/runs/{waiting_run.pk}/tick"
+    assert client_for(viewer).post(url).status_code == 403
+    with django_capture_on_commit_callbacks(execute=True):
+        ticked = client_for(operator).post(url)
+    assert ticked.status_code == 200 and ticked.body["current_step"] is None
+    assert ("advance_run", (waiting_run.pk,)) in sent
+    assert waiting_run.events.get(kind="tick_requested").data == {"by": "otto", "surface": "api"}
