@@ -79,13 +79,20 @@ def test_the_inbox_and_the_run_page_say_what_the_statuses_mean(client, approved,
 def test_a_run_without_progress_for_stale_after_ms_is_marked_stale(
     plane_recipe, operator, client, viewer
 ):
-    recipe = plane_recipe(WAITING.replace("roles:", "policy: {stale_after_ms: 1}\nroles:"))
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    recipe = plane_recipe(WAITING.replace("roles:", "policy: {stale_after_ms: 60000}\nroles:"))
     run = services.start_run(recipe, user=operator, start=False)
     row = machine_row(run)
     row.status = "running"
     row.save()
     state = MachineState(current="wait")
     state.progressed()
+    state.save(row)
+    assert sweep()["stale"] == 0  # progress a moment ago: not stale
+    state.progress_at = (timezone.now() - timedelta(minutes=2)).isoformat()
     state.save(row)
     assert sweep()["stale"] == 1
     assert MachineState.of(machine_row(run)).stale
