@@ -9,6 +9,7 @@ from recipes.api import router as recipes_router
 from runs.api import router as runs_router
 from runs.api_history import iterations_router
 from runs.api_history import router as history_router
+from runs.api_stepmachine import router as step_machine_router
 from runs.api_steps import router as steps_router
 
 DESCRIPTION = """Everything a person does in the console, a script can do here.
@@ -33,3 +34,4 @@ api.add_router("/runs", steps_router, tags=["runs"])
 api.add_router("/runs", history_router, tags=["runs"])
 api.add_router("/iterations", iterations_router, tags=["runs"])
 api.add_router("/loops", loops_router, tags=["loops"])
+api.add_router("/runs", step_machine_router, tags=["step machines"])

@@ -235,6 +235,9 @@ LOOP_RECIPE_DIRS = env_list("LOOP_RECIPE_DIRS", [])
 # Folders where script nodes find `uv` and `bun`; empty: the worker's PATH, then the folder of
 # the console's own interpreter (where `pip install uv` into its virtualenv puts uv).
 LOOP_RUNTIME_DIRS = env_list("LOOP_RUNTIME_DIRS", [])
+# Git repositories step-machine runs may work in from the console and the API; each one's
+# `.planeai/loops/` folder holds project recipes (the highest precedence).
+LOOP_REPOSITORIES = env_list("LOOP_REPOSITORIES", [])
 LOOP_USER_RECIPE_DIR = Path(
     os.getenv("LOOP_USER_RECIPE_DIR")
     or Path(os.getenv("XDG_CONFIG_HOME") or Path.home() / ".config") / "loop-console" / "recipes"

@@ -71,6 +71,8 @@ def check_slug(slug: str) -> str:
 
 
 def slug_from(result: LoadResult, fallback: str = "recipe") -> str:
+    if result.kind == Recipe.Kind.PLANEAI and result.spec is not None:
+        return result.spec.id  # a step-machine recipe is known by its id
     name = getattr(result.spec, "name", "") if result.spec is not None else ""
     return (slugify(name) or slugify(fallback) or "recipe")[:100].strip("-_") or "recipe"
 
@@ -91,6 +93,7 @@ def save_source(recipe: Recipe, source: str, *, user=None, note: str = "") -> Lo
     if user is not None and source != stored:
         before = validate_source(stored, recipe.source_path) if stored is not None else None
         check_shell_permission(user, before, result)
+    _same_identity(recipe, result)
     with transaction.atomic():
         apply_result(recipe, result)
         previous = recipe.current_version_id
@@ -100,6 +103,22 @@ def save_source(recipe: Recipe, source: str, *, user=None, note: str = "") -> Lo
             recipe.edited_locally = True
             recipe.save(update_fields=["edited_locally", "updated_at"])
     return result
+
+
+def _same_identity(recipe: Recipe, result: LoadResult) -> None:
+    """A step-machine recipe is its `id:`: changing it here would make this row answer to
+    a name it no longer has."""
+    if result.kind != Recipe.Kind.PLANEAI or result.spec is None:
+        return
+    if result.spec.id != recipe.slug:
+        problem = Problem(
+            "id",
+            1,
+            1,
+            f"this recipe's id is '{recipe.slug}'; a step-machine recipe keeps its id "
+            f"(create a new recipe for '{result.spec.id}')",
+        )
+        raise SourceInvalid(LoadResult(kind="planeai", spec=None, errors=[problem]))
 
 
 def _insert(
@@ -140,6 +159,10 @@ def create_recipe(
         raise SourceInvalid(result)
     check_shell_permission(user, None, result)
     slug = check_slug(slug) if slug else slug_from(result)
+    if result.kind == Recipe.Kind.PLANEAI and slug != result.spec.id:
+        raise SlugInvalid(
+            f"A step-machine recipe is known by its id: its slug is '{result.spec.id}'."
+        )
     try:
         with transaction.atomic():
             recipe = _insert(

@@ -21,7 +21,7 @@ def uses_message(source: str) -> bool:
     return bool(USES_MESSAGE.search(source or ""))
 
 
-def _field(spec) -> forms.Field:
+def _field(spec, branches: list[str] | None = None) -> forms.Field:
     common = {
         "required": False,
         "label": spec.label,
@@ -31,6 +31,14 @@ def _field(spec) -> forms.Field:
     attrs = {"required": True} if spec.required and spec.type != "boolean" else {}
     if spec.type == "boolean":
         return forms.BooleanField(**common)
+    if spec.type == "branch" and branches is not None:
+        # The branches of the run's repository (a step machine's start form).
+        choices = [(name, name) for name in branches]
+        if spec.default is not None and spec.default not in branches:
+            common["initial"] = None
+        if not spec.required or spec.default is None:
+            choices = [("", "—"), *choices]
+        return forms.ChoiceField(choices=choices, widget=forms.Select(attrs=attrs), **common)
     if spec.type == "select":
         choices = [(option.value, option.label) for option in spec.options]
         if not spec.required and spec.default is None:
@@ -51,9 +59,21 @@ class StartRunForm(forms.Form):
         help_text="What this run is about ($USER_MESSAGE in the recipe).",
     )
 
-    def __init__(self, *args, declared: dict, needs_message: bool = False, budget=None, **kwargs):
+    def __init__(
+        self,
+        *args,
+        declared: dict,
+        needs_message: bool = False,
+        budget=None,
+        repositories: list[str] | None = None,
+        repository: str = "",
+        branches: list[str] | None = None,
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         self.declared = declared
+        if repositories is not None:
+            self._step_machine(declared, repositories, repository)
         if needs_message:
             message = self.fields["message"]
             message.required = True
@@ -61,8 +81,9 @@ class StartRunForm(forms.Form):
             message.error_messages["required"] = (
                 "This recipe works on the message: write what the run is about."
             )
-        for name, spec in declared.items():
-            field = _field(spec)
+        names = sorted(declared) if repositories is not None else list(declared)
+        for name in names:
+            field = _field(declared[name], branches)
             field.label = field.label or name
             self.fields[FIELD_PREFIX + name] = field
         for name in LIMITS:  # the recipe's limits, which a person may change for this run
@@ -78,10 +99,34 @@ class StartRunForm(forms.Form):
         return [self[BUDGET_PREFIX + name] for name in LIMITS]
 
     def other_fields(self):
-        return [f for f in self if not f.name.startswith(BUDGET_PREFIX)]
+        return [f for f in self if not f.name.startswith(BUDGET_PREFIX) and not f.is_hidden]
 
     def raw_budget(self) -> dict:
         return {name: self.cleaned_data.get(BUDGET_PREFIX + name) or "" for name in LIMITS}
+
+    def _step_machine(self, declared: dict, repositories: list[str], repository: str) -> None:
+        """A step machine works on a repository (its branch inputs list its branches); its
+        inputs come in alphabetical order; the message is the run's goal."""
+        choices = [(path, path) for path in repositories]
+        self.fields = {
+            # Chosen above the form (which reloads with its branches); sent along hidden.
+            "repository": forms.ChoiceField(
+                choices=[("", "—"), *choices],
+                required=False,
+                initial=repository,
+                widget=forms.HiddenInput,
+            ),
+            **self.fields,
+        }
+        message = self.fields["message"]
+        message.label = "Goal"
+        message.help_text = "What this run is about ({{ inputs.goal }} in the recipe)."
+        if "goal" in declared:
+            del self.fields["message"]
+
+    @property
+    def repository(self) -> str:
+        return self.cleaned_data.get("repository") or ""
 
     def raw_inputs(self) -> dict:
         return {name: self.cleaned_data.get(FIELD_PREFIX + name) for name in self.declared}

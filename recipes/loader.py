@@ -14,6 +14,7 @@ from pathlib import Path
 
 from console.redact import plain_cause
 from recipes.formats.driven import is_driven, parse_driven
+from recipes.formats.planeai import parse_planeai
 from recipes.formats.resources import Resources
 from recipes.formats.workflow import parse_workflow
 from recipes.problems import LoadResult, Problem, sort_problems
@@ -55,15 +56,12 @@ def load_recipe(
         )
 
     schema = data.get("schema")
-    if isinstance(schema, str) and schema.strip() == PLANEAI_SCHEMA:
-        problem = lines.problem("schema", "recipe kind 'planeai' is not supported yet")
-        return LoadResult(
-            kind="planeai", spec=None, errors=sort_problems([*yaml_problems, problem])
-        )
-
-    kind = "driven" if is_driven(data) else "workflow"
+    planeai = isinstance(schema, str) and schema.strip() == PLANEAI_SCHEMA
+    kind = "planeai" if planeai else "driven" if is_driven(data) else "workflow"
     try:
-        if kind == "driven":
+        if kind == "planeai":
+            result = parse_planeai(data, lines)
+        elif kind == "driven":
             result = parse_driven(data, lines, provider_fallback=provider_fallback)
         else:
             result = parse_workflow(

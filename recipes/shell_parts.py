@@ -84,3 +84,32 @@ def python_shell_parts(spec) -> ShellParts:
 
 register_shell_parts("workflow", workflow_shell_parts)
 register_shell_parts("python", python_shell_parts)
+
+
+def planeai_shell_parts(spec) -> ShellParts:
+    """A step machine runs shell only in `gates.run`: the commands as the recipe writes them
+    (templates of recipe text, rendered when the step runs)."""
+    parts: ShellParts = {}
+    for step in spec.steps:
+        for index, gate in enumerate(step.gates):
+            parts[f"steps.{step.id}.gates.{index}.{gate.name}"] = gate.command
+    return parts
+
+
+def driven_shell_parts(spec) -> ShellParts:
+    """A driven recipe's inline providers (a command provider runs its command; any inline
+    provider chooses where requests and keys go) and the hooks the worker will call."""
+    parts: ShellParts = {}
+    for name, provider in (spec.providers or {}).items():
+        parts[f"providers.{name}"] = json.dumps(provider.model_dump(), sort_keys=True)
+    for agent_id, agent in (spec.agents or {}).items():
+        loop = getattr(agent, "loop", None)
+        hooks = getattr(loop, "hooks", None) if loop is not None else None
+        if hooks:
+            data = hooks.model_dump() if hasattr(hooks, "model_dump") else dict(hooks)
+            parts[f"agents.{agent_id}.loop.hooks"] = json.dumps(data, sort_keys=True)
+    return parts
+
+
+register_shell_parts("planeai", planeai_shell_parts)
+register_shell_parts("driven", driven_shell_parts)

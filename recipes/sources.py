@@ -22,6 +22,12 @@ def project_dirs() -> list[Path]:
     return [Path(p).expanduser() for p in settings.LOOP_RECIPE_DIRS]
 
 
+def planeai_dirs() -> list[Path]:
+    """`.planeai/loops/` of each repository step-machine runs work in (LOOP_REPOSITORIES):
+    project recipes of the highest precedence, as planeai places them."""
+    return [Path(p).expanduser() / ".planeai" / "loops" for p in settings.LOOP_REPOSITORIES]
+
+
 def user_dir() -> Path:
     return Path(settings.LOOP_USER_RECIPE_DIR).expanduser()
 

@@ -16,7 +16,7 @@ from django.utils.text import slugify
 from recipes import editing
 from recipes.layout import recipe_files, workflow_folder
 from recipes.models import Recipe
-from recipes.sources import BUILTIN_DIR, project_dirs, user_dir
+from recipes.sources import BUILTIN_DIR, planeai_dirs, project_dirs, user_dir
 
 
 @dataclass
@@ -28,9 +28,32 @@ class Found:
 
 
 def slug_for(path: Path) -> str:
+    """A recipe file's slug: a step-machine recipe's `id:` (its identity, whatever the file
+    is called), else the file's name."""
+    if path.suffix in (".yaml", ".yml") and (recipe_id := planeai_id(path)):
+        return recipe_id
     # Python files are named like modules (snake_case); their slugs read like the others.
     stem = path.stem.replace("_", "-") if path.suffix == ".py" else path.stem
     return slugify(stem)[:100] or "recipe"
+
+
+def planeai_id(path: Path) -> str:
+    """The `id:` of a `schema: planeai.loop.recipe.v1` file ("" for anything else)."""
+    from recipes.editing import SLUG_PATTERN
+    from recipes.loader import PLANEAI_SCHEMA
+    from recipes.yaml_reader import parse_yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+    if PLANEAI_SCHEMA not in text:
+        return ""
+    data, _, _ = parse_yaml(text)
+    if not isinstance(data, dict) or str(data.get("schema", "")).strip() != PLANEAI_SCHEMA:
+        return ""
+    recipe_id = data.get("id")
+    return recipe_id if isinstance(recipe_id, str) and SLUG_PATTERN.match(recipe_id) else ""
 
 
 def discover() -> dict[str, Found]:
@@ -42,6 +65,8 @@ def discover() -> dict[str, Found]:
         # backwards lets it overwrite the ones listed after it.
         # A project folder may be a repository root: its recipes are in .archon/workflows.
         (Recipe.Origin.PROJECT, [workflow_folder(p) for p in reversed(project_dirs())]),
+        # A repository's own .planeai/loops comes last, so it wins over everything.
+        (Recipe.Origin.PROJECT, list(reversed(planeai_dirs()))),
     ]
     for origin, folders in sources:
         for folder in folders:

@@ -45,6 +45,7 @@ def recipe_detail(request, slug):
             "errors": recipe.problems.get("errors", []),
             "warnings": recipe.problems.get("warnings", []),
             "graph": graph(spec) if spec is not None else [],
+            "spec": spec,
             "versions": recipe.versions.select_related("author").order_by("-number")[
                 :VERSIONS_SHOWN
             ],
@@ -61,12 +62,29 @@ def recipe_diff(request, slug):
     return render(request, "recipes/diff.html", {"recipe": recipe, **context})
 
 
+def _step_machine_form_options(request, recipe) -> dict:
+    """A step machine's start form: the repositories it may use and the chosen one's
+    branches (for branch inputs)."""
+    if recipe.kind != Recipe.Kind.PLANEAI:
+        return {}
+    from recipes.planeai import git
+    from recipes.planeai.start import allowed_repositories
+
+    repositories = allowed_repositories()
+    chosen = request.POST.get("repository") or request.GET.get("repository")
+    if chosen not in repositories:
+        chosen = repositories[0] if repositories else ""
+    branches = git.branches(chosen) if chosen and git.is_repository(chosen) else []
+    return {"repositories": repositories, "repository": chosen, "branches": branches}
+
+
 @require_http_methods(["GET", "POST"])
 @operator_required
 def recipe_start(request, slug):
     recipe = get_object_or_404(Recipe.objects.select_related("current_version"), slug=slug)
     spec = current_spec(recipe)
     declared = dict(getattr(spec, "inputs", {}) or {})
+    options = _step_machine_form_options(request, recipe)
     # A driven recipe's host is given the message as its task.
     needs_message = recipe.kind == Recipe.Kind.DRIVEN or uses_message(recipe.source)
     form = StartRunForm(
@@ -74,16 +92,18 @@ def recipe_start(request, slug):
         declared=declared,
         needs_message=needs_message,
         budget=getattr(spec, "budget", None),
+        **options,
     )
     if request.method == "POST" and form.is_valid():
         try:
             run = services.start_run(
                 recipe,
                 user=request.user,
-                message=form.cleaned_data["message"],
+                message=form.cleaned_data.get("message", ""),
                 inputs=form.raw_inputs(),
                 budget=form.raw_budget(),
                 budget_replaces_recipe=True,  # the form showed the recipe's limits
+                workdir=form.repository if options else "",
             )
         except services.InputError as exc:
             form.add_input_errors(exc.errors)
@@ -93,4 +113,6 @@ def recipe_start(request, slug):
             form.add_error(None, str(exc))
         else:
             return redirect(run)
-    return render(request, "recipes/start.html", {"recipe": recipe, "form": form})
+    return render(
+        request, "recipes/start.html", {"recipe": recipe, "form": form, "step_machine": options}
+    )

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from runs.errors import NotAllowed
 
-SURFACES = ("console", "api", "cli", "engine", "sweep")
+SURFACES = ("console", "api", "cli", "engine", "sweep", "agent")
 # What a decision or cancel without a person reads as, per surface.
 NO_PERSON = {
     "console": "console",
@@ -19,6 +19,7 @@ NO_PERSON = {
     "cli": "command line",
     "engine": "the engine",
     "sweep": "the sweep",
+    "agent": "an agent",  # a tool call from an agent's process (never a gate decision)
 }
 
 

@@ -42,6 +42,12 @@ class RunStartIn(JsonObject):
     budget: dict[str, Any] | None = Field(
         None, description="Limits for this run: cost_usd, tokens, wall_seconds, iterations"
     )
+    repository: Text = Field(
+        "",
+        max_length=1000,
+        description="Step machines: the git repository to work in (one of LOOP_REPOSITORIES "
+        "or a demo repository; default: the first of LOOP_REPOSITORIES)",
+    )
 
 
 class RunCreatedOut(Schema):
@@ -238,12 +244,24 @@ def body_or_empty(request, payload, schema):
 def start(request, payload: RunStartIn):
     require(request.auth, "runs.operate_run")
     recipe = get_object_or_404(Recipe, slug=payload.recipe)
+    workdir = ""
+    if payload.repository:
+        from recipes.planeai.start import allowed_repositories
+
+        if recipe.kind != Recipe.Kind.PLANEAI:
+            raise services.InputError({"repository": "only step-machine runs take a repository"})
+        if payload.repository not in allowed_repositories():
+            raise services.InputError(
+                {"repository": "not one of the repositories runs may use (LOOP_REPOSITORIES)"}
+            )
+        workdir = payload.repository
     run = services.start_run(
         recipe,
         user=request.auth,
         message=payload.message,
         inputs=payload.inputs,
         budget=payload.budget,
+        workdir=workdir,
     )
     return Status(201, {"id": run.pk, "status": run.status, "url": run_url(request, run)})
 

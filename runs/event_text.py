@@ -44,17 +44,27 @@ def _run_status(kind: str, data: dict) -> str:
         "paused": "The run is waiting for a decision.",
         "pending": "The run is waiting to start.",
         "budget_exceeded": "The run stopped at its budget",
+        "blocked": "The run is blocked",
+        "needs_human": "The run needs a person",
+        "approved": "The run is approved: ready for a person to merge.",
+        "completed_unreviewed": "The run completed; nobody has reviewed it yet.",
+        "observing": "The run is observing.",
+        "verifying": "The run is verifying.",
     }.get(status, f"The run is now {status}.")
     error = data.get("error")
     if status == "budget_exceeded":
         return sentence + f" ({data.get('limit', '').replace('_', ' ')}) before its next iteration."
-    if status in ("failed", "cancelled"):
+    if status in ("failed", "cancelled", "blocked", "needs_human"):
         sentence += f": {_short(error)}" if error else "."
     return sentence
 
 
 def describe(event: RunEvent) -> str:
     """One sentence for one event."""
+    from recipes.planeai.events import describe as step_machine_sentence
+
+    if (said := step_machine_sentence(event)) is not None:
+        return said
     data = event.data or {}
     kind = event.kind
     step = event.step

@@ -96,7 +96,13 @@ def inbox() -> dict:
 
     running = list(
         Run.objects.filter(
-            status__in=[Run.Status.PENDING, Run.Status.RUNNING, Run.Status.BUDGET_EXCEEDED]
+            status__in=[
+                Run.Status.PENDING,
+                Run.Status.RUNNING,
+                Run.Status.OBSERVING,
+                Run.Status.VERIFYING,
+                Run.Status.BUDGET_EXCEEDED,
+            ]
         )
         .select_related("recipe", "started_by")
         .order_by("-id")[:20]
@@ -132,7 +138,16 @@ def inbox() -> dict:
         "running": running,
         "finished": finished,
         "status_counts": status_counts,
+        "attention": needs_a_person(),
     }
+
+
+def needs_a_person() -> list[Run]:
+    """Runs stopped for a person (blocked, needs_human) and approved runs whose review
+    request waits to be merged: the inbox lists them beside the gates."""
+    stopped = Run.objects.filter(status__in=Run.NEEDS_PERSON)
+    to_merge = Run.objects.filter(review__status="open")
+    return list((stopped | to_merge).select_related("recipe", "review").order_by("-id")[:20])
 
 
 # --- run list ------------------------------------------------------------------------------

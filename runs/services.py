@@ -65,11 +65,13 @@ def start_run(
     budget: dict | None = None,
     budget_replaces_recipe: bool = False,
     forked: dict | None = None,
+    start: bool = True,
 ) -> Run:
     """A new run of `recipe`. With `parent_node` it is a child run of that `workflow:` node,
     started by the engine for whoever started the parent. `budget` (limits as a person gave
     them) replaces the recipe's limits one by one; `forked` ({"from": run, "point": {...}})
-    is given by runs.fork only."""
+    is given by runs.fork only; `start=False`: a step-machine run is created and waits for
+    its first tick."""
     from recipes.formats.budget import BudgetInvalid, clean_budget, merged
     from recipes.inputs import InputsInvalid, clean_inputs
 
@@ -96,6 +98,12 @@ def start_run(
         limits = given if budget_replaces_recipe else merged(getattr(spec, "budget", None), given)
     except BudgetInvalid as exc:
         raise InputError({f"budget.{k}": v for k, v in exc.errors.items()}) from None
+    step_machine = recipe.kind == Recipe.Kind.PLANEAI
+    if step_machine:
+        from recipes.planeai.start import check_start, default_repository
+
+        workdir = workdir or default_repository()
+        check_start(spec, cleaned, workdir, user)
     with transaction.atomic():
         run = Run.objects.create(
             recipe=recipe,
@@ -127,9 +135,12 @@ def start_run(
             else user.get_username(),
             budget=limits,
         )
+        if step_machine:
+            # Its one node exists from the start: a run created without starting waits.
+            NodeRun.objects.create(run=run, node_id="steps", kind="stepmachine")
         if forked:
             forked["carry"](run)  # the fork's history, and where it goes on (runs.fork)
-        else:
+        elif start or not step_machine:
             dispatch.send_on_commit("advance_run", run.pk)
     return run
 
@@ -152,6 +163,8 @@ def rerun(run: Run, *, user=None, on_current_version: bool = False) -> Run:
         version=None if on_current_version else run.recipe_version,
         rerun_of=run,
         budget=run.budget,
+        # A step machine works on its repository; a workflow gets a fresh folder.
+        workdir=run.workdir if run.recipe.kind == Recipe.Kind.PLANEAI else "",
     )
 
 
@@ -225,6 +238,11 @@ def resume_run(run: Run, actor: Actor) -> Run:
         if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED):
             raise Conflict(
                 f"Only a failed or cancelled run can be resumed; run {run.pk} is {run.status}."
+            )
+        if run.recipe.kind == Recipe.Kind.PLANEAI:
+            raise Conflict(
+                "A step-machine run cannot be resumed (its sessions and handoffs belong to "
+                "that run): re-run it instead."
             )
         spec = spec_for(run)
         reset = []
@@ -310,6 +328,12 @@ def _apply(run: Run, gate: Gate, row: NodeRun, status: str, actor: Actor) -> Non
 
         gate_decided(run, gate, row)
         return
+    if run.recipe.kind == "planeai":
+        # A human.wait: accept goes on, feedback goes on with it as runtime.last_error.
+        from recipes.planeai.runner import gate_decided as step_machine_decided
+
+        step_machine_decided(run, gate, row, status, actor)
+        return
     if status == Gate.Status.REJECTED:
         reason = f"rejected at the gate by {actor.name}"
         row.fail(run, reason + (f": {gate.comment}" if gate.comment else ""))
@@ -331,3 +355,40 @@ def _apply(run: Run, gate: Gate, row: NodeRun, status: str, actor: Actor) -> Non
             group_exec.begin_next(run, row, number, feedback=gate.comment, after_gate=True)
         else:
             row.start_iteration(run, number, feedback=gate.comment, after_gate=True)
+
+
+# --- step machines -------------------------------------------------------------------------
+
+
+def record_handoff(run: Run, actor: Actor, *, role: str, status: str, summary="", data=None):
+    """A handoff from a person or a script (the agent's own tool calls the same function)."""
+    from recipes.planeai.handoffs import record_handoff as record
+
+    return record(run.pk, role=role, status=status, summary=summary, data=data, actor=actor)
+
+
+def tick(run: Run, actor: Actor, *, inline: bool = False):
+    """Advance a step machine (`loop tick`): start it if it was only created, else run its
+    current step and what follows, at most ten ticks. `inline` runs the ticks in this
+    process (the command line, which waits to print what happened); otherwise they are
+    sent to a worker."""
+    from recipes.planeai import runner
+    from recipes.planeai.machine import machine_row
+
+    with transaction.atomic():
+        run = lock_run(run.pk)
+        if run.recipe.kind != Recipe.Kind.PLANEAI:
+            raise Conflict(f"Run {run.pk} is not a step-machine run.")
+        if run.is_terminal or run.status in Run.NEEDS_PERSON:
+            raise Conflict(f"Run {run.pk} is {run.status}: there is nothing to tick.")
+        row = machine_row(run, lock=True)
+        if row is not None and row.status == NodeRun.Status.PAUSED:
+            raise Conflict(f"Run {run.pk} waits for a decision at a gate: decide there.")
+        run.append_event("tick_requested", by=actor.name, surface=actor.surface)
+        if row is None or (row.status == NodeRun.Status.PENDING and row.queued_at is None):
+            dispatch.send_on_commit("advance_run", run.pk)
+            return None
+        if not inline:
+            dispatch.send_on_commit("tick_machine", run.pk)
+            return None
+    return runner.tick(run.pk, trigger="cli")

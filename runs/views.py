@@ -64,6 +64,8 @@ def run_detail(request, run_id):
     nodes_after = _positive_int(request.GET.get("nodes_after"))
     page = queries.run_page(run, nodes_after=nodes_after)
     page.update(_history(run, request.GET))
+    if run.recipe.kind == "planeai":
+        page.update(_step_machine(run))
     return render(request, "runs/detail.html", page)
 
 
@@ -98,6 +100,7 @@ PARTS = {
     "gate": ("runs/_gate.html", queries.gate_state),
     "timeline": ("runs/_timeline.html", lambda run: _timeline(run)),
     "events": ("runs/_events.html", lambda run: _event_log(run)),
+    "stepmachine": ("runs/_stepmachine.html", lambda run: _step_machine(run)),
 }
 
 
@@ -105,6 +108,12 @@ def _history_part(run):
     from runs.views_history import budget_context, fork_links
 
     return {**fork_links(run), **budget_context(run)}
+
+
+def _step_machine(run):
+    from recipes.planeai.views import part_context
+
+    return part_context(run)
 
 
 def _event_log(run):
@@ -261,6 +270,20 @@ def run_resume(request, run_id):
 
 @require_POST
 @operator_required
+def run_tick(request, run_id):
+    """A step machine's Tick (or Start) button: the ticks are sent to a worker."""
+    run = _run_or_404(run_id)
+
+    def tick():
+        started = run.status == Run.Status.PENDING
+        services.tick(run, Actor.operator(request.user, "console"))
+        return "Started." if started else "Tick sent: the runner continues from the current step."
+
+    return _act(request, run, tick, "stepmachine")
+
+
+@require_POST
+@operator_required
 def run_rerun(request, run_id):
     run = _run_or_404(run_id)
     on_current = request.POST.get("version") == "current"
@@ -327,6 +350,10 @@ def gate_reject(request, run_id, gate_id):
 
 
 def _decision_notice(gate: Gate) -> str:
+    if gate.kind == Gate.Kind.LOOP and gate.iteration_id is None:  # a step machine's human.wait
+        if gate.status == Gate.Status.ACCEPTED:
+            return f"Accepted at {gate.node_id}: the run goes on."
+        return f"Going on from {gate.node_id} with your feedback."
     if gate.kind == Gate.Kind.LOOP:
         if gate.status == Gate.Status.ACCEPTED:
             return f"Accepted: {gate.node_id} completes with iteration {gate.iteration_number}."

@@ -102,6 +102,8 @@ def on_run_created(sender, instance, created: bool, **kwargs) -> None:
     database left under the same run id) and before its first task is sent."""
     if not created or not instance.workdir or not enabled():
         return
+    if instance.recipe.kind == "planeai":
+        return  # a step machine gives each role its own isolation (recipes.planeai.sessions)
     repository = repository_root(instance.workdir)
     if repository is not None:
         # A fork starts from the commit its original had reached at the fork point.

@@ -108,16 +108,22 @@ def serving(toolbox: ToolBox | None) -> Iterator[dict[str, str]]:
     thread = threading.Thread(target=server.serve_forever, name="agent-tools", daemon=True)
     thread.start()
     ctx = toolbox.context
+    env = {
+        "LOOP_TOOL_SOCKET": path,
+        "LOOP_TOOL_TOKEN": token,
+        "LOOP_TOOLS": ",".join(toolbox.names),
+        "LOOP_TOOL_CMD": tool_command() + " tool",
+        "LOOP_MCP_CMD": tool_command() + " mcp",
+        "LOOP_RUN_ID": str(ctx.run_id),
+        **({"LOOP_ROLE": ctx.role} if ctx.role else {}),
+    }
+    if "record_handoff" in toolbox.names and ctx.role:
+        # Ends before --status: `$LOOP_HANDOFF_CMD --status completed --summary "..."`.
+        env["LOOP_HANDOFF_CMD"] = (
+            f"{tool_command()} handoff {ctx.run_id} --role {shlex.quote(ctx.role)}"
+        )
     try:
-        yield {
-            "LOOP_TOOL_SOCKET": path,
-            "LOOP_TOOL_TOKEN": token,
-            "LOOP_TOOLS": ",".join(toolbox.names),
-            "LOOP_TOOL_CMD": tool_command() + " tool",
-            "LOOP_MCP_CMD": tool_command() + " mcp",
-            "LOOP_RUN_ID": str(ctx.run_id),
-            **({"LOOP_ROLE": ctx.role} if ctx.role else {}),
-        }
+        yield env
     finally:
         server.shutdown()
         server.server_close()

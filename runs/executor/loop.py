@@ -59,6 +59,10 @@ def run_iteration(iteration_id: int) -> None:
     )
     if it is None:
         return  # duplicate delivery or cancelled
+    if it.node_run.kind == "session":  # a step machine's turn (recipes.planeai)
+        from recipes.planeai.turns import run_turn
+
+        return run_turn(it)
     run, row = it.run, it.node_run
     if run.is_terminal:
         return

@@ -53,6 +53,10 @@ def start_node(node_run_id: int) -> None:
         loop_exec.start_loop(run, spec, node, row)
     elif node.kind == "loop_group":
         group_exec.start_group(run, spec, node, row)
+    elif node.kind == "stepmachine":
+        from recipes.planeai import runner as step_machine
+
+        step_machine.start(run, row)
     elif node.kind == "python":
         from recipes.python import runner as python_runner
 

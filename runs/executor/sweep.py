@@ -47,7 +47,8 @@ def sweep(now=None) -> dict:
     waiting_parents(stale, counts)
     overdue_gates(now, counts)
     lost_notifications(stale, counts)
-    keys = ("requeued", "failed", "resent", "advanced", "reminded", "timed_out")
+    stale_machines(now, counts)
+    keys = ("requeued", "failed", "resent", "advanced", "reminded", "timed_out", "stale")
     result = {key: counts[key] for key in keys}
     if any(result.values()):
         log.info("sweep: %s", ", ".join(f"{k} {v}" for k, v in result.items() if v))
@@ -190,3 +191,11 @@ def lost_notifications(stale, counts: Counter) -> None:
     for pk in Delivery.objects.lost(stale).values_list("pk", flat=True)[:500]:
         dispatch.send_now("send_notification", pk)
         counts["resent"] += 1
+
+
+def stale_machines(now, counts: Counter) -> None:
+    """Step machines without progress for longer than their `policy.stale_after_ms`: marked
+    stale, for a person to see (recipes.planeai.machine.mark_stale)."""
+    from recipes.planeai.machine import mark_stale
+
+    counts["stale"] += mark_stale(now)

@@ -174,9 +174,21 @@ class NodeRun(models.Model):
         run.append_event("node_skipped", self.node_id, reason=reason)
         return True
 
-    def pause(self, run, *, kind, message, iteration=None, fired=(), decisions=(), deadline=None):
+    def pause(
+        self,
+        run,
+        *,
+        kind,
+        message,
+        iteration=None,
+        fired=(),
+        decisions=(),
+        deadline=None,
+        label="",
+    ):
         """Stop at a gate: the node waits, holding no lease and no message; returns the gate.
-        `deadline` (a GateDeadline) has the sweep remind, reject or fail when it passes."""
+        `deadline` (a GateDeadline) has the sweep remind, reject or fail when it passes;
+        `label` names the gate when it is not the node's id (a step machine's step)."""
         from notifications.events import announce
 
         from .gate import Gate
@@ -186,7 +198,7 @@ class NodeRun(models.Model):
             run=run,
             node_run=self,
             iteration=iteration,
-            node_id=self.node_id,
+            node_id=label or self.node_id,
             kind=kind,
             message=message,
             completion_signaled=bool(fired),
@@ -196,7 +208,7 @@ class NodeRun(models.Model):
         )
         run.append_event(
             "approval_requested",
-            self.node_id,
+            label or self.node_id,
             gate=gate.pk,
             kind=kind,
             iteration=iteration.number if iteration else None,
@@ -208,6 +220,10 @@ class NodeRun(models.Model):
         run.update_status()
         announce(run, "gate_waiting", gate=gate)
         return gate
+
+    def unpause(self) -> bool:
+        """A decision let the node go on by itself (no iteration of its own to start)."""
+        return self._move(self.Status.RUNNING, allowed=[self.Status.PAUSED])
 
     def start_iteration(self, run, number: int, *, feedback: str = "", after_gate=False):
         """Create iteration `number` and send it to a worker (a loop_group's iteration is

@@ -17,9 +17,46 @@ class Run(models.Model):
         NEEDS_HUMAN = "needs_human"
         # Stopped between iterations at a limit of its budget; resumes once raised.
         BUDGET_EXCEEDED = "budget_exceeded"
+        # Statuses a step-machine recipe sets (loop.status); see MEANINGS.
+        OBSERVING = "observing"
+        VERIFYING = "verifying"
+        COMPLETED_UNREVIEWED = "completed_unreviewed"
+        APPROVED = "approved"
 
-    TERMINAL = {Status.COMPLETED, Status.FAILED, Status.CANCELLED}
-    ACTIVE = {Status.PENDING, Status.RUNNING, Status.PAUSED, Status.BLOCKED, Status.NEEDS_HUMAN}
+    TERMINAL = {
+        Status.COMPLETED,
+        Status.FAILED,
+        Status.CANCELLED,
+        Status.COMPLETED_UNREVIEWED,
+        Status.APPROVED,
+    }
+    ACTIVE = {
+        Status.PENDING,
+        Status.RUNNING,
+        Status.PAUSED,
+        Status.BLOCKED,
+        Status.NEEDS_HUMAN,
+        Status.OBSERVING,
+        Status.VERIFYING,
+    }
+    # Live, but the runner has stopped until a person steps in.
+    NEEDS_PERSON = {Status.BLOCKED, Status.NEEDS_HUMAN}
+    # What each status means, in the words every page uses (badges, the inbox, the CLI).
+    MEANINGS = {
+        Status.PENDING: "waiting to start",
+        Status.RUNNING: "working",
+        Status.PAUSED: "waiting for a decision at a gate",
+        Status.COMPLETED: "finished",
+        Status.FAILED: "stopped by an error or a rejection",
+        Status.CANCELLED: "stopped by a person",
+        Status.BLOCKED: "stopped: a limit was reached or an agent is blocked; a person must step in",
+        Status.NEEDS_HUMAN: "stopped: an agent asks for a person's decision",
+        Status.OBSERVING: "working: watching before it acts",
+        Status.VERIFYING: "working: checking the result",
+        Status.COMPLETED_UNREVIEWED: "finished; no person has reviewed the result yet",
+        Status.APPROVED: "every check passed; ready for a person to merge",
+        Status.BUDGET_EXCEEDED: "stopped at a limit of its budget; an operator can raise it and resume",
+    }
 
     recipe = models.ForeignKey("recipes.Recipe", on_delete=models.PROTECT, related_name="runs")
     recipe_version = models.ForeignKey(
@@ -76,6 +113,10 @@ class Run(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in self.TERMINAL
+
+    @property
+    def status_meaning(self) -> str:
+        return self.MEANINGS.get(self.status, "")
 
     @property
     def duration(self):
@@ -184,6 +225,14 @@ class Run(models.Model):
 
         if self.is_terminal or self.status == self.Status.BUDGET_EXCEEDED:
             return  # a budget stop holds until an operator resumes (runs.budget)
+        if self.recipe.kind == "planeai":
+            # A step machine says its own status (loop.status); recipes.planeai derives it.
+            from recipes.planeai.machine import derived_status
+
+            status, error = derived_status(self, finished=finished)
+            if status != self.status or (error and error != self.error):
+                self.set_status(status, error=error)
+            return
         nodes = NodeRun.objects.filter(run=self)
         if finished:
             failed = nodes.filter(iteration=0, status=NodeRun.Status.FAILED).first()

@@ -43,6 +43,11 @@ class AgentRequest:
     # Tools the agent may call (runs.agent_tools): HTTP providers offer them as function
     # tools, CLI agents reach them through `env` (LOOP_TOOL_SOCKET, see agent_tools.serve).
     tools: ToolBox | None = None
+    # A step machine's role that must not write (mode review/readonly, isolation readonly):
+    # providers that can start read-only do (claude: plan mode, codex: read-only sandbox).
+    read_only: bool = False
+    # policy.auto_approve: the agent may act without asking (where its CLI can ask).
+    auto_approve: bool = False
 
 
 @dataclass

@@ -49,6 +49,10 @@ class ClaudeProvider:
             argv += ["--json-schema", json.dumps(request.output_schema)]
         if self.options.get("permission_mode"):
             argv += ["--permission-mode", str(self.options["permission_mode"])]
+        elif request.read_only:
+            argv += ["--permission-mode", "plan"]
+        elif request.auto_approve:
+            argv += ["--permission-mode", "bypassPermissions"]
         if tool_env:
             config = {"mcpServers": {MCP_SERVER_NAME: {"type": "stdio", **mcp_server(tool_env)}}}
             argv += ["--mcp-config", write_private(tool_env, "mcp.json", json.dumps(config))]

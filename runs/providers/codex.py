@@ -47,6 +47,10 @@ class CodexProvider:
             argv += ["--model", model]
         if self.options.get("sandbox"):
             argv += ["--sandbox", str(self.options["sandbox"])]
+        elif request.read_only:
+            argv += ["--sandbox", "read-only"]
+        elif request.auto_approve:
+            argv += ["--full-auto"]
         if schema_path:
             argv += ["--output-schema", schema_path]
         if tool_env:

@@ -61,6 +61,11 @@ class DemoProvider:
             self.iterations = 2
 
     def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
+        if request.tools and request.tools.get("record_handoff"):
+            # A step machine's role: play it (recipes.planeai.demo) and hand off.
+            from recipes.planeai.demo import role_turn
+
+            return role_turn(self, request, on_chunk)
         if request.tools and (self.tool_calls or drives_a_loop(request)):
             return self._call_tools(request, on_chunk)
         session_id = request.session_id or uuid.uuid4().hex
@@ -125,6 +130,8 @@ class DemoProvider:
 
     def _fix_files(self, request: AgentRequest) -> list[str]:
         notes = []
+        if request.read_only:
+            return notes
         root = Path(request.workdir).resolve()
         for name in dict.fromkeys(FILE_NAME.findall(request.prompt)):
             path = (root / name).resolve()

@@ -61,7 +61,9 @@ def duration(value):
 
 @register.inclusion_tag("console/_badge.html")
 def badge(status):
-    return {"status": status}
+    from runs.models import Run
+
+    return {"status": status, "meaning": Run.MEANINGS.get(status, "")}
 
 
 @register.filter
@@ -90,3 +92,11 @@ def channel_words(channels):
     from runs.event_text import CHANNEL_WORDS
 
     return "; ".join(CHANNEL_WORDS.get(name, name) for name in channels or [])
+
+
+@register.simple_tag
+def status_meaning(status):
+    """What a run status means, in words (Run.MEANINGS)."""
+    from runs.models import Run
+
+    return Run.MEANINGS.get(status, "")

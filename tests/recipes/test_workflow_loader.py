@@ -122,12 +122,12 @@ def test_top_level_error_has_empty_path():
     assert problem.path == "" and problem.line == 1
 
 
-def test_planeai_schema_is_not_supported_yet():
+def test_planeai_schema_goes_to_the_step_machine_format():
     result = load_recipe("name: x\nschema: planeai.loop.recipe.v1\nsteps: []\n")
     assert result.kind == "planeai" and result.spec is None
-    (problem,) = result.errors
-    assert problem.message == "recipe kind 'planeai' is not supported yet"
-    assert (problem.path, problem.line) == ("schema", 2)
+    messages = [(p.path, p.line, p.message) for p in result.errors]
+    assert ("steps", 3, "must contain at least one step") in messages
+    assert any(path == "id" for path, _, _ in messages)  # a step machine needs its id
 
 
 def test_bytes_and_invalid_utf8_never_raise():

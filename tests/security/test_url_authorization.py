@@ -50,6 +50,8 @@ API_BODY = {
     "reason": "x",
     "node": "a",
     "iteration": 1,
+    "role": "x",
+    "status": "completed",
 }
 
 

@@ -1,0 +1,108 @@
+"""What a step-machine template sees, and the full prompt an agent's turn is sent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+
+from .machine import MachineState
+from .templates import Namespace, TextList
+
+KNOWLEDGE_FILE_LIMIT = 50_000
+
+
+def run_inputs(run, spec) -> dict:
+    """Inputs as templates read them: an optional input nobody gave is *absent* (so
+    `default(...)` and `{% if %}` work as in Jinja), and `goal` is the run's goal."""
+    values = {}
+    for name, value in (run.inputs or {}).items():
+        declared = spec.inputs.get(name)
+        if value == "" and declared is not None and declared.default in (None, ""):
+            continue
+        values[name] = value
+    if "goal" not in values and run.message:
+        values["goal"] = run.message
+    return values
+
+
+def template_context(run, spec, state: MachineState) -> dict:
+    return {
+        "inputs": Namespace("inputs", run_inputs(run, spec)),
+        "loop_run": Namespace("loop_run", {"id": run.pk}),
+        "recipe": Namespace("recipe", {"id": spec.id, "name": spec.name}),
+        "knowledge": Namespace(
+            "knowledge",
+            {
+                "files": TextList(spec.knowledge.files),
+                "instructions": TextList(spec.knowledge.instructions),
+            },
+        ),
+        "runtime": Namespace(
+            "runtime",
+            {"round": state.round, "last_error": state.last_error, "ticks": state.ticks},
+        ),
+    }
+
+
+def read_knowledge_file(workdir: str, name: str) -> str:
+    root = Path(workdir).resolve()
+    path = (root / name).resolve()
+    if root != path and root not in path.parents:
+        return "(outside the working tree: not read)"
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return "(not found in the working tree)"
+    except OSError as exc:
+        return f"(cannot be read: {exc.strerror})"
+    if len(text) > KNOWLEDGE_FILE_LIMIT:
+        return text[:KNOWLEDGE_FILE_LIMIT] + f"\n[cut at {KNOWLEDGE_FILE_LIMIT:,} characters]"
+    return text
+
+
+HANDOFF_HOWTO = """\
+When you are done, record a structured handoff: it is the only way this loop learns your
+outcome (files you write are not read as handoffs). From a shell:
+
+    $LOOP_HANDOFF_CMD --status completed --summary "what you did or found"
+
+or call the `record_handoff` tool. Statuses: completed, blocked, needs_human, failed.
+Add structured details with --data-file details.json (a JSON object)."""
+
+
+def turn_prompt(spec, role_id: str, prompt: str, workdir: str) -> str:
+    """Role instructions, the recipe's knowledge, the step's prompt, how to hand off."""
+    role = spec.roles[role_id]
+    parts = []
+    if role.instructions and role.instructions.strip():
+        parts.append(f"# Your role: {role_id}\n\n{role.instructions.strip()}")
+    knowledge = spec.knowledge
+    if knowledge.instructions:
+        parts.append(
+            "# Instructions for every step\n\n"
+            + "\n".join(f"- {line}" for line in knowledge.instructions)
+        )
+    for name in knowledge.files:
+        parts.append(f"# Context file {name}\n\n{read_knowledge_file(workdir, name).rstrip()}")
+    parts.append(f"# This step\n\n{prompt.strip()}")
+    parts.append(f"# Handing off\n\n{HANDOFF_HOWTO}")
+    return "\n\n".join(parts) + "\n"
+
+
+def run_folders(run) -> tuple[Path, Path]:
+    base = Path(settings.LOOP_DATA_DIR) / "runs" / str(run.pk)
+    workdir = Path(run.workdir) if run.workdir else base / "work"
+    return workdir, base / "artifacts"
+
+
+def base_env(run, role_id: str) -> dict[str, str]:
+    workdir, artifacts = run_folders(run)
+    return {
+        "ARTIFACTS_DIR": str(artifacts),
+        "WORKFLOW_ID": str(run.pk),
+        "USER_MESSAGE": run.message,
+        "ARGUMENTS": run.message,
+        "LOOP_RUN_ID": str(run.pk),
+        "LOOP_ROLE": role_id,
+    }

@@ -1,0 +1,148 @@
+"""Git for step machines: the run's repository, role worktrees and branches, commits.
+
+Every call goes through `runs.worktree.git` (the allow-listed child environment, no
+terminal prompts). Branch names come from recipes and inputs: they are checked with
+`git check-ref-format` and passed as arguments, never through a shell.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+
+from runs.worktree import git, repository_root
+
+__all__ = [
+    "GitError",
+    "add_worktree",
+    "branches",
+    "check_branch",
+    "checkout",
+    "commit_all",
+    "current_branch",
+    "default_branch",
+    "head",
+    "is_repository",
+    "role_worktree_path",
+]
+
+
+class GitError(Exception):
+    pass
+
+
+def _ok(result, what: str) -> str:
+    if result.returncode != 0:
+        detail = (result.stderr or result.stdout).strip().splitlines()
+        raise GitError(f"{what}: {detail[-1] if detail else f'git exited {result.returncode}'}")
+    return result.stdout
+
+
+def is_repository(path: str | Path | None) -> bool:
+    return bool(path) and repository_root(path) is not None
+
+
+def branches(repository: str | Path) -> list[str]:
+    """Local branches, the default one first."""
+    found = git("for-each-ref", "--format=%(refname:short)", "refs/heads", cwd=repository)
+    names = sorted(line.strip() for line in found.stdout.splitlines() if line.strip())
+    first = default_branch(repository)
+    return sorted(names, key=lambda name: (name != first, name))
+
+
+def default_branch(repository: str | Path) -> str:
+    """The remote's default branch when known, else main / master, else the checked-out one."""
+    remote = git("symbolic-ref", "--short", "refs/remotes/origin/HEAD", cwd=repository)
+    if remote.returncode == 0 and "/" in remote.stdout:
+        return remote.stdout.strip().split("/", 1)[1]
+    for name in ("main", "master"):
+        if (
+            git("rev-parse", "--verify", "--quiet", f"refs/heads/{name}", cwd=repository).returncode
+            == 0
+        ):
+            return name
+    return current_branch(repository) or "main"
+
+
+def current_branch(workdir: str | Path) -> str:
+    found = git("symbolic-ref", "--short", "-q", "HEAD", cwd=workdir)
+    return found.stdout.strip() if found.returncode == 0 else ""
+
+
+def branch_exists(repository: str | Path, name: str) -> bool:
+    return (
+        git("rev-parse", "--verify", "--quiet", f"refs/heads/{name}", cwd=repository).returncode
+        == 0
+    )
+
+
+def head(workdir: str | Path, ref: str = "HEAD") -> str:
+    return _ok(git("rev-parse", "--verify", f"{ref}^{{commit}}", cwd=workdir), f"{ref}").strip()
+
+
+def check_branch(repository: str | Path, name: str) -> str:
+    name = (name or "").strip()
+    if not name or name.startswith("-"):
+        raise GitError(f"{name!r} is not a branch name")
+    result = git("check-ref-format", "--branch", name, cwd=repository)
+    if result.returncode != 0:
+        raise GitError(f"{name!r} is not a valid branch name")
+    return name
+
+
+def checkout(repository: str | Path, branch: str) -> None:
+    """Check `branch` out in the repository's own working tree (isolation: project)."""
+    branch = check_branch(repository, branch)
+    if current_branch(repository) == branch:
+        return
+    if not branch_exists(repository, branch):
+        raise GitError(f"there is no branch {branch!r} in the repository")
+    _ok(git("checkout", "--quiet", branch, "--", cwd=repository), f"git checkout {branch}")
+
+
+def role_worktree_path(run_id: int, role: str, round_: int, generation: int) -> Path:
+    name = f"{role}-r{round_}" + (f"-s{generation}" if generation > 1 else "")
+    return Path(settings.LOOP_DATA_DIR) / "runs" / str(run_id) / "roles" / name
+
+
+def add_worktree(repository: str | Path, path: Path, branch: str, base: str = "HEAD") -> None:
+    """A worktree at `path` on `branch`: the existing branch, or a new one from `base`."""
+    branch = check_branch(repository, branch)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if branch_exists(repository, branch):
+        result = git("worktree", "add", str(path), branch, cwd=repository)
+    else:
+        result = git("worktree", "add", "-b", branch, str(path), base, cwd=repository)
+    _ok(result, f"git worktree add {branch}")
+
+
+def dirty(workdir: str | Path) -> bool:
+    return bool(git("status", "--porcelain", cwd=workdir).stdout.strip())
+
+
+def commit_all(workdir: str | Path, message: str) -> str | None:
+    """Commit whatever the agent left uncommitted; the new commit, or None."""
+    if not dirty(workdir):
+        return None
+    _ok(git("add", "-A", cwd=workdir), "git add")
+    _ok(git("commit", "--no-verify", "-q", "-m", message, cwd=workdir), "git commit")
+    return head(workdir)
+
+
+PATCH_LIMIT = 100_000
+
+
+def changes(workdir: str | Path, since: str) -> dict | None:
+    """What was committed since `since`: the new head, `--stat`, the patch (cut)."""
+    now = head(workdir)
+    if now == since:
+        return None
+    stat = git("diff", "--stat", since, now, cwd=workdir).stdout.strip()
+    patch = git("diff", since, now, cwd=workdir).stdout
+    return {
+        "commit": now,
+        "stat": stat,
+        "diff": patch[:PATCH_LIMIT],
+        "truncated": len(patch) > PATCH_LIMIT,
+    }

@@ -1,0 +1,173 @@
+"""Handoffs: the one way a role's report reaches a step-machine run.
+
+`record_handoff` is called by every way in — `manage.py loop handoff`, `POST
+/api/runs/{id}/handoffs`, and the agent's `record_handoff` tool (`$LOOP_HANDOFF_CMD`, the
+MCP server, an HTTP provider's function tool) — so what is accepted is decided here once.
+A `handoff.wait` step then takes the latest handoff of its role recorded after the run's
+last consumed one (`take`); nothing on disk ever counts.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.db import transaction
+
+from recipes.formats.planeai_spec import HANDOFF_SCHEMA, HANDOFF_STATUSES
+from runs import dispatch
+from runs.actor import Actor
+from runs.agent_tools import AgentTool, ToolContext, ToolError
+from runs.errors import Conflict, InputError, NotFound
+from runs.executor.spec import SpecError, spec_for
+from runs.executor.state import lock_run
+from runs.models import Handoff, NodeRun, Run
+
+from .machine import MachineState, machine_row
+
+SUMMARY_LIMIT = 100_000
+DATA_LIMIT = 1_000_000
+
+
+def record_handoff(
+    run_id: int,
+    *,
+    role: str,
+    status: str,
+    actor: Actor,
+    summary: str = "",
+    data=None,
+    schema: str = HANDOFF_SCHEMA,
+    iteration_id: int | None = None,
+) -> Handoff:
+    """Record a role's handoff on a live step-machine run and wake its runner."""
+    errors = {}
+    if schema != HANDOFF_SCHEMA:
+        errors["schema"] = f"must be {HANDOFF_SCHEMA}, not {str(schema)[:60]!r}"
+    if status not in HANDOFF_STATUSES:
+        errors["status"] = f"must be one of {', '.join(HANDOFF_STATUSES)}, not {str(status)[:60]!r}"
+    summary = (summary or "").replace("\x00", "")
+    if len(summary) > SUMMARY_LIMIT:
+        errors["summary"] = f"is limited to {SUMMARY_LIMIT:,} characters"
+    if data is not None and not isinstance(data, dict):
+        errors["data"] = "must be a JSON object"
+    elif data is not None and len(json.dumps(data, default=str)) > DATA_LIMIT:
+        errors["data"] = f"is limited to {DATA_LIMIT:,} characters of JSON"
+    with transaction.atomic():
+        run = lock_run(run_id)
+        if run is None:
+            raise NotFound(f"No run {run_id}.")
+        if run.recipe.kind != "planeai":
+            raise Conflict(f"Run {run.pk} is not a step-machine run; it takes no handoffs.")
+        try:
+            roles = sorted(spec_for(run).roles)
+        except SpecError as exc:
+            raise Conflict(f"Run {run.pk}'s recipe does not load: {exc}") from None
+        row = machine_row(run, lock=True)
+        if run.is_terminal or run.status in Run.NEEDS_PERSON or row is None or row.is_terminal:
+            raise Conflict(f"Run {run.pk} is {run.status}: it takes no more handoffs.")
+        if role not in roles:
+            known = ", ".join(roles) or "none"
+            errors["role"] = f"{str(role)[:60]!r} is not a role of this recipe (roles: {known})"
+        if errors:
+            raise InputError(errors)
+        content = {"schema": schema, "role": role, "status": status, "summary": summary}
+        if data is not None:
+            content["data"] = data
+        name = actor.name if actor.surface != "agent" else f"the {role} agent"
+        event = run.append_event(
+            "handoff_recorded",
+            role,
+            status=status,
+            summary=summary[:500],
+            by=name,
+            surface=actor.surface,
+        )
+        handoff = Handoff.objects.create(
+            run=run,
+            role=role,
+            status=status,
+            summary=summary,
+            data=data,
+            content=content,
+            seq=event.seq,
+            iteration_id=iteration_id,
+            recorded_by=actor.person,
+            recorded_by_name=name,
+            surface=actor.surface,
+        )
+        state = MachineState.of(row)
+        state.progressed()
+        state.save(row)
+        dispatch.send_on_commit("tick_machine", run.pk)
+    return handoff
+
+
+def take(run: Run, row: NodeRun, state: MachineState, role: str, step_id: str) -> Handoff | None:
+    """The handoff a `handoff.wait` on `role` consumes now, if any (the caller holds the
+    run's lock): the latest of that role recorded after the last consumed handoff, whose
+    document is a valid planeai.handoff.v1. Older ones stay unconsumed: stale."""
+    candidates = Handoff.objects.filter(run=run, role=role, seq__gt=state.consumed_seq).order_by(
+        "-seq"
+    )
+    chosen = next((h for h in candidates if h.accepted_form), None)
+    if chosen is None:
+        return None
+    from django.utils import timezone
+
+    now = timezone.now()
+    Handoff.objects.filter(pk=chosen.pk).update(consumed_at=now, consumed_by_step=step_id)
+    chosen.consumed_at, chosen.consumed_by_step = now, step_id
+    state.consumed_seq = chosen.seq
+    state.consumed_at = now.isoformat()
+    return chosen
+
+
+# --- the agent's tool ---------------------------------------------------------------------
+
+
+def _record_from_agent(ctx: ToolContext, args: dict):
+    role = args.get("role") or ctx.role
+    if role != ctx.role:
+        raise ToolError(f"you are the {ctx.role} agent: record handoffs for your own role")
+    try:
+        handoff = record_handoff(
+            ctx.run_id,
+            role=role,
+            status=args.get("status", ""),
+            summary=args.get("summary", ""),
+            data=args.get("data"),
+            actor=Actor("agent"),
+            iteration_id=ctx.iteration_id,
+        )
+    except InputError as exc:
+        raise ToolError("; ".join(f"{k}: {v}" for k, v in exc.errors.items())) from None
+    except (Conflict, NotFound) as exc:
+        raise ToolError(str(exc)) from None
+    return {
+        "recorded": handoff.pk,
+        "role": handoff.role,
+        "status": handoff.status,
+        "message": "Handoff recorded; the loop continues from it.",
+    }
+
+
+RECORD_HANDOFF = AgentTool(
+    name="record_handoff",
+    description=(
+        "Record your structured handoff for this loop: the only way the loop learns your "
+        "outcome. status: completed (done), blocked (cannot go on), needs_human (a person "
+        "must decide), failed. summary: what you did or found, for the next step's prompt."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "status": {"type": "string", "enum": list(HANDOFF_STATUSES)},
+            "summary": {"type": "string", "maxLength": SUMMARY_LIMIT},
+            "data": {"type": "object", "description": "Structured details (findings, ...)"},
+            "role": {"type": "string", "description": "Your role (the default)"},
+        },
+        "required": ["status"],
+        "additionalProperties": False,
+    },
+    handler=_record_from_agent,
+)

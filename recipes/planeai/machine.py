@@ -1,0 +1,176 @@
+"""The step machine's memory and its transitions, kept on the run's `steps` node.
+
+The node row's `state` holds where the machine is (current step, round, ticks, the last
+error, the last consumed handoff, the status a `loop.status` declared, why it waits); the
+row's own status says whether it is working (running), waiting at a `human.wait` gate
+(paused), done (completed) or failed. Callers hold the run's lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from django.utils import timezone
+
+from recipes.formats.planeai_spec import MACHINE_KIND, MACHINE_NODE, SESSION_KIND
+from runs.models import Iteration, NodeRun, Run
+
+FINAL_STATUSES = {"completed_unreviewed", "approved", "failed", "cancelled"}
+STOPPING_STATUSES = {"blocked", "needs_human"}
+PHASE_STATUSES = {"observing", "verifying"}
+
+
+@dataclass
+class MachineState:
+    current: str = ""
+    round: int = 1
+    ticks: int = 0
+    last_error: str = ""
+    consumed_seq: int = 0
+    consumed_at: str | None = None
+    status: str = ""  # what the last loop.status said
+    waiting: str = ""  # why the machine is not advancing, in words
+    stale: bool = False
+    progress_at: str | None = None
+    gates_step: str = ""  # a gates.run whose commands are running
+    ended_at_step: str = ""
+
+    @classmethod
+    def of(cls, row: NodeRun) -> MachineState:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in (row.state or {}).items() if k in known})
+
+    def save(self, row: NodeRun) -> None:
+        row.state = asdict(self)
+        NodeRun.objects.filter(pk=row.pk).update(state=row.state)
+
+    def progressed(self) -> None:
+        self.progress_at = timezone.now().isoformat()
+        self.stale = False
+
+
+def machine_row(run: Run, *, lock: bool = False) -> NodeRun | None:
+    rows = NodeRun.objects.filter(run=run, node_id=MACHINE_NODE, iteration=0, kind=MACHINE_KIND)
+    if lock:
+        rows = rows.select_for_update()
+    return rows.order_by("-generation").first()
+
+
+def derived_status(run: Run, *, finished: bool) -> tuple[str, str | None]:
+    """The run's status as its step machine says it (Run.update_status asks here)."""
+    row = machine_row(run)
+    if row is None:
+        return (Run.Status.RUNNING if run.status != Run.Status.PENDING else run.status), None
+    state = MachineState.of(row)
+    if row.status == NodeRun.Status.FAILED:
+        return Run.Status.FAILED, row.error
+    if row.status == NodeRun.Status.CANCELLED:
+        return Run.Status.CANCELLED, row.error or None
+    if row.status == NodeRun.Status.PAUSED:
+        return Run.Status.PAUSED, None
+    if row.status == NodeRun.Status.COMPLETED:
+        declared = state.status if state.status in FINAL_STATUSES | STOPPING_STATUSES else ""
+        # Why it stopped is the run's error only when a person must act on it.
+        explained = declared in STOPPING_STATUSES or declared == "cancelled"
+        return declared or Run.Status.COMPLETED_UNREVIEWED, (
+            row.error or None
+        ) if explained else None
+    if row.status == NodeRun.Status.PENDING and row.queued_at is None:
+        return run.status, None  # created, not started
+    if state.status in PHASE_STATUSES:
+        return state.status, None
+    return Run.Status.RUNNING, None
+
+
+def end(run: Run, row: NodeRun, status: str, reason: str = "") -> None:
+    """The machine stops for good with `status` (a final or intervention-required one)."""
+    state = MachineState.of(row)
+    state.status = status
+    state.waiting = ""
+    state.ended_at_step = state.current
+    state.save(row)
+    if status == "failed":
+        row.fail(run, reason or "the recipe ended the run as failed")
+    else:
+        # Why it stopped is an error only when a person must act on it (or it was stopped).
+        row.error = reason if status in STOPPING_STATUSES or status == "cancelled" else ""
+        row.complete(run, reason or status, status=status)
+    close_idle_sessions(run, f"the run ended ({status})")
+    run.update_status(finished=True)
+    if status in ("approved", "completed_unreviewed"):
+        from . import review
+
+        review.open_request(run, state)
+
+
+def close_idle_sessions(run: Run, reason: str) -> None:
+    """Sessions without a turn in flight end with the run; a busy one ends after its turn."""
+    for session in NodeRun.objects.filter(
+        run=run, kind=SESSION_KIND, status=NodeRun.Status.RUNNING
+    ):
+        if not busy(session):
+            session.complete(run, reason, reason=reason)
+
+
+def busy(session: NodeRun) -> bool:
+    return Iteration.objects.filter(
+        node_run=session, status__in=[Iteration.Status.PENDING, Iteration.Status.RUNNING]
+    ).exists()
+
+
+def live_session(run: Run, role: str) -> NodeRun | None:
+    return (
+        NodeRun.objects.filter(run=run, kind=SESSION_KIND, node_id=role, iteration=0)
+        .order_by("-generation")
+        .filter(status=NodeRun.Status.RUNNING)
+        .first()
+    )
+
+
+def latest_session(run: Run, role: str) -> NodeRun | None:
+    return (
+        NodeRun.objects.filter(run=run, kind=SESSION_KIND, node_id=role, iteration=0)
+        .order_by("-generation")
+        .first()
+    )
+
+
+def mark_stale(now) -> int:
+    """The sweep's pass for `policy.stale_after_ms`: a live machine whose last progress is
+    older than that is marked stale (shown on its page, in the inbox, by `loop status`)."""
+    from datetime import datetime, timedelta
+
+    from django.db import transaction
+
+    from runs.executor.spec import SpecError, spec_for
+    from runs.executor.state import lock_run
+
+    marked = 0
+    rows = NodeRun.objects.filter(
+        kind=MACHINE_KIND,
+        status__in=[NodeRun.Status.RUNNING, NodeRun.Status.PAUSED],
+        state__stale=False,
+    ).values_list("pk", "run_id")
+    for pk, run_id in rows:
+        with transaction.atomic():
+            run = lock_run(run_id)
+            row = NodeRun.objects.select_for_update().filter(pk=pk).first()
+            if run is None or row is None or run.is_terminal:
+                continue
+            try:
+                limit = spec_for(run).policy.stale_after_ms
+            except SpecError:
+                continue
+            state = MachineState.of(row)
+            if not limit or state.stale or not state.progress_at:
+                continue
+            since = datetime.fromisoformat(state.progress_at)
+            if now - since < timedelta(milliseconds=limit):
+                continue
+            state.stale = True
+            state.save(row)
+            run.append_event(
+                "run_stale", state.current, since=state.progress_at, stale_after_ms=limit
+            )
+            marked += 1
+    return marked

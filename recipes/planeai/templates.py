@@ -1,0 +1,291 @@
+"""Templates of step-machine recipes: Jinja2's sandboxed environment, nothing else.
+
+No loader (so no `{% include %}`, `{% import %}` or `{% extends %}`: refused when the
+recipe is validated), no attribute escape hatches (the sandbox), and a name that is not
+defined is an error when printed — `{% if inputs.task_key %}` on a missing input is simply
+false, and `default(...)` works as in Jinja.
+
+Gate commands are rendered differently (`render_command`): every value a template prints
+travels in the environment and the command reads it from there (`runs.engine.shell_context`
+decides how, by where the value stands), so no value becomes shell text.
+
+Pure Python: the recipe format validates with it, the runner renders with it.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from jinja2 import TemplateSyntaxError, Undefined, nodes
+from jinja2.exceptions import SecurityError, TemplateError, UndefinedError
+from jinja2.sandbox import SandboxedEnvironment
+
+from runs.engine.shell_context import plan, unsafe_references
+from runs.engine.shell_kinds import SAFE, Context, explain
+
+__all__ = [
+    "Namespace",
+    "RenderError",
+    "command_sources",
+    "render",
+    "render_command",
+    "shell_check",
+    "syntax_problems",
+    "whole_value",
+]
+
+MAX_RENDERED = 1_000_000
+
+
+class RenderError(Exception):
+    """A template could not be rendered; the message says why, in the author's terms."""
+
+
+class ClearUndefined(Undefined):
+    """Falsy in tests and `default()`, an error when printed or used."""
+
+    __slots__ = ()
+
+    def _fail_with_undefined_error(self, *args, **kwargs):
+        owner = self._undefined_obj
+        name = self._undefined_name
+        if isinstance(owner, Namespace) and name is not None:
+            known = ", ".join(sorted(owner)) or "none"
+            raise UndefinedError(f"{owner._label}.{name} is undefined (known: {known})")
+        if self._undefined_hint:
+            raise UndefinedError(self._undefined_hint)
+        raise UndefinedError(f"{name!r} is undefined" if name else "a value is undefined")
+
+    __str__ = _fail_with_undefined_error  # type: ignore[assignment]
+    __iter__ = _fail_with_undefined_error  # type: ignore[assignment]
+    __len__ = _fail_with_undefined_error  # type: ignore[assignment]
+
+
+class Namespace:
+    """Values templates read with dots (`inputs.goal`), named in error messages. Not a
+    dict: an input called `items` or `keys` must read the input, not a dict method."""
+
+    __slots__ = ("_label", "_values")
+
+    def __init__(self, label: str, values: dict):
+        self._label = label
+        self._values = dict(values)
+
+    def __getattr__(self, name: str):
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, name: str):
+        return self._values[name]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __contains__(self, name) -> bool:
+        return name in self._values
+
+    def __str__(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self._values.items())
+
+
+class TextList(list):
+    """A list that prints as one item per line (`{{ knowledge.files }}`)."""
+
+    def __str__(self) -> str:
+        return "\n".join(f"- {item}" for item in self)
+
+
+def _environment(**options) -> SandboxedEnvironment:
+    return SandboxedEnvironment(
+        undefined=ClearUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        keep_trailing_newline=True,
+        **options,
+    )
+
+
+_ENV = _environment()
+_FORBIDDEN = (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)
+_FORBIDDEN_NAMES = {
+    nodes.Include: "include",
+    nodes.Import: "import",
+    nodes.FromImport: "import",
+    nodes.Extends: "extends",
+}
+
+
+@dataclass(frozen=True)
+class TemplateProblem:
+    line: int  # 1-based line inside the template
+    message: str
+
+
+def syntax_problems(source: str) -> list[TemplateProblem]:
+    """Syntax errors and refused tags of a template, each with its line in the template."""
+    try:
+        tree = _ENV.parse(source)
+    except TemplateSyntaxError as exc:
+        return [TemplateProblem(exc.lineno or 1, f"template syntax: {exc.message}")]
+    found = []
+    for node in tree.find_all(_FORBIDDEN):
+        tag = _FORBIDDEN_NAMES[type(node)]
+        found.append(
+            TemplateProblem(
+                node.lineno or 1,
+                f"{{% {tag} %}} is not available: recipe templates cannot read files",
+            )
+        )
+    return found
+
+
+def render(source: str, context: dict) -> str:
+    """Render a prompt or a branch name. Raises RenderError with a readable message."""
+    try:
+        text = _ENV.from_string(source).render(context)
+    except TemplateSyntaxError as exc:
+        raise RenderError(f"template syntax, line {exc.lineno}: {exc.message}") from None
+    except SecurityError as exc:
+        raise RenderError(f"refused by the template sandbox: {exc}") from None
+    except UndefinedError as exc:
+        raise RenderError(str(exc)) from None
+    except TemplateError as exc:
+        raise RenderError(f"template error: {exc}") from None
+    except (TypeError, ValueError, ArithmeticError, LookupError) as exc:
+        raise RenderError(f"template error: {type(exc).__name__}: {exc}") from None
+    if len(text) > MAX_RENDERED:
+        raise RenderError(f"the rendered text is longer than {MAX_RENDERED:,} characters")
+    return text
+
+
+# --- gate commands --------------------------------------------------------------------------
+
+# A printed value becomes this marker while the command is rendered; the markers are then
+# turned into references to environment variables. NUL cannot occur in a value that reaches
+# the environment, nor in recipe text (the YAML reader refuses it), so it cannot be forged.
+_MARK = "\x00{}\x00"
+PRINTED = "{{ … }}"
+_MARK_RE = re.compile("\x00(\\d+)\x00")
+_PRINT = re.compile(r"\{\{.*?\}\}", re.S)
+_TAG = re.compile(r"\{%.*?%\}", re.S)
+
+
+def _render_value(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass
+class Command:
+    """A rendered gate command: a bash script with its values in `env`, or — when the whole
+    command is one value — that value as a program and its arguments (`argv`)."""
+
+    script: str = ""
+    env: dict | None = None
+    argv: list[str] | None = None
+
+    @property
+    def shown(self) -> str:
+        """The command as the log shows it."""
+        return shlex.join(self.argv) if self.argv is not None else self.script
+
+
+def render_command(source: str, context: dict) -> Command:
+    """Render a gate command with every printed value kept out of the script text."""
+    values: list[str] = []
+
+    def finalize(value):
+        values.append(_render_value(value).replace("\x00", ""))
+        return _MARK.format(len(values))
+
+    env = _environment(finalize=finalize)
+    try:
+        text = env.from_string(source).render(context)
+    except (TemplateError, TypeError, ValueError, ArithmeticError, LookupError) as exc:
+        raise RenderError(
+            str(exc) if isinstance(exc, UndefinedError) else f"template error: {exc}"
+        ) from None
+    marks = list(_MARK_RE.finditer(text))
+    if whole_value(source) and len(marks) == 1 and text.strip() == marks[0].group(0):
+        # `{{ inputs.gate_command }}`: the value is a command line, run as a program and its
+        # arguments (no shell: pipes, `;`, `$( )` and redirections are plain words).
+        value = values[int(marks[0].group(1)) - 1]
+        try:
+            argv = shlex.split(value)
+        except ValueError as exc:
+            raise RenderError(f"the command {value!r} cannot be read: {exc}") from None
+        if not argv:
+            raise RenderError("the command is empty")
+        return Command(argv=argv)
+    # Each marker becomes a `$LOOP_V_n` reference first, so the shell lexer can say where
+    # it stands; then it is written for that place, as substitute_shell does.
+    script = _MARK_RE.sub(lambda m: f"$LOOP_V_{m.group(1)}", text)
+    found = list(re.finditer(r"\$LOOP_V_(\d+)", script))
+    contexts, findings = plan(script, [(m.start(), m.end()) for m in found])
+    if findings:
+        first = findings[0]
+        raise RenderError(f"line {first.line}: {first.explanation}")
+    parts, out_env, pos = [], {}, 0
+    for match, context in zip(found, contexts, strict=True):
+        if context not in SAFE:
+            line = script.count("\n", 0, match.start()) + 1
+            raise RenderError(f"line {line}: {explain(PRINTED, context)}")
+        parts.append(script[pos : match.start()])
+        pos = match.end()
+        name = f"LOOP_V_{match.group(1)}"
+        out_env[name] = values[int(match.group(1)) - 1]
+        if context is Context.COMMENT:
+            parts.append("")
+        elif context is Context.BARE:
+            parts.append(f'"${{{name}}}"')
+        else:
+            parts.append(f"${{{name}}}")
+    parts.append(script[pos:])
+    return Command(script="".join(parts), env=out_env)
+
+
+def whole_value(source: str) -> bool:
+    """The command is one printed expression and nothing else (`{{ inputs.test_cmd }}`)."""
+    stripped = source.strip()
+    found = _PRINT.fullmatch(stripped)
+    return bool(found) and not _TAG.search(stripped)
+
+
+def shell_check(source: str) -> list[tuple[int, str]]:
+    """(line, message) for values a gate command would place where no substitution is safe
+    (single quotes, arithmetic, eval, ...): checked when the recipe is validated."""
+    probe = _TAG.sub("", _PRINT.sub("$USER_MESSAGE", source))
+    probed = unsafe_references(probe)
+    return [(f.line, explain(PRINTED, f.context)) for f in probed]
+
+
+def command_sources(source: str) -> tuple[set[str], set[str]]:
+    """(input names, other top-level names) a template reads: `inputs.x` gives x; any other
+    variable (runtime, knowledge, ...) is named in the second set."""
+    try:
+        tree = _ENV.parse(source)
+    except TemplateSyntaxError:
+        return set(), set()
+    inputs: set[str] = set()
+    others: set[str] = set()
+    for node in tree.find_all(nodes.Getattr):
+        if isinstance(node.node, nodes.Name) and node.node.name == "inputs":
+            inputs.add(node.attr)
+    for node in tree.find_all(nodes.Getitem):
+        if (
+            isinstance(node.node, nodes.Name)
+            and node.node.name == "inputs"
+            and isinstance(node.arg, nodes.Const)
+        ):
+            inputs.add(str(node.arg.value))
+    for node in tree.find_all(nodes.Name):
+        if node.ctx == "load" and node.name != "inputs":
+            others.add(node.name)
+    return inputs, others

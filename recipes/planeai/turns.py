@@ -1,0 +1,172 @@
+"""One turn of a role's session, on a worker: the kernel's `run_iteration` hands iterations
+of `session` rows here (runs.executor.loop).
+
+The agent gets the console's tools for its run and role (`record_handoff`), served while
+it runs (`runs.agent_tools.serve.serving`): CLI agents find LOOP_RUN_ID, LOOP_ROLE and
+LOOP_HANDOFF_CMD in their environment (and LOOP_MCP_CMD for an MCP client), HTTP providers
+get the same ToolBox in `AgentRequest.tools`. When the turn ends — answered or failed —
+the runner is ticked: a step may be waiting for this session.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import InterfaceError, OperationalError, transaction
+
+from runs import dispatch
+from runs.agent_tools import ToolBox, ToolContext
+from runs.agent_tools.serve import serving
+from runs.executor.agent import StepFailed, call_agent
+from runs.executor.spec import spec_for
+from runs.executor.state import lock_run, on_fresh_connection
+from runs.executor.stream import OutputStream
+from runs.models import Iteration, NodeRun
+from runs.providers import registry
+from runs.providers.base import AgentRequest, Cancelled, ProviderError
+
+from . import git
+from .context import base_env
+from .handoffs import RECORD_HANDOFF
+from .machine import machine_row
+
+log = logging.getLogger(__name__)
+IDLE_TIMEOUT_SECONDS = 30 * 60
+
+
+def run_turn(it: Iteration) -> None:
+    run, row = it.run, it.node_run
+    if run.is_terminal:
+        Iteration.objects.filter(pk=it.pk, status=Iteration.Status.PENDING).update(
+            status=Iteration.Status.CANCELLED, error=f"the run ended ({run.status}) first"
+        )
+        return
+    role_id = row.node_id
+    prompt_error = None
+    try:
+        spec = spec_for(run)
+        role = spec.roles[role_id]
+        provider = registry.resolve(None if role.provider == "default" else role.provider, spec)
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - claimed, then reported like any failure
+        prompt_error = exc
+    session_id = row.state.get("session_id") or None
+    with transaction.atomic():
+        locked = lock_run(run.pk, with_recipe=False)
+        if locked.is_terminal or not Iteration.objects.claim(it, it.prompt, session_id):
+            return
+        locked.append_event(
+            "iteration_started", role_id, iteration=it.number, attempt=it.attempts, turn=True
+        )
+    stream = OutputStream(Iteration, it.pk, it.attempts, run.pk)
+    workdir = row.state.get("workdir") or "."
+    writes = not row.state.get("read_only") and git.is_repository(workdir)
+    before = _head(workdir) if writes else None
+    try:
+        if prompt_error is not None:
+            raise prompt_error
+        toolbox = ToolBox(
+            ToolContext(run_id=run.pk, node_id=role_id, iteration_id=it.pk, role=role_id),
+            [RECORD_HANDOFF],
+        )
+        with serving(toolbox) as tool_env:
+            request = AgentRequest(
+                prompt=it.prompt,
+                workdir=workdir,
+                session_id=session_id,
+                idle_timeout=IDLE_TIMEOUT_SECONDS,
+                env={
+                    **base_env(run, role_id),
+                    **tool_env,
+                    "LOOP_READ_ONLY": "1" if role.read_only else "0",
+                    "LOOP_AUTO_APPROVE": "1" if spec.policy.auto_approve else "0",
+                },
+                run_id=run.pk,
+                node_id=role_id,
+                iteration=it.number,
+                tools=toolbox,
+                read_only=role.read_only,
+                auto_approve=spec.policy.auto_approve,
+            )
+            outcome = call_agent(provider, request, stream, None)
+        stream.publish()
+    except Cancelled:
+        stream.keep_after_cancel()
+        return
+    except (OperationalError, InterfaceError):
+        raise
+    except (StepFailed, ProviderError) as exc:
+        on_fresh_connection(_failed, it, str(exc), stream.text)
+        return
+    except Exception as exc:  # noqa: BLE001 - a turn that raises crashes its session
+        log.exception("turn %s crashed", it.pk)
+        on_fresh_connection(_failed, it, f"{type(exc).__name__}: {exc}", stream.text)
+        return
+    changes = None
+    if writes:
+        try:
+            git.commit_all(workdir, f"loop run {run.pk}: {role_id} turn {it.number}")
+            changes = git.changes(workdir, before) if before else None
+        except git.GitError as exc:
+            log.warning("could not commit the %s turn of run %s: %s", role_id, run.pk, exc)
+    on_fresh_connection(_done, it, outcome, changes)
+
+
+def _head(workdir: str) -> str | None:
+    try:
+        return git.head(workdir)
+    except git.GitError:
+        return None  # no commit yet
+
+
+def _done(it: Iteration, outcome, changes: dict | None) -> None:
+    result = outcome.result
+    with transaction.atomic():
+        run = lock_run(it.run_id)
+        status = Iteration.Status.TIMED_OUT if result.timed_out else Iteration.Status.COMPLETED
+        if not it.finish(
+            status,
+            raw_output=outcome.raw,
+            output=outcome.text,
+            session_id=result.session_id or "",
+            tokens_in=result.tokens_in,
+            tokens_out=result.tokens_out,
+            cost_usd=result.cost_usd,
+        ):
+            return
+        row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
+        row.state = {**row.state, "session_id": result.session_id or row.state.get("session_id")}
+        NodeRun.objects.filter(pk=row.pk).update(state=row.state, output=outcome.text)
+        run.append_event(
+            "iteration_completed",
+            row.node_id,
+            iteration=it.number,
+            timed_out=result.timed_out,
+            duration_ms=it.duration_ms,
+        )
+        if changes:
+            # The same event a run's worktree records: the iteration card shows the diff.
+            run.append_event("worktree_diff", row.node_id, iteration=it.number, **changes)
+        _after_turn(run, row)
+
+
+def _failed(it: Iteration, error: str, raw: str) -> None:
+    with transaction.atomic():
+        run = lock_run(it.run_id)
+        if not it.finish(Iteration.Status.FAILED, error=error, raw_output=raw, output=raw):
+            return
+        row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
+        run.append_event("iteration_failed", row.node_id, iteration=it.number, error=error)
+        # The session is gone: the next session.create of this role starts a fresh one.
+        row.fail(run, f"turn {it.number} failed: {error}")
+        _after_turn(run, row, failed=True)
+
+
+def _after_turn(run, row: NodeRun, failed: bool = False) -> None:
+    machine = machine_row(run)
+    if machine is None or machine.is_terminal or run.is_terminal:
+        if not failed and row.status == NodeRun.Status.RUNNING:
+            row.complete(run, row.output, reason="the run ended")
+        return
+    dispatch.send_on_commit("tick_machine", run.pk)

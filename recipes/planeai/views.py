@@ -1,0 +1,124 @@
+"""Pages of step-machine runs: the review request (with its Merge button), and a demo
+repository made on demand from a recipe's start form. The run page's step-machine card is
+a part of the run page (runs.views.PARTS["stepmachine"], context from `part_context`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from console.permissions import operator_required, viewer_required
+from recipes.models import Recipe
+from runs import services
+from runs.actor import Actor, can_operate
+from runs.models import ReviewRequest, Run
+
+from . import review as reviews
+from .queries import handoffs_of, status_of
+
+GATE_LOG_SHOWN = 100_000
+
+
+def part_context(run: Run) -> dict:
+    return {"machine": status_of(run), "handoffs": handoffs_of(run)}
+
+
+@require_GET
+@viewer_required
+def run_review(request, run_id):
+    run = get_object_or_404(Run.objects.select_related("recipe", "recipe_version"), pk=run_id)
+    review = ReviewRequest.objects.filter(run=run).first()
+    if review is None:
+        raise Http404("This run has no review request.")
+    return render(
+        request,
+        "runs/review.html",
+        {
+            "run": run,
+            "review": review,
+            "handoffs": handoffs_of(run),
+            "gate_logs": _gate_logs(run),
+            "diff_lines": diff_lines(review.diff),
+            "may_merge": can_operate(request.user) and review.is_open,
+        },
+    )
+
+
+def diff_lines(patch: str) -> list[tuple[str, str]]:
+    """(kind, line) for a git patch: add, del, hunk (headers and @@ lines) or same."""
+    lines = []
+    for line in patch.splitlines():
+        if line.startswith(("diff --git", "@@", "+++", "---", "index ", "new file")):
+            kind = "hunk"
+        elif line.startswith("+"):
+            kind = "add"
+        elif line.startswith("-"):
+            kind = "del"
+        else:
+            kind = "same"
+        lines.append((kind, line))
+    return lines
+
+
+def _gate_logs(run: Run) -> list[dict]:
+    logs = []
+    for event in run.events.filter(kind="gates_finished").order_by("seq"):
+        path = Path(event.data.get("log") or "")
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = event.data.get("tail") or ""
+        cut = len(text) > GATE_LOG_SHOWN
+        logs.append(
+            {
+                "step": event.step,
+                "result": event.data.get("result"),
+                "gates": event.data.get("gates") or [],
+                "at": event.created_at,
+                "text": text[-GATE_LOG_SHOWN:],
+                "cut": cut,
+            }
+        )
+    return logs
+
+
+@require_POST
+@operator_required
+def review_merge(request, run_id):
+    try:
+        merged = reviews.merge(run_id, Actor.operator(request.user, "console"))
+    except services.NotAllowed:
+        raise PermissionDenied from None
+    except services.NotFound:
+        raise Http404("No review request.") from None
+    except services.ServiceError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request,
+            f"Merged {merged.branch} into {merged.target_branch} ({merged.merge_commit[:10]}).",
+        )
+    return redirect("run_review", run_id)
+
+
+@require_POST
+@operator_required
+def demo_repository(request, slug):
+    from .demo import create_repository
+    from .start import demo_root
+
+    recipe = get_object_or_404(Recipe, slug=slug, kind=Recipe.Kind.PLANEAI)
+    path = create_repository(demo_root())
+    messages.success(
+        request,
+        f"Made a demo repository at {path}: its branch feature/greeting has a failing test.",
+    )
+    query = urlencode({"repository": str(path)})
+    return redirect(reverse("recipe_start", args=[recipe.slug]) + "?" + query)

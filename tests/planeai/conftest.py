@@ -1,0 +1,130 @@
+"""Step-machine tests: recipes from YAML, a scripted role agent, git repositories."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+AGENT = Path(__file__).with_name("role_agent.py")
+
+
+@pytest.fixture
+def scripted(db):
+    """The scripted role agent as an admin-configured provider named `scripted`."""
+    from runs.models import ProviderConfig
+
+    return ProviderConfig.objects.create(
+        name="scripted", kind="command", command=f"{sys.executable} {AGENT}"
+    )
+
+
+@pytest.fixture
+def plane_recipe(make_recipe):
+    """A step-machine recipe from YAML (its slug is its id)."""
+
+    def make(source: str):
+        import yaml
+
+        return make_recipe(source, slug=yaml.safe_load(source)["id"])
+
+    return make
+
+
+def calls(run) -> list[dict]:
+    path = Path(settings.LOOP_DATA_DIR) / "runs" / str(run.pk) / "artifacts" / "calls.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def git(*args, cwd) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+    git("init", "-q", "-b", "main", cwd=path)
+    (path / "README.md").write_text("hello\n")
+    git("add", ".", cwd=path)
+    git("commit", "-q", "-m", "first", cwd=path)
+    git("branch", "feature", cwd=path)
+    return path
+
+
+def events(run, kind: str) -> list:
+    return list(run.events.filter(kind=kind).order_by("seq"))
+
+
+def machine(run):
+    from recipes.planeai.machine import MachineState, machine_row
+
+    return MachineState.of(machine_row(run))
+
+
+def settled(run, *states, timeout: float = 120):
+    """Wait for the run to reach one of `states` with no agent turn still in flight."""
+    from runs.models import Iteration
+    from tests.conftest import wait_for
+
+    def done():
+        run.refresh_from_db()
+        if run.is_terminal and run.status not in states:
+            raise AssertionError(f"run {run.pk} ended {run.status}: {run.error}")
+        busy = Iteration.objects.filter(run=run, status__in=["pending", "running"]).exists()
+        return run.status in states and not busy
+
+    wait_for(done, timeout, message=f"run {run.pk} to settle in {states}")
+    return run
+
+
+def wait_event(run, kind: str, count: int = 1):
+    from tests.conftest import wait_for
+
+    return wait_for(
+        lambda: len(events(run, kind)) >= count and events(run, kind),
+        message=f"{count} {kind} event(s) on run {run.pk}",
+    )
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """Messages the code sends, kept in a list instead of reaching a broker."""
+    from runs import dispatch
+
+    messages: list[tuple[str, tuple]] = []
+    monkeypatch.setattr(dispatch, "deliver", lambda name, *args: messages.append((name, args)))
+    return messages
+
+
+WAITING = """
+schema: planeai.loop.recipe.v1
+id: waiting
+name: Waiting for a maker
+roles:
+  maker: {mode: write, isolation: project}
+  checker: {mode: review, isolation: readonly}
+steps:
+  - {id: wait, kind: handoff.wait, from: maker, on: {completed: done}}
+  - {id: done, kind: loop.status, status: approved}
+"""
+
+
+@pytest.fixture
+def waiting_run(plane_recipe, operator):
+    """A step-machine run created, not started (its machine takes handoffs)."""
+    from runs import services
+
+    return services.start_run(plane_recipe(WAITING), user=operator, start=False)
