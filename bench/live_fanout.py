@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from runs.actor import Actor
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.harness import Bench, make_recipe, median, percentile  # noqa: E402
 
@@ -170,7 +172,7 @@ def main() -> None:
         recipe = make_recipe(RECIPE, "fanout")
         from runs import services
 
-        run = services.start_run(recipe, user=user, message="fan-out")
+        run = services.start_run(recipe, actor=Actor.operator(user, "console"), message="fan-out")
         client = Client()
         client.force_login(user)
         cookie = (

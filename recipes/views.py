@@ -73,7 +73,7 @@ def recipe_start(request, slug):
         try:
             run = services.start_run(
                 recipe,
-                user=request.user,
+                actor=request.actor,
                 message=form.cleaned_data["message"],
                 inputs=form.raw_inputs(),
             )

@@ -221,11 +221,9 @@ def body_or_empty(request, payload, schema):
     summary="Start a run",
 )
 def start(request, payload: RunStartIn):
-    require(request.auth, "runs.operate_run")
+    actor = Actor.operator(request.auth, "api")
     recipe = get_object_or_404(Recipe, slug=payload.recipe)
-    run = services.start_run(
-        recipe, user=request.auth, message=payload.message, inputs=payload.inputs
-    )
+    run = services.start_run(recipe, actor=actor, message=payload.message, inputs=payload.inputs)
     return Status(201, {"id": run.pk, "status": run.status, "url": run_url(request, run)})
 
 

@@ -44,6 +44,7 @@ def require_operator(user) -> None:
 def start_run(
     recipe: Recipe,
     *,
+    actor: Actor | None = None,
     user=None,
     message: str = "",
     inputs: dict | None = None,
@@ -52,10 +53,15 @@ def start_run(
     rerun_of: Run | None = None,
     started_via: str = "",
 ) -> Run:
+    """A new run of `recipe` started by `actor` (whose permission its edge checked:
+    `Actor.operator`). `user=` is the older spelling of a console actor, checked here;
+    `started_via` names a starter without a person when no actor is given."""
     from recipes.inputs import InputsInvalid, clean_inputs
 
-    if user is not None:
-        require_operator(user)
+    if actor is None:
+        actor = Actor.operator(user, "console") if user is not None else Actor("engine")
+        if user is None and started_via:
+            actor = Actor("engine", label=started_via)
     if not recipe.enabled:
         raise Conflict(f"Recipe '{recipe.slug}' is disabled.")
     version = version or recipe.current_version
@@ -72,7 +78,7 @@ def start_run(
             recipe_version=version,
             message=message,
             inputs=cleaned,
-            started_by=user if user is not None and user.is_authenticated else None,
+            started_by=actor.person,
             rerun_of=rerun_of,
             workdir=workdir,
         )
@@ -86,7 +92,8 @@ def start_run(
             "run_created",
             recipe=recipe.slug,
             version=version.number,
-            by=user.get_username() if user is not None and user.is_authenticated else started_via,
+            by=actor.name,
+            surface=actor.surface,
         )
         dispatch.send_on_commit("advance_run", run.pk)
     return run
@@ -101,10 +108,13 @@ def _declared_inputs(recipe, version) -> dict:
     return dict(getattr(spec, "inputs", {}) or {})
 
 
-def rerun(run: Run, *, user=None, on_current_version: bool = False) -> Run:
+def rerun(
+    run: Run, *, actor: Actor | None = None, user=None, on_current_version: bool = False
+) -> Run:
     """The same message and inputs again, on the run's recipe version (or the current one)."""
     return start_run(
         run.recipe,
+        actor=actor,
         user=user,
         message=run.message,
         inputs=run.inputs,
@@ -121,9 +131,7 @@ def cancel_run(run: Run, actor: Actor, *, reason: str = "") -> Run:
         run = lock_run(run.pk)
         if run.is_terminal:
             raise Conflict(f"Run {run.pk} is already {run.status}.")
-        text = reason or f"cancelled by {actor.name}"
-        run.stop_all_work(text, actor)
-        run.set_status(Run.Status.CANCELLED, error=text, by=actor.name, surface=actor.surface)
+        run.cancel(actor, reason)
     return run
 
 
@@ -142,18 +150,12 @@ def resume_run(run: Run, actor: Actor) -> Run:
             if row.status != NodeRun.Status.COMPLETED or always:
                 row.reset_for_resume()
                 reset.append(row.node_id)
-        run.set_status(
-            Run.Status.RUNNING, error="", by=actor.name, surface=actor.surface, reset=reset
-        )
+        run.reopen(actor, reset=reset)
         dispatch.send_on_commit("advance_run", run.pk)
     return run
 
 
 # --- gates ---------------------------------------------------------------------------------
-
-
-def pending_gate(run: Run) -> Gate | None:
-    return run.gates.filter(status=Gate.Status.PENDING).select_related("iteration").first()
 
 
 def gate_for_decision(run: Run, gate_id: int | None = None) -> Gate:

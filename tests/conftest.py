@@ -242,3 +242,8 @@ def wait_run(run, *states, timeout: float = 60):
 
     wait_for(reached, timeout, message=f"run {run.pk} to reach {states} (now {run.status})")
     return run
+
+
+def pending_gate(run):
+    """The run's gate waiting for a decision, if any."""
+    return run.gates.filter(status="pending").select_related("iteration").first()

@@ -2,7 +2,9 @@
 
 Each flush is a conditional UPDATE that also proves we still own the work: if the row was
 cancelled, or the sweep took it back after our lease expired, the update touches nothing
-and we stop the agent.
+and we stop the agent. Providers send empty chunks as heartbeats while an agent is
+silent, so a quiet agent keeps its lease too. This is the kernel's one lease renewal
+(`renew_lease`); a Python workflow's agent calls renew their workflow node's lease here.
 """
 
 from __future__ import annotations
@@ -24,13 +26,40 @@ FLUSH_SECONDS = 0.5
 PUBLISH_SECONDS = 0.05
 
 
+def lease_until():
+    return timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS)
+
+
+def renew_lease(model, pk: int, attempt: int, **fields) -> bool:
+    """Extend the lease of the `model` row `pk` while it is still running as `attempt`
+    (writing `fields` with it); False when the work was cancelled or taken over."""
+    return bool(
+        model.objects.filter(pk=pk, status="running", attempts=attempt).update(
+            **fields, lease_expires_at=lease_until()
+        )
+    )
+
+
 class OutputStream:
-    def __init__(self, model, pk: int, attempt: int, run_id: int, field: str = "raw_output"):
+    def __init__(
+        self,
+        model,
+        pk: int,
+        attempt: int,
+        run_id: int,
+        field: str = "raw_output",
+        *,
+        holder: tuple | None = None,
+    ):
+        """`holder` (model, pk, attempt): the row whose lease covers this work when it is
+        not this one (a Python agent call's iteration holds none; its workflow node
+        does). Each flush renews that lease and writes the output without one."""
         self.model = model
         self.pk = pk
         self.attempt = attempt
         self.run_id = run_id
         self.field = field
+        self.holder = holder
         self.parts: list[str] = []
         self.unpublished: list[str] = []
         self.published_length = 0  # the offset open pages place the next chunk at
@@ -82,10 +111,10 @@ class OutputStream:
             ).update(**fields)
         )
 
-    def _save(self) -> int:
-        return self.model.objects.filter(
+    def _save(self) -> bool:
+        if self.holder is None:
+            return renew_lease(self.model, self.pk, self.attempt, **{self.field: self.text})
+        saved = self.model.objects.filter(
             pk=self.pk, status="running", attempts=self.attempt
-        ).update(
-            **{self.field: self.text},
-            lease_expires_at=timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS),
-        )
+        ).update(**{self.field: self.text})
+        return bool(saved) and renew_lease(*self.holder)

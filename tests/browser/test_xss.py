@@ -7,7 +7,7 @@ import pytest
 
 from runs import services
 from runs.actor import Actor
-from tests.conftest import wait_for, wait_run
+from tests.conftest import pending_gate, wait_for, wait_run
 
 from .conftest import log_in
 
@@ -66,9 +66,11 @@ nodes:
 @pytest.mark.browser
 def test_nothing_in_the_corpus_executes(live_worker, console_server, page, make_recipe, operator):
     recipe = make_recipe(recipe_source(), slug="xss")
-    run = services.start_run(recipe, user=operator, message=PAYLOAD, inputs={"note": PAYLOAD})
+    run = services.start_run(
+        recipe, actor=Actor.operator(operator, "console"), message=PAYLOAD, inputs={"note": PAYLOAD}
+    )
     wait_run(run, "paused")
-    gate = wait_for(lambda: services.pending_gate(run), 30)
+    gate = wait_for(lambda: pending_gate(run), 30)
     services.approve(
         gate.pk, Actor.operator(operator, "console"), comment=PAYLOAD
     )  # feedback is shown too
