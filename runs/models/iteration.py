@@ -1,7 +1,7 @@
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, models
+from django.db import connection, models, transaction
 from django.utils import timezone
 
 from runs import dispatch
@@ -57,6 +57,26 @@ class IterationQuerySet(models.QuerySet):
         it.raw_output = it.output = it.error = ""
         it.finished_at = None
         return True
+
+    def claim_logged(self, it: "Iteration", prompt: str, session_id: str | None) -> bool:
+        """`claim` under the run's lock with its `iteration_started` event: one statement
+        on PostgreSQL (runs/models/batched.py), a transaction elsewhere. False, with
+        nothing written, when the run finished or the iteration is not pending."""
+        if connection.vendor == "postgresql":
+            from . import batched
+
+            lease = timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS)
+            return batched.claim_logged(it, prompt, session_id, lease)
+        from .run import Run
+
+        with transaction.atomic():
+            run = Run.objects.select_for_update().filter(pk=it.run_id).first()
+            if run is None or run.is_terminal or not self.claim(it, prompt, session_id):
+                return False
+            run.append_event(
+                "iteration_started", it.node_id, iteration=it.number, attempt=it.attempts
+            )
+            return True
 
     def expired(self, now):
         """Running iterations whose worker stopped renewing the lease."""
@@ -144,6 +164,21 @@ class Iteration(models.Model):
         for name, value in fields.items():  # keep the instance in step without a read
             setattr(self, name, value)
         return True
+
+    def finish_then_next(self, status: str, *, node_fields: dict, completed: dict, **fields):
+        """The plain "go on" of a loop in one statement on PostgreSQL: `finish` this
+        attempt, log `iteration_completed` (with `completed`), write `node_fields`
+        (output, structured, session_id) on the node and queue the next iteration, whose
+        id is returned and sent (None: the run finished or the claim was lost; nothing
+        was written). Only for a node that goes on; the caller checked that it does."""
+        from . import batched
+
+        next_id = batched.finish_then_next(
+            self, status, fields, node_fields=node_fields, completed=completed
+        )
+        if next_id is not None:
+            dispatch.send_on_commit("run_iteration", next_id)
+        return next_id
 
     def requeue(self, run, now) -> bool:
         """Give an iteration whose worker vanished back to pending, and send it again."""

@@ -1,4 +1,4 @@
-""""Who" reads the same everywhere: the person who cancelled or decided, on the run page,
+""" "Who" reads the same everywhere: the person who cancelled or decided, on the run page,
 in the CLI's words and in the admin's gate log (the three symptoms a review found)."""
 
 from __future__ import annotations
