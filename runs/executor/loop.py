@@ -39,7 +39,8 @@ def start_loop(run: Run, spec, node, row: NodeRun) -> None:
         row.lease_expires_at = None
         # Snapshot the prompt template: a paused run keeps the prompt it started with.
         row.state = {**row.state, "prompt_template": node.loop.prompt}
-        row.save()
+        # Not its status: the node's transitions own that (start_iteration below).
+        row.save(update_fields=["max_iterations", "lease_expires_at", "state"])
         run.append_event("loop_started", row.node_id, max_iterations=node.loop.max_iterations)
         row.start_iteration(run, 1)
 
