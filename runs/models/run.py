@@ -46,6 +46,13 @@ class Run(models.Model):
             models.Index(fields=["status", "-id"], name="run_status_recent"),
             models.Index(fields=["recipe", "-id"], name="run_recipe_recent"),
             models.Index(fields=["-created_at"], name="run_created"),
+            # The inbox's "recently finished": newest finish first, finished runs only.
+            models.Index(
+                models.F("finished_at").desc(nulls_last=True),
+                models.F("id").desc(),
+                name="run_finished_recent",
+                condition=models.Q(status__in=["cancelled", "completed", "failed"]),
+            ),
         ]
 
     def __str__(self):
