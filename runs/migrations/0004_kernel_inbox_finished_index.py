@@ -5,16 +5,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('recipes', '0002_python_kind'),
-        ('runs', '0003_gate_decided_by_name'),
+        ("recipes", "0002_python_kind"),
+        ("runs", "0003_gate_decided_by_name"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(models.OrderBy(models.F('finished_at'), descending=True, nulls_last=True), models.OrderBy(models.F('id'), descending=True), condition=models.Q(('status__in', ['cancelled', 'completed', 'failed'])), name='run_finished_recent'),
+            model_name="run",
+            index=models.Index(
+                models.OrderBy(models.F("finished_at"), descending=True, nulls_last=True),
+                models.OrderBy(models.F("id"), descending=True),
+                condition=models.Q(("status__in", ["cancelled", "completed", "failed"])),
+                name="run_finished_recent",
+            ),
         ),
     ]

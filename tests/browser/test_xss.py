@@ -63,6 +63,16 @@ nodes:
 """
 
 
+OPEN_ALL_AND_SETTLE = """async () => {
+  const toggled = [...document.querySelectorAll("details")].filter(d => !d.open).map(d =>
+    new Promise(done => { d.addEventListener("toggle", done, {once: true}); d.open = true; }));
+  const images = [...document.images].filter(i => !i.complete).map(i =>
+    new Promise(done => { i.addEventListener("load", done); i.addEventListener("error", done); }));
+  await Promise.all([...toggled, ...images]);
+  await new Promise(done => requestAnimationFrame(() => setTimeout(done, 0)));
+}"""
+
+
 @pytest.mark.browser
 def test_nothing_in_the_corpus_executes(live_worker, console_server, page, make_recipe, operator):
     recipe = make_recipe(recipe_source(), slug="xss")
@@ -89,9 +99,10 @@ def test_nothing_in_the_corpus_executes(live_worker, console_server, page, make_
     ]:
         page.goto(console_server + path)
         page.wait_for_load_state("networkidle")
-        for details in page.locator("details").all():
-            details.evaluate("el => el.open = true")
-        page.wait_for_timeout(300)
+        # Open every <details> and wait for its toggle event (a planted ontoggle would have
+        # run by then, before ours), and for every image to load or fail (onerror): the
+        # events themselves, not a guess at how long they take.
+        page.evaluate(OPEN_ALL_AND_SETTLE)
         assert page.evaluate("window.__xss || 0") == 0, path
         assert page.locator("script:not([src])").count() == 0, path
         for attribute in ("onerror", "onload", "ontoggle", "onfocus"):
