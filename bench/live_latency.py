@@ -19,8 +19,6 @@ import sys
 import time
 from pathlib import Path
 
-from runs.actor import Actor
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop in this thread
 from bench.harness import ROOT, Bench, make_recipe, median, percentile  # noqa: E402
@@ -72,6 +70,8 @@ def main() -> None:
         ensure_roles()
         user = get_user_model().objects.create_user("bench", password="pw-bench")
         user.groups.set(Group.objects.filter(name="operator"))
+        from runs.actor import Actor
+
         run = services.start_run(
             make_recipe(RECIPE, "live"), actor=Actor.operator(user, "console"), message="live"
         )
