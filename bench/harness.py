@@ -167,7 +167,7 @@ class Bench:
         self, result: str, title: str, columns: list[str], rows: list[list], figures: dict
     ) -> Path:
         widths = [
-            max(len(str(col)), *(len(_cell(row[i])) for row in rows))
+            max([len(str(col)), *(len(_cell(row[i])) for row in rows)])
             for i, col in enumerate(columns)
         ]
         print(f"\n{title}")
