@@ -142,7 +142,20 @@ def queries_per_iteration(recipe, at: tuple[int, ...] = (1, 2, 3, 1000), window:
             verbs[number] = kinds
         first = median([ms[n] for n in range(2, window + 2)])
         final = median([ms[n] for n in range(last - window + 1, last + 1)])
+        # A busy machine's load drifts over the minutes the long run takes: a new run's
+        # first iterations, timed right after the long run's last ones, are the control.
+        fresh = services.start_run(recipe, message="control")
+        sent.clear()
+        tasks.advance_run(fresh.pk)
+        tasks.start_node(next(args[0] for name, args in sent if name == "start_node"))
+        control = []
+        for _ in range(window + 1):
+            it = Iteration.objects.filter(run=fresh, status="pending").get()
+            started = time.perf_counter()
+            tasks.run_iteration(it.pk)
+            control.append((time.perf_counter() - started) * 1000)
         return {
+            "ms_control_window": median(control[1:]),
             "by_iteration": counts,
             "by_verb": verbs,
             "ms_first_window": first,
@@ -212,7 +225,8 @@ def main() -> None:
             f"one run); engine queries at iterations {dict(by_iteration)}; in-process ms "
             f"per iteration, median of iterations 2-{queries['window'] + 1}: "
             f"{queries['ms_first_window']:.2f}, of the last {queries['window']} up to 1,000: "
-            f"{queries['ms_last_window']:.2f}",
+            f"{queries['ms_last_window']:.2f}, of a new run's first {queries['window']} right "
+            f"after: {queries['ms_control_window']:.2f}",
             ["worker conns", "chain", "ms/step", "x no-op", "x raw tx", "x ORM tx"],
             rows,
             {

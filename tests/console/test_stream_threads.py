@@ -53,7 +53,8 @@ def test_open_streams_hold_no_thread_each(transactional_db, worker_env, gated_ru
     server = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "console.asgi:application", "--port", str(port)],
         cwd=ROOT,
-        env=worker_env,
+        # Not labelled as a worker: tests that count the workers' connections see only theirs.
+        env={**worker_env, "PGAPPNAME": "loop-console-test-web"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
