@@ -166,8 +166,11 @@ def worker_env(django_db_setup, django_db_blocker, tmp_path_factory):
         from console import embedded
 
         embedded.start()
+    # The values below are already this xdist process's own (console/settings.py): the
+    # children must not add the xdist suffix a second time to a queue a test chose.
+    inherited = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}
     env = {
-        **os.environ,
+        **inherited,
         "DATABASE_URL": _database_url(),
         "DJANGO_SETTINGS_MODULE": "console.settings",
         "LOOP_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,

@@ -44,7 +44,7 @@ def idle(run):
     Run.objects.filter(pk=run.pk).update(updated_at=long_ago())
 
 
-def test_a_completion_check_is_claimed_once(guided_run, broker):  # noqa: F811
+def test_a_completion_check_is_claimed_once(broker, guided_run):  # noqa: F811
     run, _ = guided_run
     _, it = checking_group(run, attempts=0)
     again = Iteration.objects.get(pk=it.pk)
@@ -54,7 +54,7 @@ def test_a_completion_check_is_claimed_once(guided_run, broker):  # noqa: F811
     assert it.attempts == 1 and it.lease_expires_at is not None
 
 
-def test_a_check_whose_worker_vanished_is_sent_again(guided_run, broker):  # noqa: F811
+def test_a_check_whose_worker_vanished_is_sent_again(broker, guided_run):  # noqa: F811
     run, _ = guided_run
     group, it = checking_group(run, attempts=1, lease=long_ago())
     counts = sweep()
@@ -65,8 +65,8 @@ def test_a_check_whose_worker_vanished_is_sent_again(guided_run, broker):  # noq
 
 
 def test_a_check_that_lost_its_worker_too_often_fails_the_group(
-    guided_run,  # noqa: F811
     broker,
+    guided_run,  # noqa: F811
     settings,
 ):
     run, _ = guided_run
@@ -80,7 +80,7 @@ def test_a_check_that_lost_its_worker_too_often_fails_the_group(
     assert ("advance_run", (run.pk,)) in broker.sent
 
 
-def test_a_long_healthy_loop_is_not_advanced(guided_run, broker):  # noqa: F811
+def test_a_long_healthy_loop_is_not_advanced(broker, guided_run):  # noqa: F811
     run, row = guided_run
     add_iteration(run, row, 1, status="running", attempts=1)
     Iteration.objects.filter(run=run).update(lease_expires_at=timezone.now() + timedelta(minutes=5))
@@ -89,7 +89,7 @@ def test_a_long_healthy_loop_is_not_advanced(guided_run, broker):  # noqa: F811
     assert broker.count("advance_run") == 0
 
 
-def test_a_group_running_its_completion_check_is_not_advanced(guided_run, broker):  # noqa: F811
+def test_a_group_running_its_completion_check_is_not_advanced(broker, guided_run):  # noqa: F811
     run, row = guided_run
     NodeRun.objects.filter(pk=row.pk).update(status="completed")
     checking_group(run, lease=timezone.now() + timedelta(minutes=5))
@@ -98,7 +98,7 @@ def test_a_group_running_its_completion_check_is_not_advanced(guided_run, broker
     assert broker.count("advance_run") == 0
 
 
-def test_a_run_with_nothing_left_to_do_is_advanced(guided_run, broker):  # noqa: F811
+def test_a_run_with_nothing_left_to_do_is_advanced(broker, guided_run):  # noqa: F811
     """Every node finished but the run still says running: its advance_run was lost."""
     run, row = guided_run
     NodeRun.objects.filter(pk=row.pk).update(status="completed")
