@@ -33,11 +33,14 @@ run: install
 	@$(PY) manage.py serve --port $(PORT)
 
 ## The whole suite (PostgreSQL + Redis when DATABASE_URL / REDIS_URL are set).
+## TEST_WORKERS=2: pytest-xdist processes, each with its own database, queue, Celery worker
+## and data folder (see docs/performance.md for when it pays).
+TEST_WORKERS ?= 0
 test: dev
 	@mkdir -p $(LOOP_TEST_DATA)
 	LOOP_TESTING=1 LOOP_DATA_DIR=$(LOOP_TEST_DATA) LOOP_QUEUE=loop-console-test-$$$$ \
 		LOOP_PROVIDER_HOSTS=api.openai.com,api.anthropic.com,127.0.0.1,localhost \
-		$(VENV)/bin/pytest $(PYTEST_ARGS)
+		$(VENV)/bin/pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS)) $(PYTEST_ARGS)
 
 lint: dev
 	$(VENV)/bin/ruff check .

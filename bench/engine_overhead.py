@@ -102,10 +102,11 @@ MODES = {
 }
 
 
-def queries_per_iteration(recipe, at: tuple[int, ...] = (1, 2, 3, 1000)) -> dict:
+def queries_per_iteration(recipe, at: tuple[int, ...] = (1, 2, 3, 1000), window: int = 20) -> dict:
     """Run one run's iterations in this process (nothing is sent) and count the queries
     of the iterations numbered `at` — iteration 1,000 shows whether the cost grows with
-    the run's history."""
+    the run's history — and time them: the median of the first `window` iterations
+    against the median of the last `window` up to 1,000."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -116,26 +117,51 @@ def queries_per_iteration(recipe, at: tuple[int, ...] = (1, 2, 3, 1000)) -> dict
     original = dispatch.deliver, dispatch.CHAIN_SECONDS
     dispatch.deliver = lambda name, *args: sent.append((name, args))
     dispatch.CHAIN_SECONDS = 0  # one iteration per call: count one iteration's queries
+    last = max(at)
     try:
         run = services.start_run(recipe, message="count queries")
         tasks.advance_run(run.pk)
         node_id = next(args[0] for name, args in sent if name == "start_node")
         tasks.start_node(node_id)
-        counts, verbs = {}, {}
-        for number in range(1, max(at) + 1):
+        counts, verbs, ms = {}, {}, {}
+        for number in range(1, last + 1):
             it = Iteration.objects.filter(run=run, status="pending").get()
+            started = time.perf_counter()
             if number not in at:
                 tasks.run_iteration(it.pk)
+                ms[number] = (time.perf_counter() - started) * 1000
                 continue
             with CaptureQueriesContext(connection) as captured:
                 tasks.run_iteration(it.pk)
+            ms[number] = (time.perf_counter() - started) * 1000
             counts[number] = len(captured.captured_queries)
             kinds: dict[str, int] = {}
             for query in captured.captured_queries:
                 verb = query["sql"].split(None, 1)[0].upper()
                 kinds[verb] = kinds.get(verb, 0) + 1
             verbs[number] = kinds
-        return {"by_iteration": counts, "by_verb": verbs}
+        first = median([ms[n] for n in range(2, window + 2)])
+        final = median([ms[n] for n in range(last - window + 1, last + 1)])
+        # A busy machine's load drifts over the minutes the long run takes: a new run's
+        # first iterations, timed right after the long run's last ones, are the control.
+        fresh = services.start_run(recipe, message="control")
+        sent.clear()
+        tasks.advance_run(fresh.pk)
+        tasks.start_node(next(args[0] for name, args in sent if name == "start_node"))
+        control = []
+        for _ in range(window + 1):
+            it = Iteration.objects.filter(run=fresh, status="pending").get()
+            started = time.perf_counter()
+            tasks.run_iteration(it.pk)
+            control.append((time.perf_counter() - started) * 1000)
+        return {
+            "ms_control_window": median(control[1:]),
+            "by_iteration": counts,
+            "by_verb": verbs,
+            "ms_first_window": first,
+            "ms_last_window": final,
+            "window": window,
+        }
     finally:
         dispatch.deliver, dispatch.CHAIN_SECONDS = original
 
@@ -145,8 +171,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", default="close,reuse,pool")
+    parser.add_argument(
+        "--queries-only", action="store_true", help="only the in-process queries and times"
+    )
     options = parser.parse_args()
-    modes = options.modes.split(",")
+    modes = [] if options.queries_only else options.modes.split(",")
     bench = Bench.open("bench_loop")
     try:
         import redis
@@ -193,7 +222,11 @@ def main() -> None:
         bench.report(
             "engine_overhead",
             f"Per-step cost over {options.steps} steps (median of {options.rounds} rounds, "
-            f"one run); engine queries at iterations {dict(by_iteration)}",
+            f"one run); engine queries at iterations {dict(by_iteration)}; in-process ms "
+            f"per iteration, median of iterations 2-{queries['window'] + 1}: "
+            f"{queries['ms_first_window']:.2f}, of the last {queries['window']} up to 1,000: "
+            f"{queries['ms_last_window']:.2f}, of a new run's first {queries['window']} right "
+            f"after: {queries['ms_control_window']:.2f}",
             ["worker conns", "chain", "ms/step", "x no-op", "x raw tx", "x ORM tx"],
             rows,
             {

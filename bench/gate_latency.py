@@ -85,7 +85,7 @@ def main() -> None:
             "p95_ms": percentile(latencies, 95),
             "max_ms": max(latencies),
             "min_ms": min(latencies),
-            "target": "p95 <= 50 ms",
+            "target": "p95 <= 25 ms",
             "approve_call_p50_ms": median(approve_ms),
             "approve_call_p95_ms": percentile(approve_ms, 95),
             "latencies_ms": latencies,
@@ -101,7 +101,7 @@ def main() -> None:
                     figures["min_ms"],
                     figures["max_ms"],
                     figures["approve_call_p50_ms"],
-                    "p95 <= 50",
+                    "p95 <= 25",
                 ]
             ],
             figures,

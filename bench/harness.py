@@ -2,8 +2,9 @@
 table plus a JSON file of the figures.
 
 Call `Bench.open(name)` before importing any model: it configures Django from the
-environment (DATABASE_URL must be PostgreSQL, REDIS_URL a Redis), creates the scratch
-database `name` with Django's test-database machinery, and tears everything down on close.
+environment (DATABASE_URL must be PostgreSQL, REDIS_URL a Redis), creates a scratch
+database with Django's test-database machinery (named by BENCH_DB, else `name_<pid>`, so
+concurrent runs never share one), and tears everything down on close.
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ class Bench:
             sys.exit("Set DATABASE_URL to a PostgreSQL server (the scratch database is created).")
         if not os.environ.get("REDIS_URL", "").startswith("redis"):
             sys.exit("Set REDIS_URL to a Redis server (a private queue is used on it).")
+        # The scratch database: BENCH_DB names it; else it is private to this process,
+        # so two people running one benchmark at once never clobber each other's.
+        name = os.environ.get("BENCH_DB") or f"{name}_{os.getpid()}"
         data_dir = tempfile.mkdtemp(prefix=f"loop-{name}-")
         os.environ.update(
             {
@@ -163,7 +167,7 @@ class Bench:
         self, result: str, title: str, columns: list[str], rows: list[list], figures: dict
     ) -> Path:
         widths = [
-            max(len(str(col)), *(len(_cell(row[i])) for row in rows))
+            max([len(str(col)), *(len(_cell(row[i])) for row in rows)])
             for i, col in enumerate(columns)
         ]
         print(f"\n{title}")

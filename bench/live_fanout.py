@@ -47,8 +47,16 @@ def free_port() -> int:
 
 
 def rss_kb(pid: int) -> int:
+    return _status(pid, "VmRSS:")
+
+
+def threads(pid: int) -> int:
+    return _status(pid, "Threads:")
+
+
+def _status(pid: int, field: str) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field):
             return int(line.split()[1])
     return 0
 
@@ -112,6 +120,7 @@ async def fan_out(port, path, cookie, steps, samples, server_pid, publish, hub_c
             latencies += [(p.seen[mark] - started) * 1000 for p in pages]
             await asyncio.sleep(0.3)
         rss = rss_kb(server_pid)
+        server_threads = threads(server_pid)
         hubs = hub_connections()
         figures[str(target)] = {
             "pages": target,
@@ -121,6 +130,7 @@ async def fan_out(port, path, cookie, steps, samples, server_pid, publish, hub_c
             "max_ms": max(latencies),
             "server_rss_mb": round(rss / 1024, 1),
             "redis_subscriber_connections": hubs,
+            "server_threads": server_threads,
         }
         rows.append(
             [
@@ -131,6 +141,7 @@ async def fan_out(port, path, cookie, steps, samples, server_pid, publish, hub_c
                 max(latencies),
                 round(rss / 1024, 1),
                 hubs,
+                server_threads,
             ]
         )
     for task in tasks:
@@ -169,8 +180,9 @@ def main() -> None:
         user.groups.set(Group.objects.filter(name="operator"))
         recipe = make_recipe(RECIPE, "fanout")
         from runs import services
+        from runs.actor import Actor
 
-        run = services.start_run(recipe, user=user, message="fan-out")
+        run = services.start_run(recipe, actor=Actor.operator(user, "console"), message="fan-out")
         client = Client()
         client.force_login(user)
         cookie = (
@@ -247,6 +259,7 @@ def main() -> None:
                 "max ms",
                 "server RSS MB",
                 "Redis subscriber conns",
+                "server threads",
             ],
             rows,
             figures,

@@ -70,7 +70,11 @@ def main() -> None:
         ensure_roles()
         user = get_user_model().objects.create_user("bench", password="pw-bench")
         user.groups.set(Group.objects.filter(name="operator"))
-        run = services.start_run(make_recipe(RECIPE, "live"), user=user, message="live")
+        from runs.actor import Actor
+
+        run = services.start_run(
+            make_recipe(RECIPE, "live"), actor=Actor.operator(user, "console"), message="live"
+        )
         with transaction.atomic():
             run.status = "running"
             run.save()

@@ -36,5 +36,20 @@ def role_required(permission: str):
 
 
 viewer_required = role_required("runs.view_run")  # viewers, operators, editors
-operator_required = role_required("runs.operate_run")  # start, cancel, resume, decide
+_operator_role = role_required("runs.operate_run")
+
+
+def operator_required(view):
+    """Start, cancel, resume, decide: the permission is checked here, once, and the view
+    gets `request.actor` (the console actor every service it calls records)."""
+    from runs.actor import Actor
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        request.actor = Actor("console", request.user)
+        return view(request, *args, **kwargs)
+
+    return _operator_role(wrapped)
+
+
 recipe_reader_required = role_required("recipes.view_recipe")

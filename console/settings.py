@@ -60,8 +60,14 @@ def env_url(name: str, schemes: tuple[str, ...]) -> str | None:
 
 DEBUG = env_bool("DEBUG", False)
 TESTING = env_bool("LOOP_TESTING", False)
+# Under pytest-xdist each test process gets its own queue (so its own Celery worker, live
+# channels and Redis keys, all named after the queue) and data folder; pytest-django gives
+# it its own database. The workers it starts inherit both through the environment.
+XDIST_WORKER = os.getenv("PYTEST_XDIST_WORKER", "") if TESTING else ""
 
 LOOP_DATA_DIR = Path(os.getenv("LOOP_DATA_DIR") or BASE_DIR / ".loop-data").resolve()
+if XDIST_WORKER and LOOP_DATA_DIR.name != XDIST_WORKER:
+    LOOP_DATA_DIR = LOOP_DATA_DIR / XDIST_WORKER
 if LOOP_DATA_DIR.exists() and not LOOP_DATA_DIR.is_dir():
     raise ImproperlyConfigured(f"LOOP_DATA_DIR must be a directory: {LOOP_DATA_DIR}")
 LOOP_DATA_DIR.mkdir(parents=True, exist_ok=True)
@@ -202,6 +208,8 @@ if LIVE_REDIS_URL and LIVE_REDIS_URL.startswith("redis+socket://"):
 
 # Separate queues keep a test suite's tasks away from a console running on the same Redis.
 CELERY_TASK_DEFAULT_QUEUE = os.getenv("LOOP_QUEUE", "loop-console")
+if XDIST_WORKER and not CELERY_TASK_DEFAULT_QUEUE.endswith(f"-{XDIST_WORKER}"):
+    CELERY_TASK_DEFAULT_QUEUE += f"-{XDIST_WORKER}"
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

@@ -98,7 +98,7 @@ def recipe_start(request, slug):
         try:
             run = services.start_run(
                 recipe,
-                user=request.user,
+                actor=request.actor,
                 message=form.cleaned_data.get("message", ""),
                 inputs=form.raw_inputs(),
                 budget=form.raw_budget(),

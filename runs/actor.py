@@ -31,6 +31,9 @@ def can_operate(user) -> bool:
 class Actor:
     surface: str
     user: object | None = None
+    # What an actor without a person reads as instead of the surface's word, e.g.
+    # "cli (alice)" for the command line typed by the OS user alice.
+    label: str = ""
 
     def __post_init__(self):
         if self.surface not in SURFACES:
@@ -52,7 +55,9 @@ class Actor:
     @property
     def name(self) -> str:
         person = self.person
-        return person.get_username() if person is not None else NO_PERSON[self.surface]
+        if person is not None:
+            return person.get_username()
+        return self.label or NO_PERSON[self.surface]
 
 
 ENGINE = Actor("engine")

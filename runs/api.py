@@ -242,7 +242,8 @@ def body_or_empty(request, payload, schema):
     summary="Start a run",
 )
 def start(request, payload: RunStartIn):
-    require(request.auth, "runs.operate_run")
+    require(request.auth, "runs.operate_run")  # the edge's check, with the token's scope
+    actor = Actor("api", request.auth)
     recipe = get_object_or_404(Recipe, slug=payload.recipe)
     workdir = ""
     if payload.repository:
@@ -257,7 +258,7 @@ def start(request, payload: RunStartIn):
         workdir = payload.repository
     run = services.start_run(
         recipe,
-        user=request.auth,
+        actor=actor,
         message=payload.message,
         inputs=payload.inputs,
         budget=payload.budget,

@@ -12,8 +12,10 @@ no task set-up. The handed-over iteration is still a committed pending row, clai
 same conditional UPDATE as any other, and the sweep re-sends it if the worker dies first.
 After CHAIN_SECONDS (a real agent's single iteration uses that up) or when an iteration
 raises, the next one goes through the broker like everything else, so one run cannot hold
-a worker while other runs wait. Measured in docs/performance.md: 12.8 ms per iteration
-with it, 20.7 ms without (the transaction floor is 7.3 ms).
+a worker while other runs wait. It stays because it pays: docs/performance.md ("The
+continuation fast path") has the engine with and without it beside its honest floor (a
+persistent-connection transaction chain), and tests/kernel/test_dispatch.py pins each of
+these rules.
 """
 
 from __future__ import annotations

@@ -69,8 +69,7 @@ def fork_run(run: Run, actor, *, node: str, iteration: int, feedback="", prompt=
         place = {"workdir": started_from[0], "commit": started_from[1]}
     return services.start_run(
         run.recipe,
-        user=actor.person,
-        started_via=actor.name,
+        actor=actor,
         message=run.message,
         inputs=run.inputs,
         version=run.recipe_version,

@@ -103,3 +103,39 @@ def publish_output(run_id: int, iteration_id: int, chunk: str, offset: int = 0) 
         pipe.execute()
     except (redis.RedisError, OSError) as exc:  # the row's flushed copy is the record
         log.debug("live output publish failed: %s", exc)
+
+
+class Waiter:
+    """A blocking subscription to one run's channel, for a process that waits on the run
+    (a script at a gate): `wait(seconds)` returns when a message arrives or the time is
+    up. The database stays the record; without Redis, `wait` just sleeps."""
+
+    def __init__(self, run_id: int):
+        self.pubsub = None
+        if settings.LIVE_REDIS_URL:
+            try:
+                client = redis.Redis.from_url(settings.LIVE_REDIS_URL, socket_timeout=None)
+                self.pubsub = client.pubsub(ignore_subscribe_messages=True)
+                self.pubsub.subscribe(channel(run_id))
+            except (redis.RedisError, OSError) as exc:
+                log.debug("live wait falls back to sleeping: %s", exc)
+                self.pubsub = None
+
+    def wait(self, seconds: float) -> None:
+        import time
+
+        if self.pubsub is None:
+            time.sleep(min(seconds, 0.5))
+            return
+        try:
+            self.pubsub.get_message(timeout=seconds)
+        except (redis.RedisError, OSError):
+            self.pubsub = None
+            time.sleep(min(seconds, 0.5))
+
+    def close(self) -> None:
+        if self.pubsub is not None:
+            try:
+                self.pubsub.close()
+            except (redis.RedisError, OSError):
+                pass

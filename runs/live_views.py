@@ -109,12 +109,30 @@ def _release_connection() -> None:
         connection.close()
 
 
-@sync_to_async
-def _last_seq(run_id: int) -> int | None:
+def _read_last_seq(run_id: int) -> int | None:
     try:
         return Run.objects.filter(pk=run_id).values_list("last_seq", flat=True).first()
     finally:
         _release_connection()
+
+
+_last_seq = sync_to_async(_read_last_seq)
+
+
+def _let_the_request_thread_go() -> None:
+    """Django runs each ASGI request in a context of its own, whose thread-sensitive sync
+    calls (middleware, the view's reads) get a one-thread executor that lives as long as
+    the request. A stream is a request that lasts: a thousand open pages held a thousand
+    idle threads (most of the ~100 KB each page cost). Once the stream starts, that
+    thread is let go (after the stream's one read, its catch-up point)."""
+    from asgiref.sync import SyncToAsync
+
+    context = SyncToAsync.thread_sensitive_context.get(None)
+    if context is None:
+        return
+    executor = SyncToAsync.context_to_thread_executor.pop(context, None)
+    if executor is not None:
+        executor.shutdown(wait=False)
 
 
 def _served_by_asgi(request) -> bool:
@@ -271,15 +289,17 @@ async def _messages(channel: str, coalesce: float, run_id: int | None = None):
     subscribing, so nothing in between is lost); for the inbox, an empty batch.
     """
     deadline = time.monotonic() + MAX_STREAM_SECONDS
-    if not settings.LIVE_REDIS_URL:
+    if not settings.LIVE_REDIS_URL:  # polling reads the database all along: no release
         async for batch in _poll(run_id, deadline):
             yield batch
         return
     async with live_hub.hub().listen(channel, coalesce) as listener:
         if run_id is not None:
             seq = await _last_seq(run_id) or 0
+            _let_the_request_thread_go()  # nothing in the stream needs it from here on
             yield [{"type": "catch-up", "seq": seq}, *await live_hub.output_snapshot(run_id)]
         else:
+            _let_the_request_thread_go()
             yield []
         while time.monotonic() < deadline:
             batches = await listener.next_batches(HEARTBEAT_SECONDS)

@@ -128,7 +128,8 @@ def inbox() -> dict:
             row.sparkline = lines.get(row.pk)
     budget.attach_limits(running)
     finished = list(
-        Run.objects.filter(status__in=Run.TERMINAL)
+        # Served by the partial index run_finished_recent (the same condition and order).
+        Run.objects.filter(status__in=sorted(Run.TERMINAL))
         .select_related("recipe", "started_by")
         .order_by(F("finished_at").desc(nulls_last=True), "-id")[:15]
     )

@@ -53,6 +53,7 @@ def require_operator(user) -> None:
 def start_run(
     recipe: Recipe,
     *,
+    actor: Actor | None = None,
     user=None,
     message: str = "",
     inputs: dict | None = None,
@@ -67,16 +68,21 @@ def start_run(
     forked: dict | None = None,
     start: bool = True,
 ) -> Run:
-    """A new run of `recipe`. With `parent_node` it is a child run of that `workflow:` node,
-    started by the engine for whoever started the parent. `budget` (limits as a person gave
-    them) replaces the recipe's limits one by one; `forked` ({"from": run, "point": {...}})
-    is given by runs.fork only; `start=False`: a step-machine run is created and waits for
-    its first tick."""
+    """A new run of `recipe` started by `actor` (whose permission its edge checked:
+    `Actor.operator`). `user=` is the older spelling of a console actor, checked here;
+    `started_via` names a starter without a person when no actor is given. With
+    `parent_node` it is a child run of that `workflow:` node, started by the engine for
+    whoever started the parent. `budget` (limits as a person gave them) replaces the
+    recipe's limits one by one; `forked` ({"from": run, "point": {...}}) is given by
+    runs.fork only; `start=False`: a step-machine run is created and waits for its first
+    tick."""
     from recipes.formats.budget import BudgetInvalid, clean_budget, merged
     from recipes.inputs import InputsInvalid, clean_inputs
 
-    if user is not None:
-        require_operator(user)
+    if actor is None:
+        actor = Actor.operator(user, "console") if user is not None else Actor("engine")
+        if user is None and started_via:
+            actor = Actor("engine", label=started_via)
     if not recipe.enabled:
         raise Conflict(f"Recipe '{recipe.slug}' is disabled.")
     version = version or recipe.current_version
@@ -91,8 +97,8 @@ def start_run(
             cleaned = clean_inputs(spec_inputs, inputs or {})
     except InputsInvalid as exc:
         raise InputError(exc.errors) from None
-    if parent_node is not None:
-        user = parent_node.run.started_by
+    # A child run is the engine's doing, on behalf of whoever started the parent.
+    starter = parent_node.run.started_by if parent_node is not None else actor.person
     try:
         given = clean_budget(budget, allow_empty_values=True)
         limits = given if budget_replaces_recipe else merged(getattr(spec, "budget", None), given)
@@ -103,7 +109,7 @@ def start_run(
         from recipes.planeai.start import check_start, default_repository
 
         workdir = workdir or default_repository()
-        check_start(spec, cleaned, workdir, user)
+        check_start(spec, cleaned, workdir, actor.person)
     with transaction.atomic():
         run = Run.objects.create(
             recipe=recipe,
@@ -111,7 +117,7 @@ def start_run(
             message=message,
             inputs=cleaned,
             budget=limits,
-            started_by=user if user is not None and user.is_authenticated else None,
+            started_by=starter,
             rerun_of=rerun_of,
             forked_from=forked["from"] if forked else None,
             fork_point=forked["point"] if forked else {},
@@ -130,9 +136,8 @@ def start_run(
             "run_created",
             recipe=recipe.slug,
             version=version.number,
-            by=started_via
-            if parent_node is not None or user is None or not user.is_authenticated
-            else user.get_username(),
+            by=actor.name,
+            surface=actor.surface,
             budget=limits,
         )
         if step_machine:
@@ -153,10 +158,13 @@ def _spec(recipe, version):
         raise Conflict(f"Recipe '{recipe.slug}' v{version.number} does not load: {exc}") from None
 
 
-def rerun(run: Run, *, user=None, on_current_version: bool = False) -> Run:
+def rerun(
+    run: Run, *, actor: Actor | None = None, user=None, on_current_version: bool = False
+) -> Run:
     """The same message and inputs again, on the run's recipe version (or the current one)."""
     return start_run(
         run.recipe,
+        actor=actor,
         user=user,
         message=run.message,
         inputs=run.inputs,
@@ -184,9 +192,7 @@ def cancel_run(run: Run, actor: Actor, *, reason: str = "") -> Run:
         run = lock_run(run.pk)
         if run.is_terminal:
             raise Conflict(f"Run {run.pk} is already {run.status}.")
-        text = reason or f"cancelled by {actor.name}"
-        run.stop_all_work(text, actor)
-        run.set_status(Run.Status.CANCELLED, error=text, by=actor.name, surface=actor.surface)
+        run.cancel(actor, reason)
     return run
 
 
@@ -251,9 +257,7 @@ def resume_run(run: Run, actor: Actor) -> Run:
             if row.status != NodeRun.Status.COMPLETED or always:
                 row.reset_for_resume()
                 reset.append(row.node_id)
-        run.set_status(
-            Run.Status.RUNNING, error="", by=actor.name, surface=actor.surface, reset=reset
-        )
+        run.reopen(actor, reset=reset)
         dispatch.send_on_commit("advance_run", run.pk)
     return run
 
@@ -262,6 +266,7 @@ def resume_run(run: Run, actor: Actor) -> Run:
 
 
 def pending_gate(run: Run) -> Gate | None:
+    """The gate the run waits at, if any (the oldest, when parallel branches wait at several)."""
     return run.gates.filter(status=Gate.Status.PENDING).select_related("iteration").first()
 
 

@@ -13,7 +13,6 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from console.permissions import operator_required, viewer_required
 from runs import queries, services
-from runs.actor import Actor
 from runs.forms import ApproveForm, RejectForm, RunFilterForm
 from runs.models import Gate, Run
 
@@ -250,7 +249,7 @@ def run_cancel(request, run_id):
     run = _run_or_404(run_id)
 
     def cancel():
-        services.cancel_run(run, Actor.operator(request.user, "console"))
+        services.cancel_run(run, request.actor)
         return f"Run {run.pk} cancelled."
 
     return _act(request, run, cancel, "header")
@@ -262,7 +261,7 @@ def run_resume(request, run_id):
     run = _run_or_404(run_id)
 
     def resume():
-        services.resume_run(run, Actor.operator(request.user, "console"))
+        services.resume_run(run, request.actor)
         return f"Run {run.pk} resumed."
 
     return _act(request, run, resume, "header")
@@ -276,7 +275,7 @@ def run_tick(request, run_id):
 
     def tick():
         started = run.status == Run.Status.PENDING
-        services.tick(run, Actor.operator(request.user, "console"))
+        services.tick(run, request.actor)
         return "Started." if started else "Tick sent: the runner continues from the current step."
 
     return _act(request, run, tick, "stepmachine")
@@ -288,7 +287,7 @@ def run_rerun(request, run_id):
     run = _run_or_404(run_id)
     on_current = request.POST.get("version") == "current"
     try:
-        new_run = services.rerun(run, user=request.user, on_current_version=on_current)
+        new_run = services.rerun(run, actor=request.actor, on_current_version=on_current)
     except services.NotAllowed:
         raise PermissionDenied from None
     except services.ServiceError as exc:
@@ -320,7 +319,7 @@ def gate_approve(request, run_id, gate_id):
         gate = services.gate_for_decision(run, gate_id)
         decided = services.approve(
             gate.pk,
-            Actor.operator(request.user, "console"),
+            request.actor,
             comment=form.cleaned_data["comment"],
             decision=form.cleaned_data["decision"],
         )
@@ -343,7 +342,7 @@ def gate_reject(request, run_id, gate_id):
         if not reason:
             # The reason is what the run shows afterwards: a reject without one says nothing.
             raise services.ServiceError("Say why you reject: the reason stays on the run.")
-        services.reject(gate.pk, Actor.operator(request.user, "console"), reason=reason)
+        services.reject(gate.pk, request.actor, reason=reason)
         return f"Rejected at {gate.node_id}: {reason}"
 
     return _act(request, run, reject, "gate", draft=request.POST.get("reason", ""))

@@ -171,8 +171,11 @@ def worker_env(django_db_setup, django_db_blocker, tmp_path_factory):
         from console import embedded
 
         embedded.start()
+    # The values below are already this xdist process's own (console/settings.py): the
+    # children must not add the xdist suffix a second time to a queue a test chose.
+    inherited = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}
     env = {
-        **os.environ,
+        **inherited,
         "DATABASE_URL": _database_url(),
         "DJANGO_SETTINGS_MODULE": "console.settings",
         "LOOP_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
@@ -309,3 +312,8 @@ def wait_run(run, *states, timeout: float = 60):
 
     wait_for(reached, timeout, message=f"run {run.pk} to reach {states} (now {run.status})")
     return run
+
+
+def pending_gate(run):
+    """The run's gate waiting for a decision, if any."""
+    return run.gates.filter(status="pending").select_related("iteration").first()

@@ -1,34 +1,35 @@
 """The recording host: a Python workflow's calls, checks and gates on the run kernel.
 
 A Python run is a Run whose recipe has one node, `workflow` (kind `python`), claimed like
-any node: by a worker (recipes.python.runner) or by the script that called `run()`. Each
-agent call is an Iteration of the agent's own NodeRun (`writer`, `analysis.market`, ...),
-numbered by the enclosing loop's iteration. The `workflow` row holds the lease, renewed by
-a heartbeat; agent iterations hold none, so the sweep only ever re-sends the `workflow`
-node, whose next execution replays what is recorded: a completed iteration is returned as
-recorded instead of calling its agent again, a decided gate as decided. So a killed worker
-costs at most the agent call it was in.
+any node: by a worker (recipes.python.runner) or by the script that called `run()`
+(`NodeRun.objects.create_claimed`). Each agent call is an Iteration of the agent's own
+NodeRun (`writer`, `analysis.market`, ...), numbered by the enclosing loop's iteration,
+created by `NodeRun.start_iteration(here=True)`, taken by `Iteration.objects.claim` and
+ended by `Iteration.finish`, like any loop's. The `workflow` row holds the only lease,
+renewed by the kernel's stream while an agent writes (agent iterations hold none), so the
+sweep only ever re-sends the `workflow` node, whose next execution replays what is
+recorded: a completed iteration is returned as recorded instead of calling its agent
+again, a decided gate as decided. So a killed worker costs at most the agent call it was
+in.
 
-At a gate a worker does not wait: it pauses the `workflow` row and ends its task; the
-decision sends the node back to work (`gate_decided`). A script waits for the decision.
+At a gate (`NodeRun.pause`) a worker does not wait: it suspends the `workflow` row
+(`NodeRun.suspend`) and ends its task; the decision wakes the node (`gate_decided`). A
+script waits for the decision (`Gate.wait_decided`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.utils import timezone
 
 from recipes.formats.python import NODE_ID
 from runs import budget
 from runs.executor.agent import record_call
 from runs.executor.context import run_dirs
 from runs.executor.state import lock_run
+from runs.executor.stream import OutputStream, renew_lease
 from runs.models import Gate, Iteration, NodeRun, Run
 from runs.providers.base import Cancelled
 
@@ -36,7 +37,7 @@ from .agents import Agent, call_provider
 from .context import Scope
 from .gates import decision_of, gate_message
 from .hosts import resolve_provider
-from .records import IterationStream, jsonable, recorded_result
+from .records import jsonable, recorded_result
 from .results import (
     AgentFailed,
     AgentResult,
@@ -45,9 +46,6 @@ from .results import (
     RunCancelled,
     WorkflowError,
 )
-
-GATE_POLL_SECONDS = 0.5
-HELD_BY_BUDGET = object()
 
 
 async def in_thread(work, *args):
@@ -61,6 +59,9 @@ async def in_thread(work, *args):
             connection.close()
 
     return await asyncio.to_thread(closing)
+
+
+HELD_BY_BUDGET = object()
 
 
 class Suspended(Exception):  # noqa: N818 - control flow, not an error
@@ -88,9 +89,6 @@ class RecordingHost:
         self.waits_at_gates = run is None  # a script waits; a worker suspends
         self.run = run
         self.row = workflow_row
-        self.lost = threading.Event()
-        self._stop = threading.Event()
-        self._heartbeat: threading.Thread | None = None
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -101,63 +99,50 @@ class RecordingHost:
             self.run, self.row = await in_thread(start_script_run, root, text)
         self.attempt = self.row.attempts
         self.workdir = str(run_dirs(self.run)[0])
-        self._heartbeat = threading.Thread(target=self._beat, daemon=True, name="loop-lease")
-        self._heartbeat.start()
 
     async def close(self, result=None, error: BaseException | None = None) -> None:
-        self._stop.set()
-        if self._heartbeat is not None:
-            await asyncio.to_thread(self._heartbeat.join)
-        if isinstance(error, Suspended | RunCancelled) or self.lost.is_set():
+        if isinstance(error, Suspended | RunCancelled):
             return
         if error is None:
             await in_thread(self._complete, result)
         elif isinstance(error, Exception):
             await in_thread(self._fail, error)
 
-    def _beat(self) -> None:
+    @property
+    def lease(self) -> tuple:
+        """The `workflow` row's lease, as the kernel's stream renews it."""
+        return (NodeRun, self.row.pk, self.attempt)
+
+    def _keep_lease(self) -> None:
         """Renew the `workflow` row's lease; losing it (cancelled, or taken over after a
-        stall) stops this execution at its next step."""
-        every = max(1.0, settings.LOOP_LEASE_SECONDS / 3)
-        try:
-            while not self._stop.wait(every):
-                renewed = self._owned().update(
-                    lease_expires_at=timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS)
-                )
-                if not renewed:
-                    self.lost.set()
-                    return
-        finally:
-            connection.close()
-
-    def _owned(self):
-        return NodeRun.objects.filter(
-            pk=self.row.pk, status=NodeRun.Status.RUNNING, attempts=self.attempt
-        )
-
-    def _check(self) -> None:
-        if self.lost.is_set():
+        stall) stops this execution here."""
+        if not renew_lease(*self.lease):
             raise RunCancelled("the run was cancelled or taken over")
+
+    def _workflow_row(self) -> NodeRun:
+        return NodeRun.objects.select_for_update().get(pk=self.row.pk)
 
     def _complete(self, result) -> None:
         with transaction.atomic():
             run = lock_run(self.run.pk, with_recipe=False)
-            if run.is_terminal or not self._owned().exists():
+            if run.is_terminal:
                 return
-            self._settle_agent_rows(run)
-            row = NodeRun.objects.select_for_update().get(pk=self.row.pk)
+            row = self._workflow_row()
             status = getattr(result, "status", "completed")
             iterations = getattr(result, "iterations", 1)
             row.state = {**row.state, "ended": status, "iterations": iterations}
             row.iteration_count = iterations
-            row.complete(
+            if not row.complete(
                 run,
                 result.text,
                 jsonable(result.structured),
+                attempt=self.attempt,
                 ended=status,
                 iterations=iterations,
-            )
-            run.set_status(Run.Status.COMPLETED, error="", ended=status, iterations=iterations)
+            ):
+                return  # taken over meanwhile: the execution that holds it reports
+            NodeRun.objects.filter(run=run, kind="agent").close_open(NodeRun.Status.COMPLETED)
+            run.update_status(finished=True, ended=status, iterations=iterations)
 
     def _fail(self, error: Exception) -> None:
         if isinstance(error, WorkflowError):
@@ -166,25 +151,11 @@ class RecordingHost:
             message = f"the workflow raised {type(error).__name__}: {error}"
         with transaction.atomic():
             run = lock_run(self.run.pk, with_recipe=False)
-            if run.is_terminal or not self._owned().exists():
+            if run.is_terminal:
                 return
-            self._settle_agent_rows(run, failed=True)
-            row = NodeRun.objects.select_for_update().get(pk=self.row.pk)
-            row.fail(run, message)
-            run.set_status(Run.Status.FAILED, error=message)
-
-    def _settle_agent_rows(self, run: Run, failed: bool = False) -> None:
-        """The workflow ended: its agents' rows end with it."""
-        now = timezone.now()
-        open_rows = NodeRun.objects.filter(run=run, kind="agent").exclude(
-            status__in=NodeRun.TERMINAL
-        )
-        status = NodeRun.Status.CANCELLED if failed else NodeRun.Status.COMPLETED
-        open_rows.update(status=status, finished_at=now, lease_expires_at=None)
-        if failed:  # a parallel branch may still be in a call: it is stopped too
-            Iteration.objects.filter(run=run, status=Iteration.Status.RUNNING).update(
-                status=Iteration.Status.CANCELLED, finished_at=now, error="the workflow failed"
-            )
+            if self._workflow_row().fail(run, message, attempt=self.attempt):
+                # Its agents' rows, and a parallel branch still in a call, stop with it.
+                run.fail(message)
 
     # --- agent calls ----------------------------------------------------------------
 
@@ -192,7 +163,6 @@ class RecordingHost:
         return await in_thread(self._call, agent, scope, prompt)
 
     def _call(self, agent: Agent, scope: Scope, prompt: str) -> AgentResult:
-        self._check()
         node_id = node_id_for(agent, scope)
         began = self._begin(agent, node_id, scope, prompt)
         if began is HELD_BY_BUDGET:
@@ -204,8 +174,7 @@ class RecordingHost:
         if isinstance(began, AgentResult):
             return began  # recorded by an earlier execution: replayed, not re-asked
         it = began
-        stream = IterationStream(it, self.run.pk)
-        started = time.monotonic()
+        stream = OutputStream(Iteration, it.pk, it.attempts, self.run.pk, holder=self.lease)
         try:
             result = call_provider(
                 agent,
@@ -218,9 +187,10 @@ class RecordingHost:
                 node_id=node_id,
             )
         except Cancelled:
+            stream.keep_after_cancel()
             raise RunCancelled("the run was cancelled") from None
         except Exception as exc:
-            self._call_failed(it, str(exc), stream.text, started)
+            self._call_failed(it, str(exc), stream.text)
             if isinstance(exc, WorkflowError):
                 raise
             raise AgentFailed(f"agent {agent.name!r}: {type(exc).__name__}: {exc}") from exc
@@ -233,14 +203,13 @@ class RecordingHost:
             run = lock_run(self.run.pk, with_recipe=False)
             if run.is_terminal:
                 raise RunCancelled(f"the run is {run.status}")
+            self._keep_lease()
             row = agent_row(run, node_id)
             if row is None:
                 row = NodeRun.objects.create(
                     run=run,
                     node_id=node_id,
                     kind="agent",
-                    status=NodeRun.Status.RUNNING,
-                    started_at=timezone.now(),
                     max_iterations=scope.max_iterations,
                     state={"provider": agent.provider_name},
                 )
@@ -249,61 +218,34 @@ class RecordingHost:
             ).first()
             if it is not None and it.status == Iteration.Status.COMPLETED:
                 return recorded_result(agent, it)
-            if it is None and not self._budget_allows(run):
-                return HELD_BY_BUDGET
-            now = timezone.now()
             if it is None:
-                it = Iteration.objects.create(
-                    run=run,
-                    node_run=row,
-                    node_id=node_id,
-                    generation=row.generation,
-                    number=scope.iteration,
-                    status=Iteration.Status.RUNNING,
-                    prompt=prompt,
-                    attempts=1,
-                    queued_at=now,
-                    started_at=now,
-                )
-            else:  # an earlier execution died in this call: run it again
-                it.status = Iteration.Status.RUNNING
-                it.attempts += 1
-                it.prompt, it.raw_output, it.output, it.error = prompt, "", "", ""
-                it.started_at, it.finished_at = now, None
-                it.save()
-            if row.iteration_count < scope.iteration or row.status != NodeRun.Status.RUNNING:
-                row.iteration_count = max(row.iteration_count, scope.iteration)
-                row.status = NodeRun.Status.RUNNING
-                row.save(update_fields=["iteration_count", "status"])
+                if not self._budget_allows(run):
+                    return HELD_BY_BUDGET
+                it = row.start_iteration(run, scope.iteration, here=True)
+            # Else an earlier execution died in this call (this one holds the workflow
+            # node now): the claim below takes the iteration over and the call is made again.
+            if not Iteration.objects.claim(it, prompt, None, leased=False, take_over=True):
+                raise RunCancelled("the call was cancelled")
             run.append_event("iteration_started", node_id, iteration=it.number, attempt=it.attempts)
             return it
-
-    def _budget_allows(self, run: Run) -> bool:
-        """The kernel's budget check before a new agent call; when it says stop, the
-        `workflow` node waits, holding no lease, until the run is resumed."""
-        workflow = NodeRun.objects.select_for_update().get(pk=self.row.pk)
-        return budget.allows_next_iteration(run, workflow, {"action": "node"})
 
     def _call_done(self, it: Iteration, result: AgentResult, raw: str) -> None:
         with transaction.atomic():
             run = lock_run(self.run.pk, with_recipe=False)
-            done = Iteration.objects.filter(
-                pk=it.pk, status=Iteration.Status.RUNNING, attempts=it.attempts
-            ).update(
-                status=Iteration.Status.COMPLETED,
+            if run.is_terminal or not it.finish(
+                Iteration.Status.COMPLETED,
                 raw_output=raw or result.text,
                 output=result.text,
                 structured=jsonable(result.structured),
                 tokens_in=result.usage.tokens_in,
                 tokens_out=result.usage.tokens_out,
                 cost_usd=result.cost,
-                finished_at=timezone.now(),
                 duration_ms=result.duration_ms,
-            )
-            if not done or run.is_terminal:
+            ):
                 raise RunCancelled("the run was cancelled")
             if result.record is not None:
                 record_call(run, it.node_id, it.number, *result.record)
+            # The agent's latest answer, as its node shows it (not a status change).
             NodeRun.objects.filter(pk=it.node_run_id).update(
                 output=result.text, structured=jsonable(result.structured)
             )
@@ -316,22 +258,22 @@ class RecordingHost:
                 timed_out=False,
             )
 
-    def _call_failed(self, it: Iteration, error: str, raw: str, started: float) -> None:
+    def _call_failed(self, it: Iteration, error: str, raw: str) -> None:
         with transaction.atomic():
             run = lock_run(self.run.pk, with_recipe=False)
-            failed = Iteration.objects.filter(
-                pk=it.pk, status=Iteration.Status.RUNNING, attempts=it.attempts
-            ).update(
-                status=Iteration.Status.FAILED,
-                error=error,
-                raw_output=raw,
-                finished_at=timezone.now(),
-                duration_ms=int((time.monotonic() - started) * 1000),
-            )
-            if failed and not run.is_terminal:
-                run.append_event("iteration_failed", it.node_id, iteration=it.number, error=error)
-                row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
-                row.fail(run, f"iteration {it.number} failed: {error}")
+            if run.is_terminal or not it.finish(
+                Iteration.Status.FAILED, error=error, raw_output=raw
+            ):
+                return
+            run.append_event("iteration_failed", it.node_id, iteration=it.number, error=error)
+            row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
+            row.fail(run, f"iteration {it.number} failed: {error}")
+
+    def _budget_allows(self, run: Run) -> bool:
+        """The kernel's budget check before a new agent call; when it says stop, the
+        `workflow` node waits, holding no lease, until the run is resumed."""
+        workflow = NodeRun.objects.select_for_update().get(pk=self.row.pk)
+        return budget.allows_next_iteration(run, workflow, {"action": "node"})
 
     # --- a fork's continuation (recipes.python.forking) --------------------------------
 
@@ -368,16 +310,18 @@ class RecordingHost:
         await in_thread(work)
 
     async def ask(self, request: GateRequest) -> GateDecision:
-        while True:
-            decision = await in_thread(self._gate, request)
-            if decision is not None:
-                return decision
-            self._check()
-            await asyncio.sleep(GATE_POLL_SECONDS)
+        gate = await in_thread(self._gate, request)
+        if isinstance(gate, GateDecision):
+            return gate
+        every = max(1.0, settings.LOOP_LEASE_SECONDS / 3)
+        decided = await in_thread(
+            lambda: gate.wait_decided(every=every, still_ours=self._keep_lease)
+        )
+        return decision_of(decided)
 
-    def _gate(self, request: GateRequest) -> GateDecision | None:
+    def _gate(self, request: GateRequest) -> GateDecision | Gate:
         """The decision at this gate if there is one; else open the gate (once) and, in a
-        worker, suspend."""
+        worker, suspend; a script gets the pending gate to wait on."""
         with transaction.atomic():
             run = lock_run(self.run.pk, with_recipe=False)
             if run.is_terminal:
@@ -391,7 +335,7 @@ class RecordingHost:
             if gate is not None and gate.status != Gate.Status.PENDING:
                 return decision_of(gate)
             if gate is None:
-                row.pause(
+                gate = row.pause(
                     run,
                     kind=Gate.Kind.LOOP,
                     message=gate_message(request),
@@ -400,8 +344,6 @@ class RecordingHost:
                     deadline=request.deadline,
                 )
             if self.waits_at_gates:
-                return None
-            paused = self._owned().update(status=NodeRun.Status.PAUSED, lease_expires_at=None)
-            if paused:
-                run.append_event("node_paused", NODE_ID, gate=True)
+                return gate
+            self._workflow_row().suspend(run, attempt=self.attempt)
         raise Suspended()  # after the commit: the gate and the pause must stay

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from decimal import Decimal
 
-from runs import live
 from runs.models import Iteration
-from runs.providers.base import Cancelled
 
 from .agents import Agent
 from .results import AgentResult, Usage
-
-FLUSH_SECONDS = 0.5
 
 
 def recorded_result(agent: Agent, it: Iteration) -> AgentResult:
@@ -33,33 +28,3 @@ def jsonable(value):
     if value is None or isinstance(value, str | int | float | bool | list | dict):
         return value
     return str(value)
-
-
-class IterationStream:
-    """Live output for open pages, saved to the row twice a second; a save that finds the
-    iteration no longer running (cancelled) stops the agent."""
-
-    def __init__(self, it: Iteration, run_id: int):
-        self.it = it
-        self.run_id = run_id
-        self.parts: list[str] = []
-        self.last_flush = time.monotonic()
-
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
-
-    def __call__(self, chunk: str) -> None:
-        if chunk:
-            self.parts.append(chunk)
-            live.publish_output(self.run_id, self.it.pk, chunk)
-        if time.monotonic() - self.last_flush >= FLUSH_SECONDS:
-            self.last_flush = time.monotonic()
-            saved = Iteration.objects.filter(
-                pk=self.it.pk, status=Iteration.Status.RUNNING, attempts=self.it.attempts
-            ).update(raw_output=self.text)
-            if not saved:
-                raise Cancelled("the iteration was cancelled")
-
-    def publish(self) -> None:
-        return None

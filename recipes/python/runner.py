@@ -53,9 +53,8 @@ def execute(run: Run, row: NodeRun) -> None:
         with transaction.atomic():
             locked = lock_run(run.pk)
             row.refresh_from_db()
-            if not locked.is_terminal and row.status == NodeRun.Status.RUNNING:
-                row.fail(locked, str(exc))
-                locked.set_status(Run.Status.FAILED, error=str(exc))
+            if not locked.is_terminal and row.fail(locked, str(exc), attempt=row.attempts):
+                locked.fail(str(exc))
         return
     host = RecordingHost(run, row)
     try:

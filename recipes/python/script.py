@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import sys
-from datetime import timedelta
 from pathlib import Path
 
-from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
+from recipes import editing
 from recipes.formats.python import NODE_ID
 from recipes.models import Recipe
 from recipes.sync import slug_for
-from recipes.validation import apply_result, validate_source
+from runs import services
+from runs.actor import Actor
+from runs.executor.state import lock_run
 from runs.models import NodeRun, Run
 
 from .results import WorkflowError
+
+# A script started from a shell: the command line, read as "script" on every page.
+SCRIPT = Actor("cli", label="script")
 
 
 def defining_file(root) -> Path | None:
@@ -34,7 +37,8 @@ def defining_file(root) -> Path | None:
 
 def recipe_for(root) -> Recipe:
     """The recipe of the file defining `root`: the synced one when the file is in a recipe
-    folder (a new version if the file changed), else one recorded for the script."""
+    folder (a new version if the file changed), else one recorded for the script. Made
+    the one way recipes are made (recipes.editing.load_file)."""
     path = defining_file(root)
     if path is None:
         raise WorkflowError("cannot tell which file defines this workflow; run it from a .py file")
@@ -47,40 +51,32 @@ def recipe_for(root) -> Recipe:
                 f"the recipe '{slug}' is a {recipe.kind} recipe; rename {path.name} so its "
                 "runs get a recipe of their own"
             )
-        if recipe is None:
-            recipe = Recipe(slug=slug, origin=Recipe.Origin.SCRIPT, source_path=str(path))
-        if recipe.source != source or recipe.current_version_id is None:
-            apply_result(recipe, validate_source(source, str(path)))
-            recipe.source = source
-            recipe.save()
-            recipe.record_version(source, note="recorded from a script")
-    return recipe
+        if recipe is not None and recipe.source == source and recipe.current_version_id:
+            return recipe
+        loaded = editing.load_file(
+            slug,
+            source,
+            origin=recipe.origin if recipe is not None else Recipe.Origin.SCRIPT,
+            source_path=str(path),
+            note="recorded from a script",
+        )
+    if loaded.action == "kept":
+        raise WorkflowError(
+            f"the recipe '{slug}' was {loaded.reason}; {path.name} does not replace it"
+        )
+    return loaded.recipe
 
 
 def start_script_run(root, text: str) -> tuple[Run, NodeRun]:
-    """A run that this process executes: its `workflow` node is claimed here at once, so
-    no worker takes it while the script lives (if the script dies, the lease expires and
-    the sweep hands the node to a worker, which replays what was recorded)."""
+    """A run that this process executes, started through the services like any other;
+    its `workflow` node is claimed here in the same transaction, so no worker takes it
+    while the script lives (if the script dies, the lease expires and the sweep hands the
+    node to a worker, which replays what was recorded)."""
     recipe = recipe_for(root)
-    now = timezone.now()
     with transaction.atomic():
-        run = Run.objects.create(recipe=recipe, recipe_version=recipe.current_version, message=text)
-        base = Path(settings.LOOP_DATA_DIR) / "runs" / str(run.pk)
-        (base / "work").mkdir(parents=True, exist_ok=True)
-        (base / "artifacts").mkdir(parents=True, exist_ok=True)
-        run.append_event(
-            "run_created", recipe=recipe.slug, version=recipe.current_version.number, by="script"
-        )
-        run.set_status(Run.Status.RUNNING)
-        row = NodeRun.objects.create(
-            run=run,
-            node_id=NODE_ID,
-            kind="python",
-            status=NodeRun.Status.RUNNING,
-            attempts=1,
-            queued_at=now,
-            started_at=now,
-            lease_expires_at=now + timedelta(seconds=settings.LOOP_LEASE_SECONDS),
-        )
+        run = services.start_run(recipe, actor=SCRIPT, message=text)
+        run = lock_run(run.pk, with_recipe=False)
+        row = NodeRun.objects.create_claimed(run, NODE_ID, "python")
+        run.start()
         run.append_event("node_started", NODE_ID, kind="python")
     return run, row

@@ -31,10 +31,56 @@ def _output(row: NodeRun, schema) -> NodeOutput:
     return NodeOutput(text=row.output, structured=row.structured, schema=schema)
 
 
+class LazyOutputs(dict):
+    """The run's top-level node outputs, read on the first reference: a prompt that names
+    no `$node.output` (a plain loop's) costs no query."""
+
+    def __init__(self, load):
+        super().__init__()
+        self._load = load
+
+    def _loaded(self):
+        if self._load is not None:
+            load, self._load = self._load, None
+            super().update(load())
+        return self
+
+    def get(self, key, default=None):
+        return dict.get(self._loaded(), key, default)
+
+    def __getitem__(self, key):
+        return dict.__getitem__(self._loaded(), key)
+
+    def __contains__(self, key):
+        return dict.__contains__(self._loaded(), key)
+
+    def __iter__(self):
+        return dict.__iter__(self._loaded())
+
+    def __len__(self):
+        return dict.__len__(self._loaded())
+
+    def items(self):
+        return dict.items(self._loaded())
+
+    def keys(self):
+        return dict.keys(self._loaded())
+
+    def values(self):
+        return dict.values(self._loaded())
+
+    def update(self, *args, **kwargs):
+        dict.update(self._loaded(), *args, **kwargs)
+
+
 def _scope_outputs(spec, run, group: NodeRun | None, iteration: int) -> dict[str, NodeOutput]:
     if group is None:
-        rows = NodeRun.objects.filter(run=run, iteration=0)
-        return {r.node_id: _output(r, node_spec(spec, r.node_id).output_format) for r in rows}
+
+        def load():
+            rows = NodeRun.objects.filter(run=run, iteration=0)
+            return {r.node_id: _output(r, node_spec(spec, r.node_id).output_format) for r in rows}
+
+        return LazyOutputs(load)
     prefix = group.node_id + "."
     rows = NodeRun.objects.filter(
         run=run, iteration=iteration, generation=group.generation, node_id__startswith=prefix

@@ -36,7 +36,8 @@ def start_group(run: Run, spec, node, row: NodeRun) -> None:
         row.max_iterations = node.loop_group.max_iterations
         row.lease_expires_at = None
         row.state = {**row.state, "phase": "body", "sessions": {}}
-        row.save()
+        # Not its status: the node's transitions own that (start_iteration below).
+        row.save(update_fields=["max_iterations", "lease_expires_at", "state"])
         run.append_event("loop_started", row.node_id, max_iterations=node.loop_group.max_iterations)
         row.start_iteration(run, 1)
 

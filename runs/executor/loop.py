@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db.models import OuterRef, Subquery
 
 from console.redact import plain_cause
 from runs.engine.completion import detect_signal, gate_text, until_field_met
@@ -46,14 +47,18 @@ def start_loop(run: Run, spec, node, row: NodeRun) -> None:
             "prompt_template": node.loop.prompt,
             "provider": node.provider or spec.provider or "default",
         }
-        row.save()
+        # Not its status: the node's transitions own that (start_iteration below).
+        row.save(update_fields=["max_iterations", "lease_expires_at", "state"])
         run.append_event("loop_started", row.node_id, max_iterations=node.loop.max_iterations)
         row.start_iteration(run, 1)
 
 
 def run_iteration(iteration_id: int) -> None:
+    # One read: the iteration, its node, its run and recipe version, and the previous
+    # iteration's output ($LOOP_PREV_OUTPUT), whatever the run's history.
     it = (
         Iteration.objects.select_related("node_run", "run__recipe_version", "run__recipe")
+        .annotate(previous_output=_previous_output())
         .filter(pk=iteration_id, status=Iteration.Status.PENDING)
         .first()
     )
@@ -71,7 +76,7 @@ def run_iteration(iteration_id: int) -> None:
     loop = node.loop
     prompt, session_id, prompt_error = "", None, None
     try:
-        prev = _previous_output(it)
+        prev = "" if it.number <= 1 or it.after_gate else (it.previous_output or "")
         ctx = build_context(run, spec, row, loop_user_input=it.feedback, loop_prev_output=prev)
         provider = registry.resolve(node.provider or spec.provider, spec)
         template = row.state.get("prompt_template") or loop.prompt
@@ -82,17 +87,17 @@ def run_iteration(iteration_id: int) -> None:
         raise
     except Exception as exc:  # noqa: BLE001 - claimed, then reported below like any failure
         prompt_error = exc
-    # Claim, record the prompt and log the start in one transaction (one commit, not three:
-    # commits are most of the engine's cost per iteration). The prompt was built from reads
-    # only, so a duplicate delivery that loses the claim has changed nothing.
-    with transaction.atomic():
-        locked = lock_run(run.pk, with_recipe=False)
-        if locked.is_terminal or not Iteration.objects.claim(it, prompt, session_id):
+    # Claim, record the prompt and log the start in one statement (round trips are most
+    # of the engine's cost per iteration). The prompt was built from reads only, so a
+    # duplicate delivery that loses the claim has changed nothing.
+    if prompt_error is None:
+        if not Iteration.objects.claim_logged(it, prompt, session_id):
             return
-        if prompt_error is None:
-            locked.append_event(
-                "iteration_started", row.node_id, iteration=it.number, attempt=it.attempts
-            )
+    else:
+        with transaction.atomic():
+            locked = lock_run(run.pk, with_recipe=False)
+            if locked.is_terminal or not Iteration.objects.claim(it, prompt, session_id):
+                return
     stream = OutputStream(Iteration, it.pk, it.attempts, run.pk)
     try:
         if prompt_error is not None:
@@ -136,20 +141,15 @@ def run_iteration(iteration_id: int) -> None:
     on_fresh_connection(_iteration_done, it, node, outcome, fired)
 
 
-def _previous_output(it: Iteration) -> str:
-    """$LOOP_PREV_OUTPUT: the previous iteration's cleaned output; empty on the first
-    iteration and on the first one after a gate."""
-    if it.number <= 1 or it.after_gate:
-        return ""
-    prev = (
-        Iteration.objects.filter(
-            node_run=it.node_run_id, generation=it.generation, number=it.number - 1
-        )
-        .values_list("output", flat=True)
-        .order_by()
-        .first()
-    )
-    return prev or ""
+def _previous_output():
+    """$LOOP_PREV_OUTPUT as a subquery: the previous iteration's cleaned output (empty on
+    the first iteration and on the first one after a gate, which the caller decides)."""
+    previous = Iteration.objects.filter(
+        node_run=OuterRef("node_run"),
+        generation=OuterRef("generation"),
+        number=OuterRef("number") - 1,
+    ).order_by()
+    return Subquery(previous.values("output")[:1])
 
 
 def _until_bash(script: str, ctx, run, stream: OutputStream) -> bool:
@@ -180,20 +180,38 @@ def _iteration_failed(it: Iteration, error: str, raw: str) -> None:
 
 def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
     result = outcome.result
+    loop = node.loop
+    status = Iteration.Status.TIMED_OUT if result.timed_out else Iteration.Status.COMPLETED
+    fields = dict(
+        raw_output=outcome.raw,
+        output=outcome.text,
+        structured=outcome.payload,
+        channels=fired,
+        session_id=result.session_id or "",
+        tokens_in=result.tokens_in,
+        tokens_out=result.tokens_out,
+        cost_usd=result.cost_usd,
+    )
+    goes_on = not fired and not loop.interactive and it.number < loop.max_iterations
+    # The one-statement path skips what only the full transaction does: keeping a call's
+    # conversation and tool events (record_call) and the budget check of start_iteration.
+    plain = result.conversation is None and not result.tool_calls and not it.run.budget
+    if goes_on and plain and connection.vendor == "postgresql":
+        # The plain "go on": finish, log, and queue the next iteration in one statement.
+        it.finish_then_next(
+            status,
+            node_fields={
+                "output": outcome.text,
+                "structured": outcome.payload,
+                "session_id": result.session_id or None,
+            },
+            completed={"channels": fired, "timed_out": result.timed_out},
+            **fields,
+        )
+        return
     with transaction.atomic():
         run = lock_run(it.run_id, with_recipe=False)
-        status = Iteration.Status.TIMED_OUT if result.timed_out else Iteration.Status.COMPLETED
-        if run.is_terminal or not it.finish(
-            status,
-            raw_output=outcome.raw,
-            output=outcome.text,
-            structured=outcome.payload,
-            channels=fired,
-            session_id=result.session_id or "",
-            tokens_in=result.tokens_in,
-            tokens_out=result.tokens_out,
-            cost_usd=result.cost_usd,
-        ):
+        if run.is_terminal or not it.finish(status, **fields):
             return
         row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
         record_call(run, row.node_id, it.number, result, outcome.provider)
@@ -209,7 +227,7 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
             timed_out=result.timed_out,
             duration_ms=it.duration_ms,
         )
-        settle_loop(run, row, node.loop, it, fired)
+        settle_loop(run, row, loop, it, fired)
 
 
 def settle_loop(run: Run, row: NodeRun, loop, it: Iteration, fired: list[str]) -> None:

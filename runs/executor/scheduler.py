@@ -34,8 +34,7 @@ def advance_run(run_id: int) -> None:
         except SpecError as exc:
             run.fail(f"recipe version does not load: {exc}")
             return
-        if run.status == Run.Status.PENDING:
-            run.set_status(Run.Status.RUNNING)
+        run.start()
         for group in NodeRun.objects.filter(
             run=run, iteration=0, kind="loop_group", status=NodeRun.Status.RUNNING
         ):

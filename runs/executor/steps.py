@@ -8,7 +8,7 @@ import time
 from django.conf import settings
 from django.db import transaction
 
-from runs.actor import Actor
+from runs.actor import ENGINE
 from runs.engine.deadlines import GateDeadline
 from runs.engine.variables import VariableError, substitute, substitute_shell
 from runs.models import Gate, NodeRun, Run
@@ -87,9 +87,7 @@ def start_node(node_run_id: int) -> None:
             run = lock_run(run.pk)
             row.refresh_from_db()
             row.complete(run, node.cancel or "")
-            reason = f"cancelled by node '{row.node_id}'"
-            run.stop_all_work(reason, Actor("engine"))
-            run.set_status(Run.Status.CANCELLED, error=node.cancel or reason)
+            run.cancel(ENGINE, f"cancelled by node '{row.node_id}'", error=node.cancel or "")
 
 
 def _fail(row: NodeRun, error: str, output: str | None = None) -> None:

@@ -34,15 +34,20 @@ class OutputStream:
         field: str = "raw_output",
         *,
         lease: bool = True,
+        holder: tuple | None = None,
     ):
         """`lease=False` for a row whose work holds its lease elsewhere (a driven loop's
-        iterations: their node's `NodeLease`); the flush still proves the row is ours."""
+        iterations: their node's `NodeLease`); the flush still proves the row is ours.
+        `holder` (model, pk, attempt): the row whose lease covers this work when it is not
+        this one (a Python agent call's iteration holds none; its workflow node does): each
+        flush renews that lease and writes the output without one."""
         self.model = model
         self.pk = pk
         self.attempt = attempt
         self.run_id = run_id
         self.field = field
         self.lease = lease
+        self.holder = holder
         self.parts: list[str] = []
         self.unpublished: list[str] = []
         self.published_length = 0  # the offset open pages place the next chunk at
@@ -102,17 +107,31 @@ class OutputStream:
             )
         )
 
-    def _save(self) -> int:
-        fields = {self.field: self.text}
-        if self.lease:
-            fields["lease_expires_at"] = lease_end()
-        return self.model.objects.filter(
+    def _save(self) -> bool:
+        if self.holder is None and self.lease:
+            return renew_lease(self.model, self.pk, self.attempt, **{self.field: self.text})
+        saved = self.model.objects.filter(
             pk=self.pk, status="running", attempts=self.attempt
-        ).update(**fields)
+        ).update(**{self.field: self.text})
+        return bool(saved) and (self.holder is None or renew_lease(*self.holder))
 
 
 def lease_end():
     return timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS)
+
+
+lease_until = lease_end
+
+
+def renew_lease(model, pk: int, attempt: int, **fields) -> bool:
+    """Extend the lease of the `model` row `pk` while it is still running as `attempt`
+    (writing `fields` with it); False when the work was cancelled or taken over. The
+    kernel's one lease renewal; a Python workflow's agent calls renew their node's here."""
+    return bool(
+        model.objects.filter(pk=pk, status="running", attempts=attempt).update(
+            **fields, lease_expires_at=lease_end()
+        )
+    )
 
 
 class NodeLease:

@@ -21,7 +21,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from runs import dispatch
@@ -126,13 +126,21 @@ def lost_messages(stale, now, counts: Counter) -> None:
 
 def stalled_runs(stale, counts: Counter) -> None:
     """A run not updated for a while with nothing running, pending or paused: its
-    `advance_run` was lost. A healthy long run always has something in one of those."""
-    busy = NodeRun.objects.filter(run=OuterRef("pk"), status__in=NodeRun.UNFINISHED)
+    `advance_run` was lost. A healthy long run always has something in one of those: an
+    unfinished node (a loop_group's own row aside: it stays running between its
+    iterations), or an iteration pending or running under a lease (a group's completion
+    check holds its iteration's lease while it runs)."""
+    nodes = NodeRun.objects.filter(run=OuterRef("pk"), status__in=NodeRun.UNFINISHED)
+    iterations = Iteration.objects.filter(run=OuterRef("pk")).filter(
+        Q(status=Iteration.Status.PENDING)
+        | Q(status=Iteration.Status.RUNNING, lease_expires_at__isnull=False)
+    )
     for run_id in (
         Run.objects.filter(
             status__in=[Run.Status.PENDING, Run.Status.RUNNING], updated_at__lt=stale
         )
-        .exclude(Exists(busy.exclude(kind="loop_group")))
+        .exclude(Exists(nodes.exclude(kind="loop_group")))
+        .exclude(Exists(iterations))
         .values_list("pk", flat=True)
     ):
         dispatch.send_now("advance_run", run_id)

@@ -25,7 +25,7 @@ def add_common(parser, *, user: bool = True) -> None:
 def actor(options) -> Actor:
     name = options.get("user")
     if not name:
-        return Actor("cli")
+        return Actor("cli", label=f"cli ({os_user()})" if os_user() else "cli")
     from runs.errors import NotAllowed
 
     user = get_user_model().objects.filter(username=name).first()

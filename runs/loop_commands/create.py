@@ -9,7 +9,7 @@ from recipes.models import Recipe
 from runs import services
 from runs.executor.spec import SpecError, spec_of
 
-from ._common import actor, add_common, emit, os_user, status_text
+from ._common import actor, add_common, emit, status_text
 
 NAME = "create"
 HELP = "Create a step-machine run: resolve its inputs, optionally start it"
@@ -71,12 +71,11 @@ def handle(command, options):
     try:
         run = services.start_run(
             recipe,
-            user=actor(options).person,
+            actor=actor(options),
             message=options["goal"],
             inputs=inputs,
             workdir=repository,
             start=options["start"],
-            started_via=f"cli ({os_user()})" if os_user() else "cli",
         )
     except services.InputError as exc:
         raise CommandError(_inputs_error(exc.errors)) from None

@@ -235,6 +235,24 @@ class Gate(models.Model):
         )
         return status
 
+    def wait_decided(self, *, every: float, still_ours) -> "Gate":
+        """Block until this gate is decided or cancelled (a process that holds the run's
+        work while a person decides: a script). Wakes on the run's live events and at
+        least every `every` seconds, re-reading the gate each time; `still_ours()` runs at
+        each wake and raises to stop waiting (the work was cancelled or taken over)."""
+        from runs import live
+
+        waiter = live.Waiter(self.run_id)
+        try:
+            while True:
+                if not Gate.objects.filter(pk=self.pk, status=self.Status.PENDING).exists():
+                    self.refresh_from_db()
+                    return self
+                still_ours()
+                waiter.wait(every)
+        finally:
+            waiter.close()
+
     def as_dict(self) -> dict:
         return {
             "id": self.pk,

@@ -1,43 +1,82 @@
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, models
+from django.db import connection, models, transaction
 from django.utils import timezone
 
 from runs import dispatch
 
 
 class IterationQuerySet(models.QuerySet):
-    def claim(self, it: "Iteration", prompt: str, session_id: str | None) -> bool:
+    def claim(
+        self,
+        it: "Iteration",
+        prompt: str,
+        session_id: str | None,
+        *,
+        leased: bool = True,
+        take_over: bool = False,
+    ) -> bool:
         """Take a pending iteration for one worker, recording the prompt it is sent.
 
         One conditional UPDATE: only a row still pending changes, so of two deliveries (or
-        a delivery and a cancel) exactly one wins; RETURNING gives the attempt it got."""
+        a delivery and a cancel) exactly one wins; RETURNING gives the attempt it got.
+        `leased=False`: the iteration holds no lease of its own (a Python agent call,
+        covered by its workflow node's). `take_over`: also take the row while it is still
+        running as attempt `it.attempts` (the execution that ran it died; the caller holds
+        the claim that proves it)."""
         now = timezone.now()
         ops = connection.ops
+        lease = now + timedelta(seconds=settings.LOOP_LEASE_SECONDS) if leased else None
+        fence = "status = %s"
+        params = [Iteration.Status.PENDING]
+        if take_over:
+            fence = "(status = %s OR (status = %s AND attempts = %s))"
+            params += [Iteration.Status.RUNNING, it.attempts]
         with connection.cursor() as cursor:
             cursor.execute(
                 f"UPDATE {Iteration._meta.db_table} SET status = %s, attempts = attempts + 1, "
-                "started_at = %s, lease_expires_at = %s, prompt = %s, session_id = %s "
-                "WHERE id = %s AND status = %s RETURNING attempts",
+                "started_at = %s, finished_at = NULL, lease_expires_at = %s, prompt = %s, "
+                "session_id = %s, raw_output = '', output = '', error = '' "
+                f"WHERE id = %s AND {fence} RETURNING attempts",
                 [
                     Iteration.Status.RUNNING,
                     ops.adapt_datetimefield_value(now),
-                    ops.adapt_datetimefield_value(
-                        now + timedelta(seconds=settings.LOOP_LEASE_SECONDS)
-                    ),
+                    ops.adapt_datetimefield_value(lease) if lease else None,
                     prompt,
                     session_id or "",
                     it.pk,
-                    Iteration.Status.PENDING,
+                    *params,
                 ],
             )
             claimed = cursor.fetchone()
         if claimed is None:
             return False
         it.attempts, it.status, it.started_at = claimed[0], Iteration.Status.RUNNING, now
-        it.prompt, it.session_id = prompt, session_id or ""
+        it.prompt, it.session_id, it.lease_expires_at = prompt, session_id or "", lease
+        it.raw_output = it.output = it.error = ""
+        it.finished_at = None
         return True
+
+    def claim_logged(self, it: "Iteration", prompt: str, session_id: str | None) -> bool:
+        """`claim` under the run's lock with its `iteration_started` event: one statement
+        on PostgreSQL (runs/models/batched.py), a transaction elsewhere. False, with
+        nothing written, when the run finished or the iteration is not pending."""
+        if connection.vendor == "postgresql":
+            from . import batched
+
+            lease = timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS)
+            return batched.claim_logged(it, prompt, session_id, lease)
+        from .run import Run
+
+        with transaction.atomic():
+            run = Run.objects.select_for_update().filter(pk=it.run_id).first()
+            if run is None or run.is_terminal or not self.claim(it, prompt, session_id):
+                return False
+            run.append_event(
+                "iteration_started", it.node_id, iteration=it.number, attempt=it.attempts
+            )
+            return True
 
     def expired(self, now):
         """Running iterations whose worker stopped renewing the lease."""
@@ -61,8 +100,6 @@ class Iteration(models.Model):
         TIMED_OUT = "timed_out"
         FAILED = "failed"
         CANCELLED = "cancelled"
-
-    FINISHED = {Status.COMPLETED, Status.TIMED_OUT, Status.FAILED, Status.CANCELLED}
 
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="iterations")
     node_run = models.ForeignKey(
@@ -131,6 +168,21 @@ class Iteration(models.Model):
         for name, value in fields.items():  # keep the instance in step without a read
             setattr(self, name, value)
         return True
+
+    def finish_then_next(self, status: str, *, node_fields: dict, completed: dict, **fields):
+        """The plain "go on" of a loop in one statement on PostgreSQL: `finish` this
+        attempt, log `iteration_completed` (with `completed`), write `node_fields`
+        (output, structured, session_id) on the node and queue the next iteration, whose
+        id is returned and sent (None: the run finished or the claim was lost; nothing
+        was written). Only for a node that goes on; the caller checked that it does."""
+        from . import batched
+
+        next_id = batched.finish_then_next(
+            self, status, fields, node_fields=node_fields, completed=completed
+        )
+        if next_id is not None:
+            dispatch.send_on_commit("run_iteration", next_id)
+        return next_id
 
     def requeue(self, run, now) -> bool:
         """Give an iteration whose worker vanished back to pending, and send it again."""

@@ -24,6 +24,24 @@ class NodeRunQuerySet(models.QuerySet):
     def expired(self, now):
         return self.filter(status=NodeRun.Status.RUNNING, lease_expires_at__lt=now)
 
+    def create_claimed(self, run, node_id: str, kind: str) -> "NodeRun":
+        """A node this process runs itself (a Python script's `workflow`): created queued
+        and taken by the same conditional claim as a delivered one, so it holds a lease
+        and no worker is sent it."""
+        row = self.create(run=run, node_id=node_id, kind=kind, queued_at=timezone.now())
+        if not self.claim(row.pk):
+            raise RuntimeError(f"node {node_id} of run {run.pk} was taken before its claim")
+        row.refresh_from_db()
+        return row
+
+    def close_open(self, status: str) -> int:
+        """End every unfinished row here at once, holding no lease (a Python workflow's
+        agent rows end with their workflow). No event and no message: the workflow
+        node's own transition reports the end."""
+        return self.filter(status__in=NodeRun.UNFINISHED).update(
+            status=status, finished_at=timezone.now(), lease_expires_at=None
+        )
+
 
 class NodeRun(models.Model):
     """One node of a run. Top-level nodes have iteration 0; a loop_group's body nodes get
@@ -98,12 +116,6 @@ class NodeRun(models.Model):
         if not self.started_at:
             return None
         return (self.finished_at or timezone.now()) - self.started_at
-
-    @property
-    def progress_percent(self) -> int:
-        if not self.max_iterations:
-            return 0
-        return min(100, round(100 * self.iteration_count / self.max_iterations))
 
     # --- transitions ---------------------------------------------------------------------
 
@@ -221,23 +233,35 @@ class NodeRun(models.Model):
         announce(run, "gate_waiting", gate=gate)
         return gate
 
-    def unpause(self) -> bool:
-        """A decision let the node go on by itself (no iteration of its own to start)."""
-        return self._move(self.Status.RUNNING, allowed=[self.Status.PAUSED])
-
-    def start_iteration(self, run, number: int, *, feedback: str = "", after_gate=False):
+    def start_iteration(
+        self, run, number: int, *, feedback: str = "", after_gate=False, here: bool = False
+    ):
         """Create iteration `number` and send it to a worker (a loop_group's iteration is
         its body, run by the scheduler) — unless the run's budget is spent (runs.budget),
-        which stops the run here, between iterations, and returns None."""
+        which stops the run here, between iterations, and returns None. `here`: the caller
+        claims and runs it itself (a Python workflow's agent call): it is created pending
+        and neither logged as queued nor sent."""
         from runs import budget
 
         from .iteration import Iteration
 
         hold = {"number": number, "feedback": feedback, "after_gate": after_gate}
-        if not budget.allows_next_iteration(run, self, hold):
+        # A Python call (`here`) is checked by its host, on the workflow node it belongs to.
+        if not here and not budget.allows_next_iteration(run, self, hold):
             return None  # stopped by the run's budget; resuming starts this iteration
         grouped = self.kind == "loop_group"
         self._move(self.Status.RUNNING, allowed=self.UNFINISHED, iteration_count=number)
+        if here:
+            return Iteration.objects.create(
+                run=run,
+                node_run=self,
+                node_id=self.node_id,
+                generation=self.generation,
+                number=number,
+                feedback=feedback,
+                after_gate=after_gate,
+                queued_at=timezone.now(),
+            )
         now = timezone.now()
         it = Iteration.objects.create(
             run=run,
@@ -259,6 +283,31 @@ class NodeRun(models.Model):
         else:
             dispatch.send_on_commit("run_iteration", it.pk)
         return it
+
+    def suspend(self, run, *, attempt: int) -> bool:
+        """The attempt holding this node stops at a gate without waiting (a worker running
+        a Python workflow): paused, no lease; the decision wakes it."""
+        if not self._move(
+            self.Status.PAUSED,
+            allowed=[self.Status.RUNNING],
+            attempt=attempt,
+            lease_expires_at=None,
+        ):
+            return False
+        run.append_event("node_paused", self.node_id, gate=True)
+        return True
+
+    def unpause(self, run=None) -> bool:
+        """A decision moves a node paused at its gate back to running (its own code, not
+        the engine, goes on: a Python agent row, a step machine's `human.wait`)."""
+        return self._move(self.Status.RUNNING, allowed=[self.Status.PAUSED])
+
+    def wake(self, run) -> bool:
+        """A suspended node goes back to work: pending, queued, sent (`start_node`)."""
+        if not self._move(self.Status.PENDING, allowed=[self.Status.PAUSED], lease_expires_at=None):
+            return False
+        self.queue(run)
+        return True
 
     def requeue(self, run, now) -> bool:
         """Give an expired step back to pending and send it again."""

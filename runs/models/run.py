@@ -102,6 +102,13 @@ class Run(models.Model):
             models.Index(fields=["status", "-id"], name="run_status_recent"),
             models.Index(fields=["recipe", "-id"], name="run_recipe_recent"),
             models.Index(fields=["-created_at"], name="run_created"),
+            # The inbox's "recently finished": newest finish first, finished runs only.
+            models.Index(
+                models.F("finished_at").desc(nulls_last=True),
+                models.F("id").desc(),
+                name="run_finished_recent",
+                condition=models.Q(status__in=["cancelled", "completed", "failed"]),
+            ),
         ]
 
     def __str__(self):
@@ -184,9 +191,12 @@ class Run(models.Model):
             )
             return cursor.fetchone()
 
+    # --- status: `start`, `update_status` (the one derivation), `fail`, `cancel`, `reopen`.
+    # Each is called with the run's row lock held; `set_status` is the writer under them.
+
     def set_status(self, status: str, *, error: str | None = None, **data) -> bool:
-        """Move to `status` (no-op when already there) and log it. The caller holds the
-        run's lock; `update_status` derives the status of a run that goes on."""
+        """Write `status` (no-op when already there) and log it. Not for callers outside
+        this model: they use the transitions below."""
         if self.status == status and error is None:
             return False
         previous = self.status
@@ -215,12 +225,19 @@ class Run(models.Model):
             announce(self, f"run_{status}")
         return True
 
-    def update_status(self, *, finished: bool = False) -> None:
+    def start(self) -> bool:
+        """A pending run begins (the scheduler's first pass, or a script that runs it)."""
+        if self.status != self.Status.PENDING:
+            return False
+        return self.set_status(self.Status.RUNNING)
+
+    def update_status(self, *, finished: bool = False, **data) -> None:
         """Derive the run's status from its nodes: the one place that does.
 
-        `finished` (the scheduler found every top-level node terminal): failed if one
-        failed, else completed. Otherwise paused while a node waits at a gate, else running.
-        """
+        `finished` (every node of the run's graph is terminal): failed if one of them
+        failed, else completed. Otherwise paused while a node waits at a gate, else
+        running. A Python run's agent rows (kind `agent`) are reported by their
+        `workflow` node, which the derivation reads instead."""
         from .node import NodeRun
 
         if self.is_terminal or self.status == self.Status.BUDGET_EXCEEDED:
@@ -235,18 +252,21 @@ class Run(models.Model):
             return
         nodes = NodeRun.objects.filter(run=self)
         if finished:
-            failed = nodes.filter(iteration=0, status=NodeRun.Status.FAILED).first()
+            failed = (
+                nodes.filter(iteration=0, status=NodeRun.Status.FAILED)
+                .exclude(kind="agent")
+                .first()
+            )
             if failed:
-                self.set_status(
-                    self.Status.FAILED, error=f"node '{failed.node_id}' failed: {failed.error}"
-                )
+                error = f"node '{failed.node_id}' failed: {failed.error}"
+                self.set_status(self.Status.FAILED, error=error, **data)
             else:
-                self.set_status(self.Status.COMPLETED, error="")
+                self.set_status(self.Status.COMPLETED, error="", **data)
             return
         paused = nodes.filter(status=NodeRun.Status.PAUSED).exists()
         wanted = self.Status.PAUSED if paused else self.Status.RUNNING
         if self.status != wanted:
-            self.set_status(wanted)
+            self.set_status(wanted, **data)
 
     def fail(self, error: str, **data) -> None:
         """An error no node owns (the recipe does not load, the engine crashed): the run
@@ -255,6 +275,21 @@ class Run(models.Model):
             return
         self.stop_all_work(error)
         self.set_status(self.Status.FAILED, error=error, **data)
+
+    def cancel(self, actor, reason: str = "", *, error: str = "") -> str:
+        """Stop everything unfinished and end the run as cancelled by `actor`; returns the
+        reason its unfinished work records (a cancelled gate says the same). `error`, the
+        run's own line, defaults to that reason."""
+        text = reason or f"cancelled by {actor.name}"
+        self.stop_all_work(text, actor)
+        self.set_status(
+            self.Status.CANCELLED, error=error or text, by=actor.name, surface=actor.surface
+        )
+        return text
+
+    def reopen(self, actor, **data) -> None:
+        """A failed or cancelled run runs again (resume): running, its error cleared."""
+        self.set_status(self.Status.RUNNING, error="", by=actor.name, surface=actor.surface, **data)
 
     def stop_all_work(self, reason: str, actor=None) -> None:
         """Cancel every unfinished piece of the run (the caller holds the run's lock).

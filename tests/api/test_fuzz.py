@@ -11,6 +11,7 @@ from schemathesis.checks import not_a_server_error
 from console.api import api
 from console.models import ApiToken
 from console.wsgi import application
+from runs.actor import Actor
 
 # The schema endpoint needs a login, so the schema is read from the API object itself.
 schema = schemathesis.openapi.from_dict(api.get_openapi_schema())
@@ -21,7 +22,9 @@ def token_header(editor, bundled):
     from runs import services
 
     # Some real rows, so that generated ids and slugs sometimes find something.
-    services.start_run(bundled["guided-refine"], user=editor, message="fuzz")
+    services.start_run(
+        bundled["guided-refine"], actor=Actor.operator(editor, "console"), message="fuzz"
+    )
     _, secret = ApiToken.issue(editor, name="fuzz")
     # Requests go straight into the WSGI app, inside the test's transaction: like Django's
     # own test client, keep the request signals from closing that connection.

@@ -17,7 +17,7 @@ def guided(bundled):
 
 @pytest.fixture
 def run(guided, operator):
-    return services.start_run(guided, user=operator, message="a haiku")
+    return services.start_run(guided, actor=Actor.operator(operator, "console"), message="a haiku")
 
 
 def decided_gate(run, user, status=Gate.Status.ITERATED):
@@ -100,8 +100,8 @@ def test_no_credentials_and_bad_token_are_401(anonymous, guided):
 
 
 def test_list_with_filters_and_cursor(as_viewer, guided, bundled, operator):
-    runs = [services.start_run(guided, user=operator) for _ in range(5)]
-    other = services.start_run(bundled["counter-loop"], user=operator)
+    runs = [services.start_run(guided, actor=Actor.operator(operator, "console")) for _ in range(5)]
+    other = services.start_run(bundled["counter-loop"], actor=Actor.operator(operator, "console"))
     services.cancel_run(runs[0], Actor.operator(operator, "console"))
 
     first = as_viewer.get("/api/runs", limit=2)
@@ -237,8 +237,12 @@ def test_resume_a_live_run_is_409(as_operator, run):
 
 
 def test_runs_list_filters_by_search_status_and_recipe(as_viewer, bundled, operator):
-    kettle = services.start_run(bundled["counter-loop"], user=operator, message="a new Kettle")
-    other = services.start_run(bundled["guided-refine"], user=operator, message="a haiku")
+    kettle = services.start_run(
+        bundled["counter-loop"], actor=Actor.operator(operator, "console"), message="a new Kettle"
+    )
+    other = services.start_run(
+        bundled["guided-refine"], actor=Actor.operator(operator, "console"), message="a haiku"
+    )
     Run.objects.filter(pk=other.pk).update(status="failed")
     ids = lambda response: [r["id"] for r in response.body["items"]]  # noqa: E731
     assert ids(as_viewer.get("/api/runs", q="kettle")) == [kettle.pk]

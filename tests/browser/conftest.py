@@ -58,7 +58,8 @@ def console_server(worker_env, tmp_path_factory):
             "warning",
         ],
         cwd=ROOT,
-        env=worker_env,
+        # Not labelled as a worker: tests that count the workers' connections see only theirs.
+        env={**worker_env, "PGAPPNAME": "loop-console-test-web"},
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

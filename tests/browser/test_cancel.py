@@ -4,6 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from runs import services
+from runs.actor import Actor
 from tests.browser.conftest import log_in, screenshot
 from tests.conftest import wait_for, wait_run
 
@@ -27,7 +28,7 @@ nodes:
 
 def test_cancel_a_running_run(live_worker, make_recipe, operator, console_server, page):
     recipe = make_recipe(SLOW, slug="slow-loop")
-    run = services.start_run(recipe, user=operator, message="slow one")
+    run = services.start_run(recipe, actor=Actor.operator(operator, "console"), message="slow one")
     wait_for(lambda: run.iterations.filter(status="running").exists(), 30, message="iteration")
     log_in(page, console_server, "otto")
     page.goto(console_server + run.get_absolute_url())

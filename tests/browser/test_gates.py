@@ -53,7 +53,9 @@ def test_start_from_the_form_then_accept_and_complete(
 def test_feedback_turns_the_button_to_continue_and_reaches_the_next_prompt(
     live_worker, bundled, operator, console_server, page
 ):
-    run = services.start_run(bundled["guided-refine"], user=operator, message="a limerick")
+    run = services.start_run(
+        bundled["guided-refine"], actor=Actor.operator(operator, "console"), message="a limerick"
+    )
     log_in(page, console_server, "otto")
     page.goto(console_server + run.get_absolute_url())
     mark_page(page)
@@ -102,7 +104,9 @@ def test_feedback_turns_the_button_to_continue_and_reaches_the_next_prompt(
 def test_a_second_decision_shows_already_decided(
     live_worker, bundled, operator, editor, console_server, page, chromium
 ):
-    run = services.start_run(bundled["guided-refine"], user=operator, message="two browsers")
+    run = services.start_run(
+        bundled["guided-refine"], actor=Actor.operator(operator, "console"), message="two browsers"
+    )
     wait_run(run, "paused")
     log_in(page, console_server, "otto")
     page.goto(console_server + run.get_absolute_url())
@@ -128,7 +132,9 @@ def test_a_live_refresh_keeps_what_the_reviewer_typed(
 ):
     """The live stream asks for the gate panel again after every run event; while the same
     gate waits, the typed feedback, an open "Reject…" and its reason stay as they are."""
-    run = services.start_run(bundled["guided-refine"], user=operator, message="a sonnet")
+    run = services.start_run(
+        bundled["guided-refine"], actor=Actor.operator(operator, "console"), message="a sonnet"
+    )
     log_in(page, console_server, "otto")
     page.goto(console_server + run.get_absolute_url())
     mark_page(page)

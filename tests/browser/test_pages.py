@@ -4,6 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from runs import services
+from runs.actor import Actor
 from tests.browser.conftest import log_in, screenshot
 from tests.conftest import wait_run
 
@@ -13,7 +14,11 @@ pytestmark = pytest.mark.browser
 def test_loop_group_run_recipe_page_and_phone_layout(
     live_worker, bundled, viewer, operator, console_server, page, chromium
 ):
-    run = services.start_run(bundled["writer-reviewer"], user=operator, message="a new kettle")
+    run = services.start_run(
+        bundled["writer-reviewer"],
+        actor=Actor.operator(operator, "console"),
+        message="a new kettle",
+    )
     wait_run(run, "completed", "failed")
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))

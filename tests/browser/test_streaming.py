@@ -4,6 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from runs import services
+from runs.actor import Actor
 from tests.browser.conftest import log_in, mark_page, still_same_page
 from tests.conftest import wait_for, wait_run
 
@@ -37,7 +38,10 @@ def test_output_streams_into_the_open_page(
     live_worker, make_recipe, operator, console_server, page, tmp_path
 ):
     go = tmp_path / "go"
-    run = services.start_run(make_recipe(talkative_recipe(go), slug="talkative"), user=operator)
+    run = services.start_run(
+        make_recipe(talkative_recipe(go), slug="talkative"),
+        actor=Actor.operator(operator, "console"),
+    )
     wait_for(lambda: run.iterations.filter(status="running").exists(), 60, message="iteration")
     log_in(page, console_server, "otto")
     page.goto(console_server + run.get_absolute_url())
@@ -105,7 +109,10 @@ def test_every_line_reaches_the_open_page_in_order(
     live_worker, make_recipe, operator, console_server, page, chromium, tmp_path
 ):
     go = tmp_path / "go"
-    run = services.start_run(make_recipe(numbered_lines_recipe(go), slug="numbered"), user=operator)
+    run = services.start_run(
+        make_recipe(numbered_lines_recipe(go), slug="numbered"),
+        actor=Actor.operator(operator, "console"),
+    )
     log_in(page, console_server, "otto")
     open_recording(page, console_server, run)
     late_tab = None

@@ -7,7 +7,7 @@ import pytest
 
 from runs import services
 from runs.actor import Actor
-from tests.conftest import wait_for, wait_run
+from tests.conftest import pending_gate, wait_for, wait_run
 
 from .conftest import log_in
 
@@ -63,12 +63,24 @@ nodes:
 """
 
 
+OPEN_ALL_AND_SETTLE = """async () => {
+  const toggled = [...document.querySelectorAll("details")].filter(d => !d.open).map(d =>
+    new Promise(done => { d.addEventListener("toggle", done, {once: true}); d.open = true; }));
+  const images = [...document.images].filter(i => !i.complete).map(i =>
+    new Promise(done => { i.addEventListener("load", done); i.addEventListener("error", done); }));
+  await Promise.all([...toggled, ...images]);
+  await new Promise(done => requestAnimationFrame(() => setTimeout(done, 0)));
+}"""
+
+
 @pytest.mark.browser
 def test_nothing_in_the_corpus_executes(live_worker, console_server, page, make_recipe, operator):
     recipe = make_recipe(recipe_source(), slug="xss")
-    run = services.start_run(recipe, user=operator, message=PAYLOAD, inputs={"note": PAYLOAD})
+    run = services.start_run(
+        recipe, actor=Actor.operator(operator, "console"), message=PAYLOAD, inputs={"note": PAYLOAD}
+    )
     wait_run(run, "paused")
-    gate = wait_for(lambda: services.pending_gate(run), 30)
+    gate = wait_for(lambda: pending_gate(run), 30)
     services.approve(
         gate.pk, Actor.operator(operator, "console"), comment=PAYLOAD
     )  # feedback is shown too
@@ -87,9 +99,10 @@ def test_nothing_in_the_corpus_executes(live_worker, console_server, page, make_
     ]:
         page.goto(console_server + path)
         page.wait_for_load_state("networkidle")
-        for details in page.locator("details").all():
-            details.evaluate("el => el.open = true")
-        page.wait_for_timeout(300)
+        # Open every <details> and wait for its toggle event (a planted ontoggle would have
+        # run by then, before ours), and for every image to load or fail (onerror): the
+        # events themselves, not a guess at how long they take.
+        page.evaluate(OPEN_ALL_AND_SETTLE)
         assert page.evaluate("window.__xss || 0") == 0, path
         assert page.locator("script:not([src])").count() == 0, path
         for attribute in ("onerror", "onload", "ontoggle", "onfocus"):

@@ -4,6 +4,7 @@ import pytest
 from django.utils import timezone
 
 from runs import services
+from runs.actor import Actor
 from runs.engine.completion import gate_text
 from runs.models import Gate, Iteration, NodeRun
 
@@ -53,7 +54,9 @@ def open_loop_gate(run, row, iteration, *, signaled=True):
 
 @pytest.fixture
 def guided_run(bundled, operator):
-    run = services.start_run(bundled["guided-refine"], user=operator, message="a haiku")
+    run = services.start_run(
+        bundled["guided-refine"], actor=Actor.operator(operator, "console"), message="a haiku"
+    )
     run.status = "running"
     run.save()
     row = NodeRun.objects.create(
@@ -75,7 +78,9 @@ def gated_run(guided_run):
 
 @pytest.fixture
 def approval_run(bundled, operator):
-    run = services.start_run(bundled["release-approval"], user=operator, message="v1.2")
+    run = services.start_run(
+        bundled["release-approval"], actor=Actor.operator(operator, "console"), message="v1.2"
+    )
     run.status = "paused"
     run.save()
     row = NodeRun.objects.create(run=run, node_id="decide", kind="approval", status="paused")

@@ -3,6 +3,7 @@
 import pytest
 from django.urls import reverse
 
+from runs.actor import Actor
 from runs.models import Run
 from tests.console.conftest import login
 
@@ -45,7 +46,9 @@ def test_inbox_query_count_is_bounded(
     from runs import services
 
     for _ in range(30):
-        services.start_run(bundled["counter-loop"], user=operator, message="x")
+        services.start_run(
+            bundled["counter-loop"], actor=Actor.operator(operator, "console"), message="x"
+        )
     client = login(client, viewer)
     client.get(reverse("inbox"))
     with django_assert_max_num_queries(12):

@@ -300,3 +300,41 @@ def test_a_page_that_falls_behind_is_cut_off_to_catch_up():
     kept, after_overflow = async_to_sync(go)()
     assert kept == MAX_PENDING
     assert after_overflow is None  # the stream ends; the browser reconnects with Last-Event-ID
+
+
+def test_a_last_event_id_behind_the_run_catches_up_at_once(viewer, gated_run):
+    """A page that reconnects having seen event N while the run is at N+2 is told to
+    refresh at once, with the run's current seq as the new id."""
+    run, _ = gated_run
+    from django.db import transaction
+
+    with transaction.atomic():
+        for n in range(3):
+            run.append_event("note", "refine", n=n)
+    run.refresh_from_db()
+    text = read_stream(
+        viewer,
+        reverse("run_live", args=[run.pk]),
+        headers={"Last-Event-ID": str(run.last_seq - 2)},
+        until="gate-changed",
+    )
+    assert f"event: run-changed\nid: {run.last_seq}" in text
+
+
+def test_the_last_event_id_header_wins_over_the_page_url(viewer, gated_run):
+    """The browser's reconnect sends Last-Event-ID to the URL the page was rendered with:
+    the header (what the page has seen) counts, not the stale ?after= of the URL."""
+    run, _ = gated_run
+    run.refresh_from_db()
+
+    def publish():
+        live.publish_output(run.pk, 5, "still here")
+
+    text = read_stream(
+        viewer,
+        reverse("run_live", args=[run.pk]) + "?after=0",
+        then=publish,
+        headers={"Last-Event-ID": str(run.last_seq)},
+        until="still here",
+    )
+    assert "run-changed" not in text  # nothing missed: no refresh asked for

@@ -6,6 +6,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from runs import services
+from runs.actor import Actor
 from runs.models import Run
 from tests.console.conftest import login
 
@@ -17,7 +18,11 @@ def many_runs(bundled, operator):
     runs = []
     for n in range(60):
         recipe = bundled["counter-loop" if n % 2 else "guided-refine"]
-        runs.append(services.start_run(recipe, user=operator, message=f"job number {n}"))
+        runs.append(
+            services.start_run(
+                recipe, actor=Actor.operator(operator, "console"), message=f"job number {n}"
+            )
+        )
     Run.objects.filter(pk=runs[0].pk).update(status="failed")
     return runs
 
@@ -54,7 +59,11 @@ def test_no_count_of_the_table(client, viewer, many_runs):
 
 
 def test_untrusted_message_is_escaped(client, viewer, bundled, operator):
-    services.start_run(bundled["counter-loop"], user=operator, message="<script>x()</script>")
+    services.start_run(
+        bundled["counter-loop"],
+        actor=Actor.operator(operator, "console"),
+        message="<script>x()</script>",
+    )
     body = login(client, viewer).get(reverse("run_list")).content.decode()
     assert "<script>x()" not in body and "&lt;script&gt;x()" in body
 

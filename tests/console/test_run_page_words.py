@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from recipes.models import Recipe
+from runs.actor import Actor
 from runs.models import Gate, NodeRun, Run
 
 from .conftest import add_iteration, login
@@ -100,8 +101,12 @@ def test_inbox_lists_recently_finished_by_finish_time(client, viewer, bundled, o
     from runs import services
 
     now = timezone.now()
-    first = services.start_run(bundled["counter-loop"], user=operator, message="finished last")
-    second = services.start_run(bundled["counter-loop"], user=operator, message="finished first")
+    first = services.start_run(
+        bundled["counter-loop"], actor=Actor.operator(operator, "console"), message="finished last"
+    )
+    second = services.start_run(
+        bundled["counter-loop"], actor=Actor.operator(operator, "console"), message="finished first"
+    )
     Run.objects.filter(pk=first.pk).update(status="completed", finished_at=now)
     Run.objects.filter(pk=second.pk).update(
         status="completed", finished_at=now - timedelta(minutes=5)

@@ -5,7 +5,7 @@ import pytest
 from runs import services
 from runs.actor import Actor
 from runs.models import Gate
-from tests.conftest import wait_for, wait_run
+from tests.conftest import pending_gate, wait_for, wait_run
 
 from .conftest import calls, iterations, node
 
@@ -25,7 +25,7 @@ nodes:
 
 
 def gate_of(run):
-    return wait_for(lambda: services.pending_gate(run), 30, message="a pending gate")
+    return wait_for(lambda: pending_gate(run), 30, message="a pending gate")
 
 
 def test_gate_on_completed_iteration_finalizes_without_rerun(live_worker, recipe, operator):
@@ -51,7 +51,7 @@ def test_feedback_iterates_and_is_only_seen_by_the_next_iteration(live_worker, r
         gate_of(run).pk, Actor.operator(operator, "console"), comment="make it shorter"
     )
     wait_for(lambda: Gate.objects.filter(run=run, status="pending").exists(), 30)
-    second = services.pending_gate(run)
+    second = pending_gate(run)
     assert not second.completion_signaled
     assert second.message.startswith("The agent did not say it was done in this iteration")
     # Without completion, a bare approve iterates too.
@@ -59,7 +59,7 @@ def test_feedback_iterates_and_is_only_seen_by_the_next_iteration(live_worker, r
     wait_for(
         lambda: Gate.objects.filter(run=run, status="pending").exclude(pk=second.pk).exists(), 30
     )
-    services.approve(services.pending_gate(run).pk, Actor.operator(operator, "console"))
+    services.approve(pending_gate(run).pk, Actor.operator(operator, "console"))
     wait_run(run, "completed", "failed")
     prompts = [c["prompt"] for c in calls(run)]
     assert "feedback=[] prev=[]" in prompts[0]

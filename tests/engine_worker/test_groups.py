@@ -3,7 +3,7 @@
 from runs import services
 from runs.actor import Actor
 from runs.models import RunEvent
-from tests.conftest import wait_for, wait_run
+from tests.conftest import pending_gate, wait_for, wait_run
 
 from .conftest import calls, node
 
@@ -110,7 +110,7 @@ nodes:
 """)
     )
     wait_run(run, "paused")
-    gate = wait_for(lambda: services.pending_gate(run), 30)
+    gate = wait_for(lambda: pending_gate(run), 30)
     services.approve(gate.pk, Actor.operator(operator, "console"), comment="tighter")
     wait_for(lambda: run.gates.filter(status="pending").exclude(pk=gate.pk).exists(), 30)
     prompts = [c["prompt"] for c in calls(run)]

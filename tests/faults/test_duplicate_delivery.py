@@ -15,6 +15,7 @@ from runs.actor import Actor
 from runs.executor.sweep import sweep
 from runs.models import Iteration, Run
 from runs.providers.demo import DemoProvider
+from tests.conftest import pending_gate
 from tests.faults.conftest import assert_recorded_once
 
 
@@ -100,7 +101,7 @@ def drive(run: Run, broker: ControlledBroker, *, sweeps: int = 0) -> Run:
         run.refresh_from_db()
         if run.is_terminal:
             return run
-        gate = services.pending_gate(run)
+        gate = pending_gate(run)
         if gate is not None:
             decision = gate.decisions[0]["id"] if gate.decisions else ""
             services.approve(gate.pk, Actor("cli"), decision=decision)

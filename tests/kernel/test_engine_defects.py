@@ -3,11 +3,7 @@ database: the retry delay, an unexpected engine error, and accepting a gate."""
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
-from django.db import connection
 
 from runs import services, tasks
 from runs.actor import Actor
@@ -33,34 +29,46 @@ nodes:
 """
 
 
+class SweepingClock:
+    """Stands in for the `time` module of runs.executor.steps while a step waits for its
+    retry: each sleep advances a virtual clock and runs the sweep as it would look when
+    that sleep ended. So the sweep sees every moment of the wait, in order, whatever the
+    machine's load: the race is played out exactly, not hoped for."""
+
+    def __init__(self):
+        self.elapsed = 0.0
+        self.sweeps = 0
+
+    def monotonic(self) -> float:
+        return self.elapsed
+
+    def sleep(self, seconds: float) -> None:
+        from datetime import timedelta
+
+        from django.utils import timezone
+
+        self.elapsed += seconds
+        sweep(now=timezone.now() + timedelta(seconds=seconds))
+        self.sweeps += 1
+
+
 def test_a_retry_delay_longer_than_the_lease_keeps_the_step(
-    transactional_db, make_recipe, broker, settings
+    transactional_db, make_recipe, broker, settings, monkeypatch
 ):
-    """The step waits 3 s before its retry with a 1 s lease while the sweep runs all the
-    time: the lease is renewed, so the step is never taken back and its result stands."""
+    """The step waits 3 s before its retry with a 1 s lease, and the sweep looks at every
+    moment of that wait: the lease is renewed, so the step is never taken back and its
+    result stands."""
+    from runs.executor import steps
+
     settings.LOOP_LEASE_SECONDS = 1
+    clock = SweepingClock()
+    monkeypatch.setattr(steps, "time", clock)
     run = services.start_run(make_recipe(RETRYING_STEP, "flaky"), message="retry")
     tasks.advance_run(run.pk)
     broker.sent.clear()
     row = NodeRun.objects.get(run=run, node_id="flaky")
-    failures = []
-
-    def work():
-        try:
-            tasks.start_node(row.pk)
-        except Exception as exc:  # noqa: BLE001 - reported below
-            failures.append(exc)
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=work)
-    worker.start()
-    deadline = time.monotonic() + 60
-    while worker.is_alive() and time.monotonic() < deadline:
-        sweep()
-        time.sleep(0.2)
-    worker.join(1)
-    assert not failures, failures
+    tasks.start_node(row.pk)
+    assert clock.elapsed >= 3 and clock.sweeps >= 6  # the sweep ran all through the wait
     row.refresh_from_db()
     assert row.status == "completed" and row.output == "second try works"
     assert row.attempts == 1
@@ -77,7 +85,7 @@ def test_the_retry_delay_is_bounded(make_recipe, settings):
 
 
 def test_an_unexpected_engine_error_fails_the_run_at_once_with_its_message(
-    transactional_db, make_recipe, broker, tmp_path
+    transactional_db, make_recipe, broker, tmp_path, client, viewer
 ):
     """The working directory is a file: the step cannot start there. The run fails on
     the first delivery with the error on its page, not after the sweep's retries."""
@@ -94,6 +102,10 @@ def test_an_unexpected_engine_error_fails_the_run_at_once_with_its_message(
     assert str(not_a_folder) not in run.error and "NotADirectoryError" not in run.error
     assert "worker's log" in run.error
     assert not NodeRun.objects.filter(run=run, status__in=NodeRun.UNFINISHED).exists()
+    # The cause is on the run page, not only in the server log.
+    client.force_login(viewer)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "engine error" in page and "Not a directory" in page
 
 
 @pytest.mark.parametrize("comment", ["", "one more pass"], ids=["accept", "iterate"])

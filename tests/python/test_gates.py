@@ -16,7 +16,7 @@ from recipes.models import Recipe
 from runs import services
 from runs.actor import Actor
 from runs.models import Gate, Iteration, Run
-from tests.conftest import wait_for, wait_run
+from tests.conftest import pending_gate, wait_for, wait_run
 
 GATED = '''"""Gated writer and reviewer"""
 from pydantic import BaseModel
@@ -60,7 +60,7 @@ def gated_recipe(tmp_path):
 
 
 def pending(run: Run) -> Gate:
-    return wait_for(lambda: services.pending_gate(run), 60, message="a pending gate")
+    return wait_for(lambda: pending_gate(run), 60, message="a pending gate")
 
 
 def writer_prompt(run: Run, number: int) -> str:

@@ -14,7 +14,9 @@ def gates(bundled, operator):
 
     made = []
     for _ in range(3):
-        run = services.start_run(bundled["release-approval"], user=operator, message="audit")
+        run = services.start_run(
+            bundled["release-approval"], actor=Actor.operator(operator, "console"), message="audit"
+        )
         row = NodeRun.objects.create(run=run, node_id="decide", kind="approval", status="paused")
         made.append(
             Gate.objects.create(

@@ -7,6 +7,8 @@ import pytest
 from django.test import Client
 from django.urls import URLResolver, get_resolver
 
+from runs.actor import Actor
+
 # Reachable without logging in, on purpose.
 PUBLIC = {"accounts/login/", "accounts/logout/", "healthz", "favicon.ico"}
 # Read-only for viewers; everything else changes state and needs more than a viewer.
@@ -85,7 +87,7 @@ def objects(db, make_recipe, operator):
     from runs.models import Gate, NodeRun
 
     recipe = make_recipe("name: t\nnodes:\n  - id: a\n    bash: echo hi\n", slug="authz")
-    run = services.start_run(recipe, user=operator, message="m")
+    run = services.start_run(recipe, actor=Actor.operator(operator, "console"), message="m")
     node = NodeRun.objects.create(run=run, node_id="a", kind="approval", status="paused")
     gate = Gate.objects.create(run=run, node_run=node, node_id="a", kind="approval", message="ok?")
     loop = Loop.objects.create(run=run, agent="a", pipeline=["a"], max_iterations=1)

@@ -90,9 +90,14 @@ class Command(BaseCommand):
             self.user = get_user_model().objects.filter(username=options["user"]).first()
             if self.user is None:
                 raise CommandError(f"No user '{options['user']}'")
-        # Without --user the command line acts as itself (whoever can run manage.py).
+        # Without --user the command line acts as the account named like the OS user (when
+        # it may operate), else as itself: "cli (<os user>)" on every page.
         try:
-            self.actor = Actor.operator(self.user, "cli") if self.user else Actor("cli")
+            if self.user:
+                self.actor = Actor.operator(self.user, "cli")
+            else:
+                label = f"cli ({self.os_user})" if self.os_user else "cli"
+                self.actor = Actor("cli", self._os_account(), label=label)
             action = options["action"]
             if action in cli_history.HELPS:
                 getattr(cli_history, f"do_{action}")(self, options)
@@ -186,8 +191,7 @@ class Command(BaseCommand):
                 message=options["message"],
                 inputs=inputs,
                 workdir=workdir,
-                user=self.user or self._os_account(),
-                started_via=f"cli ({self.os_user})" if self.os_user else "cli",
+                actor=self.actor,
                 budget=cli_history.budget_from(options),
             )
         except services.InputError as exc:

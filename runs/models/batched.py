@@ -1,0 +1,212 @@
+"""The plain loop's two writes, each one statement (PostgreSQL): the iteration hot path.
+
+`claim_logged` = lock the run + `Iteration.objects.claim` + `iteration_started`;
+`finish_then_next` = lock the run + `Iteration.finish` + `iteration_completed` + the
+node's `start_iteration` (its row, the next Iteration, `iteration_queued`). Each is the
+same transition as its separate steps, with the same fences (the run not finished, the
+iteration still pending / still running as the attempt that claimed it, the node still
+running), written as data-modifying CTEs so one round trip does it, and atomic on its own
+(a single statement commits or not at all). The run's row is locked first, as every
+transition does, so the lock order against a cancel is unchanged; its event counter is
+bumped only when the fenced writes happened, so the log stays gapless.
+
+Other databases take the separate steps inside a transaction (`Iteration` falls back).
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.utils import timezone
+
+TERMINAL_RUN = ["completed", "failed", "cancelled"]
+
+
+def _columns(instance) -> tuple[list[str], list]:
+    """Every column of an unsaved row and its database value (defaults included)."""
+    fields = [f for f in instance._meta.concrete_fields if not f.primary_key]
+    quote = connection.ops.quote_name
+    return [quote(f.column) for f in fields], [
+        f.get_db_prep_save(getattr(instance, f.attname), connection) for f in fields
+    ]
+
+
+def _json(value):
+    from .events import RunEvent
+
+    return RunEvent._meta.get_field("data").get_db_prep_value(value, connection)
+
+
+def _node_structured(value):
+    from .node import NodeRun
+
+    return NodeRun._meta.get_field("structured").get_db_prep_save(value, connection)
+
+
+def _tables():
+    from .events import RunEvent
+    from .iteration import Iteration
+    from .node import NodeRun
+    from .run import Run
+
+    return (
+        Run._meta.db_table,
+        NodeRun._meta.db_table,
+        Iteration._meta.db_table,
+        RunEvent._meta.db_table,
+    )
+
+
+def _publish(run_id: int, rows) -> None:
+    from django.db import transaction
+
+    from runs import live
+
+    events = [
+        {"seq": seq, "kind": kind, "step": step, "data": data, "at": at.isoformat()}
+        for seq, kind, step, data, at in rows
+    ]
+    transaction.on_commit(lambda: [live.publish_event(run_id, e) for e in events])
+
+
+def claim_logged(it, prompt: str, session_id: str | None, lease_until) -> bool:
+    runs, _, iterations, events = _tables()
+    now = timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH locked AS (SELECT id FROM {runs} WHERE id = %s AND status <> ALL(%s) "
+            "FOR UPDATE), "
+            f"claimed AS (UPDATE {iterations} SET status = 'running', "
+            "attempts = attempts + 1, started_at = %s, finished_at = NULL, "
+            "lease_expires_at = %s, prompt = %s, session_id = %s, raw_output = '', "
+            "output = '', error = '' "
+            "WHERE id = %s AND status = 'pending' AND EXISTS (SELECT 1 FROM locked) "
+            "RETURNING attempts), "
+            f"bumped AS (UPDATE {runs} SET last_seq = last_seq + 1 WHERE id = %s "
+            "AND EXISTS (SELECT 1 FROM claimed) RETURNING last_seq), "
+            f"logged AS (INSERT INTO {events} (run_id, seq, kind, step, data, created_at) "
+            "SELECT %s, bumped.last_seq, 'iteration_started', %s, "
+            "jsonb_build_object('iteration', %s::integer, 'attempt', claimed.attempts), %s "
+            "FROM bumped, claimed RETURNING seq, data) "
+            "SELECT claimed.attempts, logged.seq, logged.data FROM claimed "
+            "LEFT JOIN logged ON true",
+            [
+                it.run_id,
+                TERMINAL_RUN,
+                now,
+                lease_until,
+                prompt,
+                session_id or "",
+                it.pk,
+                it.run_id,
+                it.run_id,
+                it.node_id,
+                it.number,
+                now,
+            ],
+        )
+        claimed = cursor.fetchone()
+    if claimed is None:
+        return False
+    attempts, seq, data = claimed
+    it.attempts, it.status, it.started_at = attempts, "running", now
+    it.prompt, it.session_id, it.lease_expires_at = prompt, session_id or "", lease_until
+    it.raw_output = it.output = it.error = ""
+    it.finished_at = None
+    if isinstance(data, str):
+        import json
+
+        data = json.loads(data)
+    _publish(it.run_id, [(seq, "iteration_started", it.node_id, data, now)])
+    return True
+
+
+def finish_then_next(it, status: str, fields: dict, *, node_fields: dict, completed: dict):
+    """Finish `it` with `fields`, write `node_fields` (output, structured, the session) on
+    its node and queue iteration `it.number + 1`; returns the new Iteration's id, or None
+    (and nothing written) when the run finished or the attempt lost its claim."""
+    from .iteration import Iteration
+
+    runs, nodes, iterations, events = _tables()
+    now = timezone.now()
+    fields = {**fields, "status": status, "finished_at": now, "lease_expires_at": None}
+    fields.setdefault("duration_ms", it.elapsed_ms())
+    sets, params = [], []
+    for name, value in fields.items():
+        field = Iteration._meta.get_field(name)
+        sets.append(f"{connection.ops.quote_name(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    number = it.number + 1
+    following = Iteration(
+        run_id=it.run_id,
+        node_run_id=it.node_run_id,
+        node_id=it.node_id,
+        generation=it.generation,
+        number=number,
+        queued_at=now,
+    )
+    columns, values = _columns(following)
+    session = node_fields.get("session_id")
+    completed_data = {"iteration": it.number, **completed, "duration_ms": fields["duration_ms"]}
+    queued_data = {"iteration": number, "feedback": False}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH locked AS (SELECT id FROM {runs} WHERE id = %s AND status <> ALL(%s) "
+            "FOR UPDATE), "
+            f"node AS (SELECT id FROM {nodes} WHERE id = %s AND status = 'running' "
+            "FOR UPDATE), "
+            f"finished AS (UPDATE {iterations} SET {', '.join(sets)} "
+            "WHERE id = %s AND status = 'running' AND attempts = %s "
+            "AND EXISTS (SELECT 1 FROM locked) AND EXISTS (SELECT 1 FROM node) "
+            "RETURNING id), "
+            f"moved AS (UPDATE {nodes} SET output = %s, structured = %s, "
+            "iteration_count = %s, "
+            "state = CASE WHEN %s::text IS NULL THEN state "
+            "ELSE state || jsonb_build_object('session_id', %s::text) END "
+            "WHERE id = %s AND EXISTS (SELECT 1 FROM finished) RETURNING id), "
+            f"queued AS (INSERT INTO {iterations} ({', '.join(columns)}) "
+            f"SELECT {', '.join(['%s'] * len(values))} FROM moved RETURNING id), "
+            f"bumped AS (UPDATE {runs} SET last_seq = last_seq + 2 WHERE id = %s "
+            "AND EXISTS (SELECT 1 FROM queued) RETURNING last_seq), "
+            f"logged AS (INSERT INTO {events} (run_id, seq, kind, step, data, created_at) "
+            "SELECT %s, last_seq - 1, 'iteration_completed', %s, %s, %s FROM bumped "
+            "UNION ALL SELECT %s, last_seq, 'iteration_queued', %s, %s, %s FROM bumped "
+            "RETURNING seq) "
+            "SELECT (SELECT id FROM queued), (SELECT last_seq FROM bumped)",
+            [
+                it.run_id,
+                TERMINAL_RUN,
+                it.node_run_id,
+                *params,
+                it.pk,
+                it.attempts,
+                node_fields["output"],
+                _node_structured(node_fields["structured"]),
+                number,
+                session,
+                session,
+                it.node_run_id,
+                *values,
+                it.run_id,
+                it.run_id,
+                it.node_id,
+                _json(completed_data),
+                now,
+                it.run_id,
+                it.node_id,
+                _json(queued_data),
+                now,
+            ],
+        )
+        next_id, last_seq = cursor.fetchone()
+    if next_id is None:
+        return None
+    for name, value in fields.items():
+        setattr(it, name, value)
+    _publish(
+        it.run_id,
+        [
+            (last_seq - 1, "iteration_completed", it.node_id, completed_data, now),
+            (last_seq, "iteration_queued", it.node_id, queued_data, now),
+        ],
+    )
+    return next_id
