@@ -243,13 +243,12 @@ PAGES = [
 def finished_plan() -> str:
     """How PostgreSQL reads the inbox's "recently finished" list (the index it uses)."""
     from django.db import connection
-    from django.db.models import F
 
     from runs.models import Run
 
     query = (
         Run.objects.filter(status__in=sorted(Run.TERMINAL))
-        .order_by(F("finished_at").desc(nulls_last=True), "-id")
+        .order_by("-finished_at", "-id")
         .values("id")[:15]
     )
     sql, params = query.query.sql_with_params()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.db import connection, transaction
-from django.db.models import Count, Exists, F, OuterRef, Q, Sum
+from django.db.models import Count, Exists, OuterRef, Q, Sum
 from django.db.models.functions import Length, Right
 
 from recipes.models import Recipe
@@ -131,7 +131,7 @@ def inbox() -> dict:
         # Served by the partial index run_finished_recent (the same condition and order).
         Run.objects.filter(status__in=sorted(Run.TERMINAL))
         .select_related("recipe", "started_by")
-        .order_by(F("finished_at").desc(nulls_last=True), "-id")[:15]
+        .order_by("-finished_at", "-id")[:15]
     )
     status_counts = capped_status_counts()
     return {

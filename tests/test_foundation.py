@@ -99,3 +99,18 @@ def test_event_sequence_is_gapless_per_run(live_worker, bundled):
     seqs = list(run.events.values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1))
     assert seqs and run.last_seq == seqs[-1]
+
+
+def test_the_embedded_default_migrates_from_scratch(tmp_path):
+    """`make run` migrates a fresh SQLite database: every migration must work there too
+    (CI's suite runs on PostgreSQL)."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "LOOP_DATA_DIR": str(tmp_path)},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "console.sqlite3").exists()

@@ -261,6 +261,8 @@ def whole_value(source: str) -> bool:
 def shell_check(source: str) -> list[tuple[int, str]]:
     """(line, message) for values a gate command would place where no substitution is safe
     (single quotes, arithmetic, eval, ...): checked when the recipe is validated."""
+    if whole_value(source):
+        return []  # one value, run as a program and its arguments without a shell
     probe = _TAG.sub("", _PRINT.sub("$USER_MESSAGE", source))
     probed = unsafe_references(probe)
     return [(f.line, explain(PRINTED, f.context)) for f in probed]

@@ -15,9 +15,14 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name="run",
             index=models.Index(
-                models.OrderBy(models.F("finished_at"), descending=True, nulls_last=True),
+                models.OrderBy(models.F("finished_at"), descending=True),
                 models.OrderBy(models.F("id"), descending=True),
-                condition=models.Q(("status__in", ["cancelled", "completed", "failed"])),
+                condition=models.Q(
+                    (
+                        "status__in",
+                        ["approved", "cancelled", "completed", "completed_unreviewed", "failed"],
+                    )
+                ),
                 name="run_finished_recent",
             ),
         ),

@@ -101,6 +101,9 @@ class Iteration(models.Model):
         FAILED = "failed"
         CANCELLED = "cancelled"
 
+    # Ended, one way or another (what /metrics counts as finished).
+    FINISHED = {Status.COMPLETED, Status.TIMED_OUT, Status.FAILED, Status.CANCELLED}
+
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="iterations")
     node_run = models.ForeignKey(
         "runs.NodeRun", on_delete=models.CASCADE, related_name="iterations"

@@ -102,12 +102,21 @@ class Run(models.Model):
             models.Index(fields=["status", "-id"], name="run_status_recent"),
             models.Index(fields=["recipe", "-id"], name="run_recipe_recent"),
             models.Index(fields=["-created_at"], name="run_created"),
-            # The inbox's "recently finished": newest finish first, finished runs only.
+            # The inbox's "recently finished": newest finish first, finished runs only (a
+            # plain DESC order, which SQLite can index too).
             models.Index(
-                models.F("finished_at").desc(nulls_last=True),
+                models.F("finished_at").desc(),
                 models.F("id").desc(),
                 name="run_finished_recent",
-                condition=models.Q(status__in=["cancelled", "completed", "failed"]),
+                condition=models.Q(
+                    status__in=[
+                        "approved",
+                        "cancelled",
+                        "completed",
+                        "completed_unreviewed",
+                        "failed",
+                    ]
+                ),
             ),
         ]
 

@@ -75,3 +75,13 @@ def test_counts_stop_at_the_cap_so_a_refresh_never_counts_the_whole_table(
     body = login(client, viewer).get(reverse("inbox") + "?part=live").content.decode()
     assert 'badge-completed">completed</span> <span class="count">2+</span>' in body
     assert '<span class="count">1</span>' in body  # the guided run, under the cap
+
+
+def test_the_finished_list_reads_its_index_on_every_database():
+    """The inbox's "recently finished" is served by a partial index whose condition must
+    name exactly the finished statuses (a kind adding one must add it there too), and whose
+    order SQLite can build as well (no NULLS LAST): `make run` migrates on SQLite."""
+    (index,) = [i for i in Run._meta.indexes if i.name == "run_finished_recent"]
+    statuses = dict(index.condition.children)["status__in"]
+    assert statuses == sorted(Run.TERMINAL)
+    assert not any(getattr(e, "nulls_last", False) for e in index.expressions)
