@@ -52,11 +52,20 @@ def open_loop_gate(run, row, iteration, *, signaled=True):
     )
 
 
+def quiet_start(recipe, operator, message):
+    """Start a run whose rows the fixture then makes by hand: nothing is sent, so no worker
+    (the session's, in a test that has one) acts on it meanwhile."""
+    from unittest import mock
+
+    with mock.patch("runs.dispatch.deliver"):
+        return services.start_run(
+            recipe, actor=Actor.operator(operator, "console"), message=message
+        )
+
+
 @pytest.fixture
 def guided_run(bundled, operator):
-    run = services.start_run(
-        bundled["guided-refine"], actor=Actor.operator(operator, "console"), message="a haiku"
-    )
+    run = quiet_start(bundled["guided-refine"], operator, "a haiku")
     run.status = "running"
     run.save()
     row = NodeRun.objects.create(
@@ -78,9 +87,7 @@ def gated_run(guided_run):
 
 @pytest.fixture
 def approval_run(bundled, operator):
-    run = services.start_run(
-        bundled["release-approval"], actor=Actor.operator(operator, "console"), message="v1.2"
-    )
+    run = quiet_start(bundled["release-approval"], operator, "v1.2")
     run.status = "paused"
     run.save()
     row = NodeRun.objects.create(run=run, node_id="decide", kind="approval", status="paused")

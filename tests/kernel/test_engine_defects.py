@@ -105,7 +105,7 @@ def test_an_unexpected_engine_error_fails_the_run_at_once_with_its_message(
     # The cause is on the run page, not only in the server log.
     client.force_login(viewer)
     page = client.get(f"/runs/{run.pk}/").content.decode()
-    assert "engine error" in page and "Not a directory" in page
+    assert "engine error" in page and "not a directory" in page
 
 
 @pytest.mark.parametrize("comment", ["", "one more pass"], ids=["accept", "iterate"])
