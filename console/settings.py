@@ -148,8 +148,10 @@ LOOP_DB_POOL_SIZE = env_int("LOOP_DB_POOL_SIZE", 8)
 LOOP_DB_POOL_TIMEOUT = env_int("LOOP_DB_POOL_TIMEOUT", 20)
 if LOOP_DB_POOL_SIZE < 1:
     raise ImproperlyConfigured("LOOP_DB_POOL_SIZE must be at least 1")
+# How long a worker keeps one database connection before opening a fresh one (seconds).
+LOOP_DB_CONN_MAX_AGE = env_int("LOOP_DB_CONN_MAX_AGE", 60)
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=LOOP_DB_CONN_MAX_AGE)}
     if DATABASES["default"]["ENGINE"].endswith("postgresql"):
         DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
         if WEB_PROCESS:

@@ -1,0 +1,57 @@
+"""Workers keep their database connections between tasks (CELERY_DB_REUSE_MAX).
+
+On a worker of its own (the session's worker is shared, and its connections age past
+CONN_MAX_AGE on a long, busy suite), named in pg_stat_activity, with connections that do
+not age out during the test: what is measured is reuse, nothing else."""
+
+import os
+
+from django.db import connection
+
+from runs import services
+from tests.conftest import wait_run
+
+LOOP = """
+name: kept
+nodes:
+  - id: work
+    provider: slow
+    loop:
+      prompt: "Take one step, in a few words. When done, output: COMPLETE"
+      until: COMPLETE
+      max_iterations: 6
+providers:
+  slow: {kind: demo, complete_after: 6}
+"""
+
+
+def backends(name: str) -> set[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, backend_start FROM pg_stat_activity "
+            "WHERE datname = current_database() AND application_name = %s",
+            [name],
+        )
+        return set(cursor.fetchall())
+
+
+def test_a_worker_keeps_its_connections_from_one_task_to_the_next(fault_engine, make_recipe):
+    if connection.vendor != "postgresql":
+        return  # SQLite has no server connections; CI runs this on PostgreSQL
+    name = f"kept-connections-{os.getpid()}"
+    # Each iteration takes longer than the in-task fast path's window, so each is a task.
+    fault_engine.start_worker(
+        concurrency=2, PGAPPNAME=name, LOOP_DB_CONN_MAX_AGE=3600, LOOP_DEMO_DELAY="0.1"
+    )
+    recipe = make_recipe(LOOP, slug="kept")
+    first = wait_run(services.start_run(recipe, message="one"), "completed", "failed")
+    assert first.status == "completed", first.error
+    after_first = backends(name)
+    second = wait_run(services.start_run(recipe, message="two"), "completed", "failed")
+    assert second.status == "completed", second.error
+    assert second.events.filter(kind="iteration_started").count() == 6
+    after_second = backends(name)
+    # Celery's default closes every connection after each task: none would be left, and
+    # each of the second run's tasks would have opened its own.
+    assert after_first, "the worker closed its connections after its tasks"
+    assert after_second == after_first, "the second run's tasks opened new connections"
