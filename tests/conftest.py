@@ -172,8 +172,12 @@ def worker_env(django_db_setup, django_db_blocker, tmp_path_factory):
 
         embedded.start()
     # The values below are already this xdist process's own (console/settings.py): the
-    # children must not add the xdist suffix a second time to a queue a test chose.
-    inherited = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}
+    # children must not add the xdist suffix a second time to a queue a test chose. And a
+    # worker is no web process: importing console.wsgi or console.asgi (the API fuzz test
+    # does, at collection) marks this process as one, which would hand every worker the
+    # web's pooled, differently named connections instead of its own kept ones.
+    not_inherited = {"PYTEST_XDIST_WORKER", "LOOP_WEB_PROCESS"}
+    inherited = {k: v for k, v in os.environ.items() if k not in not_inherited}
     env = {
         **inherited,
         "DATABASE_URL": _database_url(),
