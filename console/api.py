@@ -7,6 +7,7 @@ from console.auth import api_auth, docs_login_required
 from loops.api import router as loops_router
 from recipes.api import router as recipes_router
 from runs.api import router as runs_router
+from runs.api_gates import router as gates_router
 from runs.api_history import iterations_router
 from runs.api_history import router as history_router
 from runs.api_stepmachine import router as step_machine_router
@@ -30,6 +31,7 @@ api = NinjaAPI(
 api_errors.install(api)
 api.add_router("/recipes", recipes_router, tags=["recipes"])
 api.add_router("/runs", runs_router, tags=["runs"])
+api.add_router("/runs", gates_router, tags=["runs"])
 api.add_router("/runs", steps_router, tags=["runs"])
 api.add_router("/runs", history_router, tags=["runs"])
 api.add_router("/iterations", iterations_router, tags=["runs"])

@@ -6,7 +6,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from console.permissions import viewer_required
-from runs import queries
+from runs import inbox as inbox_queries
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def inbox(request):
     template = (
         "console/_inbox_live.html" if request.GET.get("part") == "live" else "console/inbox.html"
     )
-    return render(request, template, queries.inbox())
+    return render(request, template, inbox_queries.inbox())
 
 
 @require_GET

@@ -14,8 +14,10 @@ import threading
 
 from django.db import IntegrityError, transaction
 
+from runs import budget
 from runs.agent_tools import AgentTool, ToolBox, ToolContext, ToolError
 from runs.executor.state import lock_run
+from runs.models import NodeRun
 from runs.providers.base import Cancelled
 
 from .hooks import HookError, Hooks, resolution
@@ -23,6 +25,7 @@ from .models import Loop, LoopClosed, LoopIteration
 from .pipeline import StepError, run_pipeline
 
 START, ITERATE, FINISH = "core_start_loop", "core_iterate_loop", "core_finish_loop"
+BUDGET_STOPPED = "stopped by the run's budget"
 
 
 def tool_specs(pool: list[str], max_iterations: int) -> list[tuple[str, str, dict]]:
@@ -96,6 +99,10 @@ class LoopDriver:
         self.retry = spec.loop.retry
         self.hooks = Hooks(dict(spec.loop.hooks))
         self.lock = threading.Lock()
+        self.lease = lease
+        # Set when the run's budget stopped it: the host's node then waits (paused, no
+        # lease) for a resume, while this turn ends on its own.
+        self.budget_stopped = False
         handlers = {START: self.start, ITERATE: self.iterate, FINISH: self.finish}
         context = ToolContext(
             run_id=run.pk, node_id=row.node_id, iteration_id=host_iteration.pk, role=row.node_id
@@ -106,8 +113,13 @@ class LoopDriver:
                 AgentTool(name, text, schema, self._serialised(handlers[name]))
                 for name, text, schema in tool_specs(self.pool, self.max_iterations)
             ],
-            on_activity=lease.renew,
+            on_activity=self.renew,
         )
+
+    def renew(self) -> None:
+        """The host's lease, kept by every sign of life until a budget stop released it."""
+        if not self.budget_stopped:
+            self.lease.renew()
 
     def _serialised(self, handler):
         def call(ctx: ToolContext, args: dict):
@@ -142,6 +154,7 @@ class LoopDriver:
                 f"loop {current.pk} is still open: iterate it (core_iterate_loop) or close it "
                 "(core_finish_loop) before starting another"
             )
+        self._budget_allows()
         value = args["input"] if "input" in args else self.run.message
         try:
             with transaction.atomic():
@@ -180,6 +193,7 @@ class LoopDriver:
                 "canIterate": False,
                 "result": loop.result,
             }
+        self._budget_allows()
         feedback = args.get("feedback") or ""
         value = (
             {"previousOutput": loop.last_output, "feedback": feedback}
@@ -199,6 +213,22 @@ class LoopDriver:
             "iterations": loop.iteration_count,
             "result": loop.result,
         }
+
+    def _budget_allows(self) -> None:
+        """The kernel's budget check before a loop iteration (runs.budget): past a limit the
+        run stops as budget_exceeded, the host's node holds for the resume, and the host is
+        told to end its turn. No pipeline step is cut short: this runs between iterations."""
+        with transaction.atomic():
+            run = self._locked_run()
+            host = NodeRun.objects.select_for_update().get(pk=self.row.pk)
+            if budget.allows_next_iteration(run, host, {"action": "node"}):
+                return
+            self.budget_stopped = True
+            said = run.error
+        raise ToolError(
+            f"{said} No further iteration runs now: end your turn. The run goes on with a new "
+            "turn of yours once an operator raises the budget and resumes."
+        )
 
     # --- the loop ----------------------------------------------------------------------
 
@@ -292,11 +322,13 @@ class LoopDriver:
 
     def close_open(self, *, failed: bool, error: str = "") -> None:
         """The host's turn ended with a loop open: completed with its last output, or
-        failed when the turn failed."""
+        failed when the turn failed or the run's budget stopped it."""
         loop = self.open_loop()
         if loop is None:
             return
-        if failed:
+        if self.budget_stopped:
+            self._close(loop, Loop.Status.FAILED, error=BUDGET_STOPPED)
+        elif failed:
             self._close(loop, Loop.Status.FAILED, error=error)
         else:
             self._close(loop, Loop.Status.COMPLETED, result=loop.last_output)

@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from runs import budget
 from runs.executor.agent import StepFailed, call_agent, prepare_prompt, record_call
 from runs.executor.context import build_context, run_dirs, step_env
 from runs.executor.spec import SpecError, spec_for
@@ -69,7 +70,7 @@ def execute(run: Run, row: NodeRun) -> None:
 
     def on_chunk(chunk: str) -> None:
         stream(chunk)
-        lease.renew()
+        driver.renew()
 
     workdir, _ = run_dirs(run)
     request = AgentRequest(
@@ -148,6 +149,9 @@ def _begin_turn(run: Run, row: NodeRun, prompt: str) -> Iteration | None:
         row.refresh_from_db()
         if locked.is_terminal or row.status != NodeRun.Status.RUNNING:
             return None
+        # Between turns, like any loop: past a limit the node waits for a resume.
+        if not budget.allows_next_iteration(locked, row, {"action": "node"}):
+            return None
         done = row.iterations.filter(generation=row.generation).aggregate(n=Max("number"))["n"]
         now = timezone.now()
         turn = Iteration.objects.create(
@@ -193,6 +197,8 @@ def _turn_done(row: NodeRun, turn: Iteration, outcome) -> None:
         )
         _end_agent_rows(run, row)
         row.refresh_from_db()
+        if budget.HOLD in row.state:
+            return  # stopped by the run's budget during this turn: it waits for a resume
         loops = Loop.objects.filter(host_iteration=turn).count()
         row.complete(run, outcome.text, outcome.payload, attempt=row.attempts, loops=loops)
 

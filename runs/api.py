@@ -1,4 +1,4 @@
-"""Runs over HTTP: start, list, follow, decide at gates, cancel, resume.
+"""Runs over HTTP: start, list, follow, cancel, resume (deciding at gates: runs.api_gates).
 
 Every change goes through runs.services with surface="api", exactly as the console's
 buttons do, so who may approve and what approve means is decided in one place.
@@ -21,7 +21,6 @@ from recipes.models import Recipe
 from runs import services
 from runs.actor import Actor
 from runs.models import Iteration, Run
-from runs.models.gate import COMMENT_LIMIT
 from runs.queries import one_snapshot, take_page
 from runs.serializers import run_summary
 
@@ -166,19 +165,6 @@ class EventPageOut(Schema):
     run_status: str
 
 
-class ApproveIn(JsonObject):
-    comment: Text = Field("", max_length=COMMENT_LIMIT, description="Feedback: iterate again")
-    decision: Text = Field("", max_length=100, description="For approvals with decisions")
-    gate: int | None = Field(
-        None, ge=1, le=MAX_ID, description="The gate you saw; refused if it is no longer pending"
-    )
-
-
-class RejectIn(JsonObject):
-    reason: Text = Field("", max_length=COMMENT_LIMIT)
-    gate: int | None = Field(None, ge=1, le=MAX_ID)
-
-
 class RunFilters(Schema):
     q: Text | None = Field(None, max_length=200, description="Search run messages")
     status: RunStatus | None = None
@@ -222,15 +208,6 @@ def readable_run(request, run_id: int) -> Run:
 
 def run_out(request, run: Run) -> dict:
     return {**run_summary(run), "url": run_url(request, run)}
-
-
-def body_or_empty(request, payload, schema):
-    """An optional body may be absent, but a body that is not a JSON object is malformed."""
-    if payload is None:
-        if request.body.strip():
-            raise services.ServiceError("The body must be a JSON object, or empty.")
-        return schema()
-    return payload
 
 
 # --- endpoints -----------------------------------------------------------------------------
@@ -368,36 +345,6 @@ def list_events(
         "next_after": events[-1].seq if events else after,
         "run_status": run.status,
     }
-
-
-@router.post(
-    "/{run_id}/approve",
-    response={200: RunOut, **errors(400, 403, 404, 409, 422)},
-    summary="Approve at the pending gate; a comment asks for another iteration",
-)
-def approve(request, payload: ApproveIn | None = None, run_id: int = RunId):
-    run = readable_run(request, run_id)
-    actor = Actor.operator(request.auth, "api")
-    payload = body_or_empty(request, payload, ApproveIn)
-    gate = services.gate_for_decision(run, payload.gate)
-    services.approve(gate.pk, actor, comment=payload.comment, decision=payload.decision)
-    run.refresh_from_db()
-    return run_out(request, run)
-
-
-@router.post(
-    "/{run_id}/reject",
-    response={200: RunOut, **errors(400, 403, 404, 409, 422)},
-    summary="Reject at the pending gate (the node fails)",
-)
-def reject(request, payload: RejectIn | None = None, run_id: int = RunId):
-    run = readable_run(request, run_id)
-    actor = Actor.operator(request.auth, "api")
-    payload = body_or_empty(request, payload, RejectIn)
-    gate = services.gate_for_decision(run, payload.gate)
-    services.reject(gate.pk, actor, reason=payload.reason)
-    run.refresh_from_db()
-    return run_out(request, run)
 
 
 @router.post(

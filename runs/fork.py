@@ -50,9 +50,28 @@ class Continuation:
     # Copy the forked node's history into the new run and set it going, inside the
     # transaction that created the run (which holds no lock yet: the run is new).
     carry: Callable[[Run, ForkPoint, dict], None]
+    # Whether a row of this kind offers forking at all (its Fork link shows): `check` may
+    # still refuse one iteration (a failed one, one at max_iterations).
+    offers: Callable[[NodeRun], bool] = lambda row: True
 
 
 CONTINUATIONS: dict[str, Continuation] = {}
+UNFORKABLE = {"session": "a step machine's session turn", "driven": "a driven loop's host turn"}
+
+
+def forkable(row: NodeRun) -> bool:
+    """The one rule for "Fork from here": the row's kind has a continuation that offers it.
+    The iteration cards read it (Iteration.can_fork); fork_run refuses the rest."""
+    continuation = CONTINUATIONS.get(row.kind)
+    return continuation is not None and continuation.offers(row)
+
+
+def _refuse_kind(row: NodeRun) -> Conflict:
+    what = UNFORKABLE.get(row.kind, f"a {row.kind} node's iteration")
+    return Conflict(
+        f"Iterations of {what} cannot be forked: today only workflow loops, loop_groups "
+        "and Python loops can."
+    )
 
 
 def fork_run(run: Run, actor, *, node: str, iteration: int, feedback="", prompt="") -> Run:
@@ -61,7 +80,7 @@ def fork_run(run: Run, actor, *, node: str, iteration: int, feedback="", prompt=
     point = _fork_point(run, node, iteration, (feedback or "").strip(), (prompt or "").strip())
     continuation = CONTINUATIONS.get(point.row.kind)
     if continuation is None:
-        raise Conflict(f"Iterations of a {point.row.kind} node cannot be forked.")
+        raise _refuse_kind(point.row)
     continuation.check(point)
     place = {}
     started_from = worktree.fork_start(run, point.it.finished_at)
@@ -94,7 +113,7 @@ def check_fork_point(run: Run, node: str, number: int) -> None:
     """Refuse (NotFound / Conflict) an iteration that cannot be forked, as the fork would."""
     point = _fork_point(run, node, number, "", "")
     if point.row.kind not in CONTINUATIONS:
-        raise Conflict(f"Iterations of a {point.row.kind} node cannot be forked.")
+        raise _refuse_kind(point.row)
     if point.row.kind != "agent" and "." in point.row.node_id:
         _check_workflow(point)
 
@@ -326,7 +345,9 @@ CONTINUATIONS["loop_group"] = Continuation(_check_group, _carry_group)
 def register_python() -> None:
     from recipes.python.forking import carry, check
 
-    CONTINUATIONS["agent"] = Continuation(check, carry)
+    # A driven loop's pipeline steps are `agent` rows too, but outside any loop of their
+    # own (no max_iterations): only a Python loop's agents offer a fork.
+    CONTINUATIONS["agent"] = Continuation(check, carry, offers=lambda row: bool(row.max_iterations))
 
 
 register_python()

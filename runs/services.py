@@ -109,7 +109,9 @@ def start_run(
         from recipes.planeai.start import check_start, default_repository
 
         workdir = workdir or default_repository()
-        check_start(spec, cleaned, workdir, actor.person)
+        check_start(
+            spec, cleaned, workdir, actor.person, message=message, child=parent_node is not None
+        )
     with transaction.atomic():
         run = Run.objects.create(
             recipe=recipe,

@@ -38,7 +38,7 @@ class WorktreeError(Exception):
 
 def enabled() -> bool:
     """Read at call time (not frozen in settings) so one process can serve both cases."""
-    from console.settings import env_bool
+    from console.env import env_bool
 
     return env_bool("LOOP_GIT_WORKTREES", False)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from recipes.formats.field_rules import check_input
+from recipes.formats.field_rules import check_gate_deadline, check_input
 from recipes.formats.planeai_spec import (
     GATE_RESULTS,
     HANDOFF_STATUSES,
@@ -29,7 +29,9 @@ KNOWLEDGE_FIELDS = ("files", "instructions")
 TOOLS_FIELDS = ("required", "optional")
 ROLE_FIELDS = ("provider", "mode", "isolation", "instructions", "session_reuse")
 POLICY_FIELDS = "max_rounds max_ticks max_sessions stale_after_ms merge_policy auto_approve".split()
-STEP_FIELDS = "id kind role prompt branch from on status next select event_kind gates".split()
+STEP_FIELDS = (
+    "id kind role prompt branch from on status next select event_kind gates gate_timeout on_timeout"
+).split()
 GATE_FIELDS = ("name", "command")
 RECIPE_ID = r"[a-z0-9]+(?:[-_][a-z0-9]+)*"
 
@@ -44,7 +46,7 @@ NEEDS = {
     "loop.status": ("status",),
     "loop.event": ("event_kind",),
 }
-MAY = {"session.create": ("branch",)}
+MAY = {"session.create": ("branch",), "human.wait": ("gate_timeout", "on_timeout")}
 ON_KEYS = {"handoff.wait": HANDOFF_STATUSES, "gates.run": GATE_RESULTS}
 TEMPLATE_FIELDS = ("prompt", "branch")
 
@@ -251,6 +253,8 @@ def _check_step(raw, path, label, ids, roles, ctx: RuleContext) -> dict:
         if isinstance(raw.get(name), str):
             _template(raw[name], child_path(path, name), label, ctx)
     out = {k: v for k, v in raw.items() if k in STEP_FIELDS and v is not None}
+    if kind == "human.wait":
+        check_gate_deadline(out, path, label, ctx, has_gate=True)
     if kind == "gates.run":
         out["gates"] = _check_gates(raw.get("gates"), child_path(path, "gates"), label, ctx)
     # Fields that do not apply to this kind are ignored (warned above), not type-checked.

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from recipes.formats.workflow_spec import InputSpec
+from recipes.formats.workflow_spec import InputSpec, OnTimeout
 
 SCHEMA = "planeai.loop.recipe.v1"
 HANDOFF_SCHEMA = "planeai.handoff.v1"
@@ -122,6 +122,8 @@ class StepSpec(_Spec):
     select: Literal["latest"] | None = None
     event_kind: Text | None = None
     gates: list[GateCommandSpec] = Field(default_factory=list)
+    gate_timeout: Text | None = None  # a human.wait's deadline (runs.engine.deadlines)
+    on_timeout: OnTimeout | None = None
 
     model_config = ConfigDict(
         strict=True, extra="ignore", protected_namespaces=(), populate_by_name=True

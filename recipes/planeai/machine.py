@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from django.utils import timezone
 
 from recipes.formats.planeai_spec import MACHINE_KIND, MACHINE_NODE, SESSION_KIND
+from runs.budget import HOLD
 from runs.models import Iteration, NodeRun, Run
 
 FINAL_STATUSES = {"completed_unreviewed", "approved", "failed", "cancelled"}
@@ -41,7 +42,9 @@ class MachineState:
         return cls(**{k: v for k, v in (row.state or {}).items() if k in known})
 
     def save(self, row: NodeRun) -> None:
-        row.state = asdict(self)
+        # A budget stop's hold (runs.budget) outlives the machine's own saves until resumed.
+        held = (row.state or {}).get(HOLD)
+        row.state = asdict(self) | ({HOLD: held} if held else {})
         NodeRun.objects.filter(pk=row.pk).update(state=row.state)
 
     def progressed(self) -> None:

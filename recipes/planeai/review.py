@@ -91,7 +91,7 @@ def open_request(run: Run, state) -> ReviewRequest | None:
             "head_commit": head,
             "target_commit": base,
             "commits": commits,
-            "diff_stat": stat.strip(),
+            "diff_stat": stat.rstrip(),  # each line of git's stat starts with a space
             "diff": diff[:DIFF_LIMIT],
             "diff_truncated": len(diff) > DIFF_LIMIT,
             "push": push(repository, branch),

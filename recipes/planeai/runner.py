@@ -22,6 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from recipes.formats.planeai_spec import MACHINE_NODE
+from runs.engine.deadlines import GateDeadline
 from runs.executor.spec import SpecError, spec_for
 from runs.executor.state import lock_run
 from runs.models import Gate, NodeRun, Run
@@ -132,6 +133,11 @@ def _one_tick(run_id: int, report: TickReport):
             _count(run, state, step, report, "failed")
             machine.end(run, row, "failed", f"step {step.id} failed: {exc}")
             return None
+        if outcome.kind == "budget":
+            # The machine waits at this step, holding the budget stop (runs.budget): its
+            # state is left as it was, so the step runs again on resume.
+            report.stopped = outcome.reason
+            return None
         if outcome.kind == "wait":
             if state.waiting != outcome.reason:
                 run.append_event("step_waiting", step.id, reason=outcome.reason)
@@ -172,7 +178,12 @@ def _apply(run, row, state: MachineState, step, outcome, report: TickReport):
     if outcome.kind == "pause":
         state.save(row)
         row.pause(
-            run, kind=Gate.Kind.LOOP, message=outcome.message, fired=["human.wait"], label=step.id
+            run,
+            kind=Gate.Kind.LOOP,
+            message=outcome.message,
+            fired=["human.wait"],
+            label=step.id,
+            deadline=GateDeadline.of(step),  # its gate_timeout / on_timeout, if any
         )
         report.stopped = f"waiting for a person at {step.id}"
         return None

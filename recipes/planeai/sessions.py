@@ -13,6 +13,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from recipes.formats.planeai_spec import SESSION_KIND
+from runs import budget
 from runs.models import Iteration, NodeRun
 
 from . import git
@@ -28,6 +29,11 @@ class Blocked(Exception):
     """A limit stops the run (it becomes blocked) with this message."""
 
 
+class BudgetStopped(Exception):
+    """The run's budget is spent: the run stopped (budget_exceeded) before this turn, and
+    the machine waits at this step until an operator raises the budget and resumes."""
+
+
 def send_prompt(ctx, role_id: str, prompt: str, *, branch: str | None, create: bool):
     """session.create (`create`) or session.prompt. Returns a reason to wait, or None."""
     run, spec = ctx.run, ctx.spec
@@ -35,6 +41,10 @@ def send_prompt(ctx, role_id: str, prompt: str, *, branch: str | None, create: b
     live = live_session(run, role_id)
     if live is not None and busy(live):
         return f"waiting for the {role_id} session to finish its current turn"
+    # Checked before anything opens or replaces a session, on the machine: a stop holds
+    # the machine at this step, and resuming re-queues it to take this step again.
+    if not budget.allows_next_iteration(run, ctx.row, {"action": "node"}):
+        raise BudgetStopped()
     if not create:
         if live is None:
             last = latest_session(run, role_id)
@@ -127,7 +137,7 @@ def _turn(ctx, session: NodeRun, prompt: str, *, reused: bool) -> Iteration:
     run = ctx.run
     number = session.iteration_count + 1
     full = turn_prompt(ctx.spec, session.node_id, prompt, session.state["workdir"])
-    it = session.start_iteration(run, number)
+    it = session.start_iteration(run, number, checked=True)  # send_prompt checked the budget
     Iteration.objects.filter(pk=it.pk).update(prompt=full)
     if reused:
         run.append_event(

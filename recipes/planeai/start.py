@@ -4,7 +4,10 @@ Checked by `runs.services.start_run` for every surface: the trigger is `manual`,
 the recipe requires are there, the repository is a git repository when the recipe needs
 one (a role in a worktree, a branch input), branch inputs name its branches, and an input
 the recipe runs as a whole gate command is the recipe's own default unless the person may
-write shell (the `recipes.write_shell` permission).
+write shell (the `recipes.write_shell` permission). The message counts as such an input
+when it stands for `goal` (an undeclared or empty `goal` input reads the message), and a
+child run started by a `workflow:` node never changes one: its values come from another
+recipe and another run, not from a person with the shell permission.
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ def command_inputs(spec) -> dict[str, str]:
     return found
 
 
-def check_start(spec, inputs: dict, workdir: str, user) -> None:
+def check_start(spec, inputs: dict, workdir: str, user, *, message="", child=False) -> None:
     if spec.trigger.kind != "manual":
         raise Conflict(
             f"This recipe's trigger is '{spec.trigger.kind}', which is recognised but not "
@@ -103,12 +106,21 @@ def check_start(spec, inputs: dict, workdir: str, user) -> None:
             value = inputs.get(name)
             if declared.type == "branch" and value and value not in names:
                 errors[name] = f"there is no branch {value!r} in the repository"
-    may_write_shell = user is None or user.has_perm(SHELL_PERMISSION)
+    may_write_shell = not child and (user is None or user.has_perm(SHELL_PERMISSION))
     for name, step_id in command_inputs(spec).items():
         declared = spec.inputs.get(name)
-        if declared is None or may_write_shell:
+        if may_write_shell:
             continue
         value = inputs.get(name)
+        if name == "goal" and value in ("", None) and message:
+            # Templates read the message as `goal` when no goal was given (context.run_inputs).
+            errors["message"] = (
+                f"step {step_id} runs the goal as a command and this message would be the "
+                "goal: that needs the shell permission (a recipe author with shell)"
+            )
+            continue
+        if declared is None:
+            continue  # never given, so the command cannot print it: nothing runs
         if value in ("", None, declared.default):
             continue
         if declared.type == "select" and value in {o.value for o in declared.options}:

@@ -14,7 +14,7 @@ from runs.models import Gate, NodeRun, Run
 from . import handoffs, sessions
 from .context import template_context
 from .machine import FINAL_STATUSES, STOPPING_STATUSES, MachineState, latest_session
-from .sessions import Blocked, StepFailed
+from .sessions import Blocked, BudgetStopped, StepFailed
 from .templates import RenderError, render
 
 
@@ -33,7 +33,7 @@ class StepContext:
 
 @dataclass
 class Outcome:
-    kind: str  # advance / wait / gates / pause / end
+    kind: str  # advance / wait / gates / pause / end / budget (stopped by the run's budget)
     next: str | None = None
     reason: str = ""
     status: str = ""
@@ -63,6 +63,8 @@ def session_step(ctx: StepContext, step) -> Outcome:
         waiting = sessions.send_prompt(ctx, step.role, prompt, branch=branch, create=create)
     except Blocked as exc:
         return Outcome("end", status="blocked", reason=str(exc))
+    except BudgetStopped:
+        return Outcome("budget", reason="stopped by the run's budget before this turn")
     if waiting:
         return Outcome("wait", reason=waiting)
     return advance(ctx, step)

@@ -37,9 +37,7 @@ IDLE_TIMEOUT_SECONDS = 30 * 60
 def run_turn(it: Iteration) -> None:
     run, row = it.run, it.node_run
     if run.is_terminal:
-        Iteration.objects.filter(pk=it.pk, status=Iteration.Status.PENDING).update(
-            status=Iteration.Status.CANCELLED, error=f"the run ended ({run.status}) first"
-        )
+        it.cancel_if_pending(f"the run ended ({run.status}) first")
         return
     role_id = row.node_id
     prompt_error = None

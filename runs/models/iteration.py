@@ -153,6 +153,13 @@ class Iteration(models.Model):
     def __str__(self):
         return f"{self.node_id} iteration {self.number} [{self.status}]"
 
+    @property
+    def can_fork(self) -> bool:
+        """Does its card offer "Fork from here"? Its node's kind decides (runs.fork)."""
+        from runs.fork import forkable
+
+        return forkable(self.node_run)
+
     def elapsed_ms(self) -> int | None:
         if not self.started_at:
             return None
@@ -186,6 +193,16 @@ class Iteration(models.Model):
         if next_id is not None:
             dispatch.send_on_commit("run_iteration", next_id)
         return next_id
+
+    def cancel_if_pending(self, reason: str) -> bool:
+        """Cancel an iteration no worker has claimed yet (its run ended before the turn
+        started). False, and nothing written, when a worker claimed it or it ended."""
+        fields = {"status": self.Status.CANCELLED, "finished_at": timezone.now(), "error": reason}
+        if not Iteration.objects.filter(pk=self.pk, status=self.Status.PENDING).update(**fields):
+            return False
+        for name, value in fields.items():
+            setattr(self, name, value)
+        return True
 
     def requeue(self, run, now) -> bool:
         """Give an iteration whose worker vanished back to pending, and send it again."""

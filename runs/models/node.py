@@ -234,20 +234,28 @@ class NodeRun(models.Model):
         return gate
 
     def start_iteration(
-        self, run, number: int, *, feedback: str = "", after_gate=False, here: bool = False
+        self,
+        run,
+        number: int,
+        *,
+        feedback: str = "",
+        after_gate=False,
+        here: bool = False,
+        checked: bool = False,
     ):
         """Create iteration `number` and send it to a worker (a loop_group's iteration is
         its body, run by the scheduler) — unless the run's budget is spent (runs.budget),
         which stops the run here, between iterations, and returns None. `here`: the caller
         claims and runs it itself (a Python workflow's agent call): it is created pending
-        and neither logged as queued nor sent."""
+        and neither logged as queued nor sent. `checked`: the caller made the budget check
+        itself, on the row that waits when it says stop (a step machine, on its machine)."""
         from runs import budget
 
         from .iteration import Iteration
 
         hold = {"number": number, "feedback": feedback, "after_gate": after_gate}
         # A Python call (`here`) is checked by its host, on the workflow node it belongs to.
-        if not here and not budget.allows_next_iteration(run, self, hold):
+        if not (here or checked) and not budget.allows_next_iteration(run, self, hold):
             return None  # stopped by the run's budget; resuming starts this iteration
         grouped = self.kind == "loop_group"
         self._move(self.Status.RUNNING, allowed=self.UNFINISHED, iteration_count=number)

@@ -111,6 +111,7 @@ class AnthropicProvider:
             tokens_in,
             tokens_out,
             timed_out=answer.timed_out,
+            model=model,
             tool_calls=events,
         )
 

@@ -113,7 +113,7 @@ class ClaudeProvider:
             tokens_out=tokens_out,
             cost_usd=Decimal(str(cost)).quantize(Decimal("0.000001"))
             if cost is not None
-            else pricing.cost(self.options, tokens_in, tokens_out),
+            else pricing.cost(self.options, tokens_in, tokens_out, request.model or self.model),
             tool_calls=turn.tools,
         )
 

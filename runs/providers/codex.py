@@ -117,7 +117,7 @@ class CodexProvider:
             session_id=turn.thread_id or request.session_id or "",
             tokens_in=tokens_in,
             tokens_out=tokens_out,
-            cost_usd=pricing.cost(self.options, tokens_in, tokens_out),
+            cost_usd=pricing.cost(self.options, tokens_in, tokens_out, request.model or self.model),
             tool_calls=turn.tools,
         )
 

@@ -37,17 +37,18 @@ def finish_turn(
     tokens_out,
     *,
     timed_out: bool,
+    model: str | None = None,
     tool_calls: list[dict] | None = None,
 ) -> AgentResult:
-    """Report a finished turn with the conversation to keep, priced when the provider's
-    options give prices. Kept only when recorded, so a retried request never duplicates a
-    message."""
+    """Report a finished turn with the conversation to keep, priced by the provider's
+    options or else the price table's entry for ``model`` (runs.providers.pricing). Kept
+    only when recorded, so a retried request never duplicates a message."""
     return AgentResult(
         text=text,
         session_id=session_id,
         tokens_in=tokens_in,
         tokens_out=tokens_out,
-        cost_usd=pricing.cost(provider.options, tokens_in, tokens_out),
+        cost_usd=pricing.cost(provider.options, tokens_in, tokens_out, model),
         timed_out=timed_out,
         conversation=messages + [{"role": "assistant", "content": text}],
         tool_calls=list(tool_calls or []),

@@ -112,6 +112,7 @@ class OpenAIProvider:
             tokens_in,
             tokens_out,
             timed_out=answer.timed_out,
+            model=model,
             tool_calls=events,
         )
 

@@ -1,6 +1,8 @@
 """The bundled no-mistakes demo in Chromium, from the start form to the merge: a demo
 repository made on demand, its branch picked from the list, the pipeline watched live,
-the review request merged by a person; the target branch then has the fix."""
+the review request merged by a person; the target branch then has the fix. At laptop and
+phone width: no script error, nothing scrolls sideways on the phone, the Merge button within
+reach, and a screenshot of every stop in test-output/screenshots/."""
 
 import re
 import subprocess
@@ -10,14 +12,37 @@ import pytest
 from playwright.sync_api import expect
 
 from runs.models import ReviewRequest, Run
-from tests.browser.conftest import log_in, mark_page, screenshot, still_same_page
+from tests.browser.conftest import log_in, mark_page, still_same_page
+from tests.browser.test_first_ten_minutes import WIDTHS, Walk
 
 pytestmark = pytest.mark.browser
 
 
+@pytest.mark.parametrize("width", list(WIDTHS))
 def test_the_no_mistakes_demo_from_the_start_form_to_the_merge(
-    live_worker, bundled, operator, console_server, page
+    width, live_worker, bundled, operator, console_server, chromium
 ):
+    w, h = WIDTHS[width]
+    context = chromium.new_context(viewport={"width": w, "height": h}, is_mobile=width == "phone")
+    context.set_default_timeout(60_000)
+    page = context.new_page()
+    walk = Walk(page, console_server, width)
+    try:
+        _walk_to_the_merge(page, walk, console_server, operator)
+    finally:
+        context.close()
+    assert not walk.errors, walk.errors
+
+
+def within_reach(page, locator) -> None:
+    """Visible, and its right edge inside the viewport (no sideways scroll to reach it)."""
+    expect(locator).to_be_visible()
+    locator.scroll_into_view_if_needed()
+    box = locator.bounding_box()
+    assert box and box["x"] >= 0 and box["x"] + box["width"] <= page.viewport_size["width"]
+
+
+def _walk_to_the_merge(page, walk, console_server, operator):
     log_in(page, console_server, "otto")
     page.goto(console_server + "/recipes/no-mistakes-demo/start/")
     page.click("button:has-text('Create a demo repository')")
@@ -26,7 +51,8 @@ def test_the_no_mistakes_demo_from_the_start_form_to_the_merge(
     expect(branch.locator("option")).to_have_text(["—", "main", "feature/greeting"])
     branch.select_option("feature/greeting")
     expect(page.locator("select[name=input_target_branch]")).to_have_value("main")
-    screenshot(page, "no-mistakes-start")
+    walk.shot("no-mistakes-start")
+    within_reach(page, page.locator("button:has-text('Start run')"))
     page.click("button:has-text('Start run')")
     page.wait_for_url(re.compile(r"/runs/\d+/$"))
     mark_page(page)
@@ -39,7 +65,7 @@ def test_the_no_mistakes_demo_from_the_start_form_to_the_merge(
     expect(card).to_contain_text("every check passed; ready for a person to merge")
     expect(card.locator(".handoffs")).to_contain_text("Fixed the root cause in greeting.py")
     assert still_same_page(page)
-    screenshot(page, "no-mistakes-approved")
+    walk.shot("no-mistakes-approved")
 
     card.locator("a:has-text('Review request: feature/greeting → main')").click()
     page.wait_for_url(re.compile(r"/runs/\d+/review/$"))
@@ -47,13 +73,16 @@ def test_the_no_mistakes_demo_from_the_start_form_to_the_merge(
     expect(commits).to_have_count(3)
     expect(commits.first).to_contain_text("docs: document greet() in the README")
     expect(page.locator("pre.diff")).to_contain_text('return f"Hello, {name}!"')
+    stat = page.locator("section.card:has(pre.diff) > pre").first.text_content()
+    assert stat.startswith(" README.md ")  # its first line lines up with the others
     logs = page.locator("details")
     expect(logs).to_have_count(3)  # tests (failed), tests (passed), lint
     expect(logs.first).to_contain_text("FAILED (failures=1)")
-    screenshot(page, "no-mistakes-review")
+    within_reach(page, page.locator("[data-merge]"))
+    walk.shot("no-mistakes-review")
     page.click("[data-merge]")
     expect(page.locator(".decision")).to_contain_text("Merged into main by otto")
-    screenshot(page, "no-mistakes-merged")
+    walk.shot("no-mistakes-merged")
 
     fixed = subprocess.run(
         ["git", "show", "main:greeting.py"], cwd=repository, capture_output=True, text=True

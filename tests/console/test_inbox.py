@@ -66,10 +66,10 @@ def test_post_is_405(client, viewer):
 def test_counts_stop_at_the_cap_so_a_refresh_never_counts_the_whole_table(
     client, viewer, guided_run, monkeypatch
 ):
-    from runs import queries
+    from runs import inbox
 
     run, _ = guided_run
-    monkeypatch.setattr(queries, "STATUS_COUNT_CAP", 2)
+    monkeypatch.setattr(inbox, "STATUS_COUNT_CAP", 2)
     for _ in range(3):
         Run.objects.create(recipe=run.recipe, recipe_version=run.recipe_version, status="completed")
     body = login(client, viewer).get(reverse("inbox") + "?part=live").content.decode()

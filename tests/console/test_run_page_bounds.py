@@ -67,3 +67,56 @@ def test_the_nodes_part_refreshes_the_page_being_read(client, viewer, huge_run):
     assert f"step-{NODES_PAGE:03d}" in part and "step-000" not in part
     page = client.get(reverse("run_detail", args=[huge_run.pk]) + f"?nodes_after={after}")
     assert f"?after={after}" in page.content.decode()
+
+
+def test_a_long_loop_group_says_where_its_earlier_iterations_are(client, viewer, guided_run):
+    from runs.queries import GROUP_ITERATIONS_SHOWN
+
+    run, _ = guided_run
+    total = GROUP_ITERATIONS_SHOWN + 3
+    NodeRun.objects.create(
+        run=run, node_id="loop", kind="loop_group", status="completed", iteration_count=total
+    )
+    NodeRun.objects.bulk_create(
+        NodeRun(
+            run=run,
+            node_id=f"loop.{step}",
+            kind="prompt",
+            status="succeeded",
+            iteration=number,
+            output=f"{step} of iteration {number}",
+        )
+        for number in range(1, total + 1)
+        for step in ("write", "review")
+    )
+    client = login(client, viewer)
+    page = client.get(reverse("run_detail", args=[run.pk])).content.decode()
+    assert f"Iteration {total}<" in page and "Iteration 4<" in page
+    assert "Iteration 3<" not in page
+    steps_url = f"/api/runs/{run.pk}/steps"
+    assert (
+        f'3 earlier iterations are not shown — see them in the API: <a href="{steps_url}">' in page
+    )
+    # The link works for the person reading the page, and starts with what was left out.
+    steps = client.get(steps_url).json()["items"]
+    body = [(s["node"], s["group_iteration"]) for s in steps if s["group_iteration"]]
+    assert body[:2] == [
+        ("loop.write", 1),
+        ("loop.review", 1),
+    ]
+
+
+def test_a_loop_group_with_every_iteration_shown_says_nothing_is_left_out(
+    client, viewer, guided_run
+):
+    run, _ = guided_run
+    NodeRun.objects.create(
+        run=run, node_id="loop", kind="loop_group", status="completed", iteration_count=2
+    )
+    NodeRun.objects.bulk_create(
+        NodeRun(run=run, node_id="loop.write", kind="prompt", status="succeeded", iteration=n)
+        for n in (1, 2)
+    )
+    page = login(client, viewer).get(reverse("run_detail", args=[run.pk])).content.decode()
+    assert "Iteration 2<" in page and "Iteration 1<" in page
+    assert "earlier iteration" not in page

@@ -9,8 +9,10 @@ import sys
 import pytest
 
 from recipes.loader import load_recipe
+from runs import services
 from runs.executor.agent import StepFailed
 from runs.executor.script import command_line, find_runtime
+from tests.conftest import wait_run
 
 
 def script_node(body: str):
@@ -70,3 +72,28 @@ def test_with_uv_scripts_run_through_uv_run_with_their_dependencies():
         "-c",
         "print(1)",
     ]
+
+
+SLOW = """
+name: slow script
+nodes:
+  - id: slow
+    runtime: uv
+    timeout: 1000
+    script: |
+      import time
+      print("started", flush=True)
+      time.sleep(120)
+"""
+
+
+@pytest.mark.worker
+def test_a_script_past_its_timeout_is_stopped_and_fails_the_node(live_worker, make_recipe):
+    run = services.start_run(make_recipe(SLOW, slug="slow-script"), message="go")
+    # Far less than the script's 120 s of sleep: the run fails because it was stopped.
+    wait_run(run, "completed", "failed", "cancelled", timeout=90)
+    assert run.status == "failed"
+    assert "script timed out after 1s" in run.error
+    node = run.nodes.get(node_id="slow")
+    assert node.status == "failed" and "script timed out after 1s" in node.error
+    assert "started" in node.output  # what it printed before it was stopped is kept

@@ -1,15 +1,20 @@
 """Budgets: validated with lines in every recipe format; 80 % warns; 100 % stops the run
 as budget_exceeded between iterations, saying which limit; raising it resumes the run
-where it stopped. Workflow loops, loop_groups and Python loops."""
+where it stopped. Workflow loops, loop_groups and Python loops, and every limit."""
+
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from recipes.validation import validate_source
 from runs import budget, services
 from runs.actor import Actor
 from runs.errors import Conflict, InputError
 from runs.event_text import describe
+from runs.models import Run
 from tests.conftest import wait_run
+from tests.engine_worker.test_gates import REFINE, gate_of
 from tests.providers.conftest import FAKE_CLAUDE
 
 from .conftest import PYTHON_LOOP, calls, iterations, node
@@ -155,3 +160,55 @@ def test_a_python_loop_stops_and_resumes_through_its_replay(live_worker, python_
     assert run.status == "completed", run.error
     assert [it.number for it in iterations(run, "writer")] == [1, 2, 3, 4]
     assert run.iterations.filter(status="completed").count() == 4
+
+
+DEMO_LOOP = """
+name: demo-budget
+provider: demo
+nodes:
+  - id: work
+    loop:
+      prompt: "Write one more paragraph. When it is good, output: COMPLETE after 4 iterations."
+      until: COMPLETE
+      max_iterations: 8
+"""
+
+
+def test_tokens_limit_stops_between_iterations_then_raise_and_resume(
+    live_worker, make_recipe, actor
+):
+    run = services.start_run(make_recipe(DEMO_LOOP, slug="demo-tokens"), budget={"tokens": 60})
+    wait_run(run, "budget_exceeded", "completed", "failed")
+    assert run.status == "budget_exceeded", run.error
+    its = iterations(run, "work")
+    spent = [it.tokens_in + it.tokens_out for it in its]
+    # The iteration that crossed 60 tokens ran to its end; none was started after it.
+    assert [it.status for it in its] == ["completed"] * len(its) and len(its) >= 2
+    assert sum(spent[:-1]) < 60 <= sum(spent)
+    assert f"tokens: {sum(spent)} of 60" in run.error
+    stop = run.events.get(kind="run_budget_exceeded")
+    assert stop.data["limit"] == "tokens"
+    services.set_budget(run, actor, {"tokens": 100_000}, resume=True)
+    wait_run(run, "completed", "failed", "budget_exceeded")
+    assert run.status == "completed", run.error
+    assert [it.number for it in iterations(run, "work")] == [1, 2, 3, 4]
+
+
+def test_wall_seconds_limit_stops_between_iterations_then_raise_and_resume(
+    live_worker, recipe, actor
+):
+    run = services.start_run(recipe(REFINE, interactive=True), budget={"wall_seconds": 3600})
+    wait_run(run, "paused")
+    # Two hours pass while the gate waits (written, not waited for): the next iteration the
+    # feedback asks for must not start.
+    Run.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=2))
+    services.approve(gate_of(run).pk, actor, comment="make it shorter")
+    run.refresh_from_db()
+    assert run.status == "budget_exceeded"
+    assert "wall-clock seconds: 7,200 of 3,600" in run.error
+    assert [it.number for it in iterations(run, "refine")] == [1]
+    services.set_budget(run, actor, {"wall_seconds": 86_400}, resume=True)
+    second = gate_of(run)  # waits for the gate after the resumed iteration
+    second_iteration = iterations(run, "refine")[1]
+    assert second.iteration_id == second_iteration.pk
+    assert second_iteration.feedback == "make it shorter"  # the held feedback went on

@@ -6,12 +6,14 @@ otherwise (cap reached, the run failing with it open) and the calls a host gets 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
 from loops.models import Loop
 from runs.models import Conversation, Iteration, RunEvent
 from tests.conftest import wait_run
+from tests.loops import hooks
 from tests.loops.conftest import api_get, crumbs_on_stream, driven_recipe, tool_messages
 
 pytestmark = pytest.mark.worker
@@ -32,6 +34,19 @@ def call(name: str, **arguments) -> dict:
 START = call("core_start_loop", pipeline=["researcher", "drafter"], input="Widget 2.0")
 ITERATE = call("core_iterate_loop", feedback="Shorter, and say who it is for.")
 FINISH = call("core_finish_loop")
+# on_finish fires alongside every loop:end, however the loop ends.
+ON_FINISH = 'hooks: {on_finish: "tests.loops.hooks:on_finish"}'
+
+
+@pytest.fixture
+def finish_calls():
+    """The on_finish calls of a loop (tests.loops.hooks records them in the data folder)."""
+    shutil.rmtree(hooks.calls_dir(), ignore_errors=True)
+
+    def of(loop) -> list[tuple[str, dict]]:
+        return [(c["hook"], c["ctx"]) for c in hooks.calls(loop.pk)]
+
+    return of
 
 
 def check_two_iterations_with_feedback(run, viewer):
@@ -138,10 +153,14 @@ def test_an_anthropic_host_does_the_same_with_tool_use_blocks(
     assert json.loads(result["content"])["loopId"] == loop.pk
 
 
-def test_past_the_cap_the_loop_closes_as_exhausted(live_worker, start_driven, fake_ai, viewer):
+def test_past_the_cap_the_loop_closes_as_exhausted(
+    live_worker, start_driven, fake_ai, viewer, finish_calls
+):
     iterate_again = call("core_iterate_loop")
     fake_ai.answers = [START, ITERATE, iterate_again, "It ran out of iterations."]
-    source = driven_recipe("ai", providers=openai_host(fake_ai.url), max_iterations=2)
+    source = driven_recipe(
+        "ai", providers=openai_host(fake_ai.url), max_iterations=2, loop_extra=ON_FINISH
+    )
     run = wait_run(start_driven(source))
     assert run.status == "completed", run.error
     loop = Loop.objects.get(run=run)
@@ -154,30 +173,45 @@ def test_past_the_cap_the_loop_closes_as_exhausted(live_worker, start_driven, fa
     name, end = crumbs_on_stream(viewer, run)[-1]
     assert name == "loop:end"
     assert end == {"loopId": loop.pk, "status": "exhausted", "iterations": 2, "result": loop.result}
+    assert finish_calls(loop) == [
+        ("on_finish", {"loopId": loop.pk, "status": "exhausted", "iterations": 2})
+    ]
 
 
-def test_a_run_that_errors_with_a_loop_open_fails_it(live_worker, start_driven, fake_ai, viewer):
+def test_a_run_that_errors_with_a_loop_open_fails_it(
+    live_worker, start_driven, fake_ai, viewer, finish_calls
+):
     def start_then_break(body):
         fake_ai.fail_next(400)  # the host's next request is refused: a permanent error
         return START
 
     fake_ai.answers = [start_then_break]
-    run = wait_run(start_driven(driven_recipe("ai", providers=openai_host(fake_ai.url))))
+    source = driven_recipe("ai", providers=openai_host(fake_ai.url), loop_extra=ON_FINISH)
+    run = wait_run(start_driven(source))
     assert run.status == "failed" and "HTTP 400" in run.error
     loop = Loop.objects.get(run=run)
     assert (loop.status, loop.iteration_count) == ("failed", 1)
     assert "the host's turn failed" in loop.error
     name, end = crumbs_on_stream(viewer, run)[-1]
     assert (name, end) == ("loop:end", {"loopId": loop.pk, "status": "failed", "iterations": 1})
+    assert finish_calls(loop) == [
+        ("on_finish", {"loopId": loop.pk, "status": "failed", "iterations": 1})
+    ]
 
 
-def test_a_run_that_ends_with_a_loop_open_completes_it(live_worker, start_driven, fake_ai):
+def test_a_run_that_ends_with_a_loop_open_completes_it(
+    live_worker, start_driven, fake_ai, finish_calls
+):
     fake_ai.answers = [START, "Good enough, I stop here."]
-    run = wait_run(start_driven(driven_recipe("ai", providers=openai_host(fake_ai.url))))
+    source = driven_recipe("ai", providers=openai_host(fake_ai.url), loop_extra=ON_FINISH)
+    run = wait_run(start_driven(source))
     assert run.status == "completed", run.error
     loop = Loop.objects.get(run=run)
     assert loop.status == "completed" and loop.result == loop.last_output
     assert loop.iterations.get().output == loop.result
+    assert finish_calls(loop) == [
+        ("on_finish", {"loopId": loop.pk, "status": "completed", "iterations": 1})
+    ]
 
 
 def test_refused_calls_are_tool_errors_and_the_host_goes_on(

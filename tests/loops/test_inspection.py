@@ -90,6 +90,26 @@ def test_the_api_needs_a_reader(client, outsider, driven_run):
     assert client.get(f"/api/loops/{loop.pk}").status_code == 403
 
 
+def test_a_script_reads_loops_with_a_bearer_token(viewer, outsider, driven_run):
+    from console.models import ApiToken
+    from tests.api.conftest import ApiClient, client_for
+
+    run, _, turn = driven_run
+    loop = drive(run, turn)
+    _, read_only = ApiToken.issue(viewer, name="reader", scope="read")
+    for api in (client_for(viewer), ApiClient(read_only)):
+        listed = api.get("/api/loops", session=run.pk)
+        assert listed.status_code == 200, listed.body
+        assert [item["id"] for item in listed.body["items"]] == [loop.pk]
+        detail = api.get(f"/api/loops/{loop.pk}")
+        assert detail.status_code == 200, detail.body
+        assert detail.body["loop"]["id"] == loop.pk
+        assert [i["output"] for i in detail.body["iterations"]] == ["draft 1", "draft 2"]
+    for path in ("/api/loops", f"/api/loops/{loop.pk}"):
+        assert ApiClient("not-a-token").get(path).status_code == 401
+        assert client_for(outsider).get(path).status_code == 403
+
+
 # --- the pages -------------------------------------------------------------------------------
 
 

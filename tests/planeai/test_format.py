@@ -1,6 +1,7 @@
 """The step-machine format: the specification's no-mistakes validates as it is written,
 and each kind of mistake is refused with its line."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -8,7 +9,10 @@ import pytest
 from recipes.loader import load_recipe
 from recipes.planeai import templates
 
-SEED_COPY = Path(__file__).resolve().parents[2] / "recipes" / "builtin" / "no-mistakes.yaml"
+ROOT = Path(__file__).resolve().parents[2]
+SEED_COPY = ROOT / "recipes" / "builtin" / "no-mistakes.yaml"
+# The specification itself: a read-only copy of the shared seeds beside the clone.
+SPECIFICATION = ROOT / ".." / "shared" / "seeds" / "003_af74c475a0709f40.txt"
 
 GOOD = """\
 schema: planeai.loop.recipe.v1
@@ -57,6 +61,28 @@ def test_the_specifications_no_mistakes_validates_with_no_error_or_warning():
     )
     assert spec.inputs["target_branch"].default == "main"
     assert spec.tools.required == ["git", "plane_sessions", "plane_loops"]
+
+
+def full_recipe_yaml(specification: str) -> str:
+    """The block under the specification's "Full Recipe YAML" heading: every line up to the
+    first one that starts a paragraph of prose again (not indented, not a key, not a
+    comment), without the blank lines around it."""
+    lines = specification.splitlines()
+    start = lines.index("Full Recipe YAML") + 1
+    block = []
+    for line in lines[start:]:
+        if line and not line[0].isspace() and not re.match(r"[\w-]+:|#", line):
+            break
+        block.append(line)
+    return "\n".join(block).strip("\n")
+
+
+def test_the_builtin_no_mistakes_is_the_specifications_yaml_verbatim():
+    if not SPECIFICATION.is_file():
+        pytest.skip(f"the specification is not beside this checkout ({SPECIFICATION.resolve()})")
+    written = full_recipe_yaml(SPECIFICATION.read_text(encoding="utf-8"))
+    assert written.startswith("schema: planeai.loop.recipe.v1\nid: no-mistakes\n")
+    assert SEED_COPY.read_text(encoding="utf-8").strip("\n") == written
 
 
 def test_defaults_of_every_field():

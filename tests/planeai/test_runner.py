@@ -152,6 +152,30 @@ def test_human_wait_accept_goes_on(live_worker, plane_recipe, operator):
     assert [g.status for g in run.gates.order_by("id")] == ["accepted", "accepted"]
 
 
+def test_human_wait_decided_from_manage_py_run_approve(live_worker, plane_recipe, operator):
+    run = services.start_run(plane_recipe(HUMAN), user=operator)
+    settled(run, "paused")
+    call_command("run", "approve", str(run.pk), "--user", "otto", "--comment", "cli feedback")
+    settled(run, "paused")
+    first, second = run.gates.order_by("id")
+    assert (first.status, first.surface, first.decided_by.username) == ("iterated", "cli", "otto")
+    assert second.message == "Your feedback was: cli feedback"
+    call_command("run", "approve", str(run.pk), "--user", "otto")
+    settled(run, "approved")
+    second.refresh_from_db()
+    assert (second.status, second.surface) == ("accepted", "cli")
+
+
+def test_human_wait_rejected_from_manage_py_run_reject(live_worker, plane_recipe, operator):
+    run = services.start_run(plane_recipe(HUMAN), user=operator)
+    settled(run, "paused")
+    call_command("run", "reject", str(run.pk), "--user", "otto", "--reason", "not from here")
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.error == "rejected at first by otto: not from here"
+    assert run.gates.get().status == "rejected"
+
+
 REUSE = """
 schema: planeai.loop.recipe.v1
 id: reuse

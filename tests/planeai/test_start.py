@@ -117,6 +117,21 @@ def test_the_api_refuses_what_the_form_refuses(operator, bundled, plane_recipe, 
     assert api.post("/api/runs", {"recipe": "simple"}).status_code == 201
 
 
+def test_the_api_names_exactly_the_required_input_left_out(operator, bundled, repo, settings, sent):
+    settings.LOOP_REPOSITORIES = [str(repo)]
+    api = client_for(operator)
+    body = {"recipe": "no-mistakes-demo", "repository": str(repo)}
+    missing = api.post("/api/runs", {**body, "inputs": {"target_branch": "main"}})
+    assert missing.status_code == 422
+    assert missing.body["errors"] == {"branch": "this input is required"}
+    assert not Run.objects.exists()
+    started = api.post(
+        "/api/runs", {**body, "inputs": {"target_branch": "main", "branch": "feature"}}
+    )
+    assert started.status_code == 201, started.body
+    assert Run.objects.get().inputs["branch"] == "feature"
+
+
 def test_the_cli_creates_dry_runs_ticks_and_stops(
     plane_recipe, operator, sent, capsys, django_capture_on_commit_callbacks
 ):

@@ -309,6 +309,56 @@ def test_include_in_a_loop_group_body_and_nested_includes(repo):
     assert result.spec.node("loop").loop_group.until_bash == "test -n $both__deep__say.output"
 
 
+NO_RETURNS = """
+name: no-returns
+description: A block that names no `returns:`; declared out of order on purpose
+nodes:
+  - {id: head, bash: echo head}
+  - {id: tail, depends_on: [middle], bash: echo tail}
+  - {id: middle, depends_on: [head], bash: echo middle}
+"""
+
+USES_NO_RETURNS = """
+- {id: p, include: no-returns}
+- {id: after, depends_on: [p], bash: echo "got $p.output"}
+- id: typed
+  depends_on: [p]
+  runtime: uv
+  script: import os; print(os.environ["INPUTS_GOT"])
+  with: {got: $p.output}
+"""
+
+
+def test_include_without_returns_gives_the_blocks_terminal_node(repo):
+    # Not its first node (head), nor its last in the file (middle): the one nothing follows.
+    write(repo / ".archon/workflows/blocks/no-returns.yaml", NO_RETURNS)
+    result = flow_with(repo, USES_NO_RETURNS)
+    assert result.ok, messages(result.errors)
+    after = result.spec.node("after")
+    assert after.bash == 'echo "got $p__tail.output"' and after.depends_on == ["p__tail"]
+    assert result.spec.node("typed").bindings == {"got": "$p__tail.output"}
+
+
+@pytest.mark.worker
+def test_include_without_returns_outputs_its_terminal_node_in_a_run(live_worker, repo):
+    from runs import services
+    from tests.conftest import wait_run
+
+    write(repo / ".archon/workflows/blocks/no-returns.yaml", NO_RETURNS)
+    flow_with(repo, USES_NO_RETURNS, name="uses-no-returns")
+    sync()
+    run = services.start_run(Recipe.objects.get(slug="uses-no-returns"), message="go")
+    wait_run(run, "completed", "failed")
+    assert run.status == "completed", run.error
+    outputs = dict(run.nodes.values_list("node_id", "output"))
+    assert (outputs["p__head"], outputs["p__middle"], outputs["p__tail"]) == (
+        "head",
+        "middle",
+        "tail",
+    )
+    assert (outputs["after"], outputs["typed"]) == ("got tail", "tail")
+
+
 # ----------------------------------------------------------------------------- workflow
 
 

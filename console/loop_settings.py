@@ -1,0 +1,94 @@
+"""The LOOP_* knobs of the engine, its agents, notifications and fault tolerance, read
+strictly from the environment. console.settings imports every name here, so code reads them
+as `django.conf.settings.LOOP_...` like any other setting."""
+
+import os
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from console.env import env_bool, env_int, env_list, env_url
+
+# --- Engine ------------------------------------------------------------------------------------
+LOOP_LEASE_SECONDS = env_int("LOOP_LEASE_SECONDS", 30)
+LOOP_MAX_ATTEMPTS = env_int("LOOP_MAX_ATTEMPTS", 3)
+# The longest a step's `retry.delay_ms` may make a worker wait between attempts.
+LOOP_MAX_RETRY_DELAY_SECONDS = env_int("LOOP_MAX_RETRY_DELAY_SECONDS", 300)
+LOOP_RECIPE_DIRS = env_list("LOOP_RECIPE_DIRS", [])
+# Folders where script nodes find `uv` and `bun`; empty: the worker's PATH, then the folder of
+# the console's own interpreter (where `pip install uv` into its virtualenv puts uv).
+LOOP_RUNTIME_DIRS = env_list("LOOP_RUNTIME_DIRS", [])
+# Git repositories step-machine runs may work in from the console and the API; each one's
+# `.planeai/loops/` folder holds project recipes (the highest precedence).
+LOOP_REPOSITORIES = env_list("LOOP_REPOSITORIES", [])
+LOOP_USER_RECIPE_DIR = Path(
+    os.getenv("LOOP_USER_RECIPE_DIR")
+    or Path(os.getenv("XDG_CONFIG_HOME") or Path.home() / ".config") / "loop-console" / "recipes"
+)
+
+# --- Agents and child processes ----------------------------------------------------------------
+# The agent for nodes that name no provider; none by default, so a recipe that forgets
+# `provider:` is told so instead of silently talking to the demo agent.
+LOOP_DEFAULT_PROVIDER = os.getenv("LOOP_DEFAULT_PROVIDER", "")
+# Extra names of the worker's environment that bash steps and agents may see (besides PATH,
+# HOME, locale and the run's own LOOP_* values). Secrets of the console itself never pass.
+LOOP_CHILD_ENV = env_list("LOOP_CHILD_ENV", [])
+_NEVER_TO_CHILDREN = {"DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY"}
+if _NEVER_TO_CHILDREN & set(LOOP_CHILD_ENV):
+    raise ImproperlyConfigured(
+        "LOOP_CHILD_ENV may not name "
+        + ", ".join(sorted(_NEVER_TO_CHILDREN & set(LOOP_CHILD_ENV)))
+        + ": child processes never see the console's own secrets"
+    )
+# Environment variables an API provider's `api_key_env` may name, besides OPENAI_API_KEY and
+# ANTHROPIC_API_KEY; the console's own secrets are refused whatever this says.
+LOOP_PROVIDER_ENV = env_list("LOOP_PROVIDER_ENV", [])
+if _NEVER_TO_CHILDREN & set(LOOP_PROVIDER_ENV):
+    raise ImproperlyConfigured(
+        "LOOP_PROVIDER_ENV may not name "
+        + ", ".join(sorted(_NEVER_TO_CHILDREN & set(LOOP_PROVIDER_ENV)))
+        + ": providers never receive the console's own secrets"
+    )
+# Hosts a recipe's inline `providers:` may send requests to (`base_url`).
+# Public API hosts only: an inline provider on an internal address (127.0.0.1, a private
+# network) would let a recipe author reach services behind the worker.
+LOOP_PROVIDER_HOSTS = env_list("LOOP_PROVIDER_HOSTS", ["api.openai.com", "api.anthropic.com"])
+
+# --- Notifications (notifications/) -----------------------------------------------------------
+# Where people reach the console: links in notifications are built on it.
+LOOP_BASE_URL = env_url("LOOP_BASE_URL", ("http", "https")) or "http://127.0.0.1:8000"
+# Hosts a webhook subscription may POST to (exact names). Empty: no webhook until set.
+LOOP_WEBHOOK_HOSTS = env_list("LOOP_WEBHOOK_HOSTS", [])
+LOOP_NOTIFY_MAX_ATTEMPTS = env_int("LOOP_NOTIFY_MAX_ATTEMPTS", 6)
+# The first retry waits this long; each later one twice the one before.
+LOOP_NOTIFY_RETRY_SECONDS = env_int("LOOP_NOTIFY_RETRY_SECONDS", 30)
+LOOP_NOTIFY_TIMEOUT_SECONDS = env_int("LOOP_NOTIFY_TIMEOUT_SECONDS", 10)
+if LOOP_NOTIFY_MAX_ATTEMPTS < 1 or LOOP_NOTIFY_RETRY_SECONDS < 1:
+    raise ImproperlyConfigured(
+        "LOOP_NOTIFY_MAX_ATTEMPTS and LOOP_NOTIFY_RETRY_SECONDS must be >= 1"
+    )
+
+# How often each worker writes its heartbeat (shown by /metrics).
+LOOP_WORKER_HEARTBEAT_SECONDS = env_int("LOOP_WORKER_HEARTBEAT_SECONDS", 10)
+
+# Modules a driven recipe's hooks may come from (a hook is a function named by a dotted
+# path, `package.module:function`); a path outside them is refused when the recipe loads.
+LOOP_HOOK_MODULES = env_list(
+    "LOOP_HOOK_MODULES",
+    ["loops.example_hooks", *(["tests.loops"] if env_bool("LOOP_TESTING", False) else [])],
+)
+
+try:
+    LOOP_DEMO_DELAY = float(os.getenv("LOOP_DEMO_DELAY", "0.03"))
+except ValueError:
+    raise ImproperlyConfigured("LOOP_DEMO_DELAY must be a number of seconds") from None
+
+# --- Fault tolerance knobs (the fault suite shrinks these) ---------------------------------
+# Pending work nobody claimed for this long is sent again by the sweep (its message was lost).
+LOOP_STALE_PENDING_SECONDS = env_int("LOOP_STALE_PENDING_SECONDS", 30)
+# A tiny visibility timeout makes the broker redeliver unacked messages within seconds (and
+# scan for them every second): the fault suite uses it to prove nothing runs twice.
+LOOP_VISIBILITY_TIMEOUT = env_int("LOOP_VISIBILITY_TIMEOUT", 0)
+
+# Only the settings themselves go into console.settings (`from console.loop_settings import *`).
+__all__ = [name for name in dir() if name.startswith("LOOP_")]

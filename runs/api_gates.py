@@ -1,0 +1,69 @@
+"""Deciding at a run's pending gate over HTTP: approve (a comment asks for another
+iteration) and reject. Mounted on /runs beside runs.api; every decision goes through
+runs.services with surface="api", exactly as the console's buttons do.
+"""
+
+from __future__ import annotations
+
+from ninja import Field, Router
+
+from console.api_errors import JsonObject, errors
+from recipes.api import Text
+from runs import services
+from runs.actor import Actor
+from runs.api import MAX_ID, RunId, RunOut, readable_run, run_out
+from runs.models.gate import COMMENT_LIMIT
+
+router = Router()
+
+
+class ApproveIn(JsonObject):
+    comment: Text = Field("", max_length=COMMENT_LIMIT, description="Feedback: iterate again")
+    decision: Text = Field("", max_length=100, description="For approvals with decisions")
+    gate: int | None = Field(
+        None, ge=1, le=MAX_ID, description="The gate you saw; refused if it is no longer pending"
+    )
+
+
+class RejectIn(JsonObject):
+    reason: Text = Field("", max_length=COMMENT_LIMIT)
+    gate: int | None = Field(None, ge=1, le=MAX_ID)
+
+
+def body_or_empty(request, payload, schema):
+    """An optional body may be absent, but a body that is not a JSON object is malformed."""
+    if payload is None:
+        if request.body.strip():
+            raise services.ServiceError("The body must be a JSON object, or empty.")
+        return schema()
+    return payload
+
+
+@router.post(
+    "/{run_id}/approve",
+    response={200: RunOut, **errors(400, 403, 404, 409, 422)},
+    summary="Approve at the pending gate; a comment asks for another iteration",
+)
+def approve(request, payload: ApproveIn | None = None, run_id: int = RunId):
+    run = readable_run(request, run_id)
+    actor = Actor.operator(request.auth, "api")
+    payload = body_or_empty(request, payload, ApproveIn)
+    gate = services.gate_for_decision(run, payload.gate)
+    services.approve(gate.pk, actor, comment=payload.comment, decision=payload.decision)
+    run.refresh_from_db()
+    return run_out(request, run)
+
+
+@router.post(
+    "/{run_id}/reject",
+    response={200: RunOut, **errors(400, 403, 404, 409, 422)},
+    summary="Reject at the pending gate (the node fails)",
+)
+def reject(request, payload: RejectIn | None = None, run_id: int = RunId):
+    run = readable_run(request, run_id)
+    actor = Actor.operator(request.auth, "api")
+    payload = body_or_empty(request, payload, RejectIn)
+    gate = services.gate_for_decision(run, payload.gate)
+    services.reject(gate.pk, actor, reason=payload.reason)
+    run.refresh_from_db()
+    return run_out(request, run)
