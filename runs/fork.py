@@ -83,7 +83,9 @@ def fork_run(run: Run, actor, *, node: str, iteration: int, feedback="", prompt=
         raise _refuse_kind(point.row)
     continuation.check(point)
     place = {}
-    started_from = worktree.fork_start(run, point.it.finished_at)
+    started_from = worktree.fork_start(
+        run, point.it.finished_at, node_id=point.it.node_id, iteration=point.it.number
+    )
     if started_from is not None:  # its own worktree, as the original's was at that moment
         place = {"workdir": started_from[0], "commit": started_from[1]}
     return services.start_run(

@@ -146,10 +146,11 @@ def run_of(workdir: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def fork_start(run, before) -> tuple[str, str] | None:
-    """For a fork of `run` at a moment `before`: its repository and the commit of its
-    worktree at that moment (the last iteration diff recorded by then, else the commit the
-    run started from). None when `run` did not work in a worktree of ours."""
+def fork_start(run, before, *, node_id: str = "", iteration: int = 0) -> tuple[str, str] | None:
+    """For a fork of `run` at iteration `iteration` of `node_id`, which finished at `before`:
+    its repository and the commit of its worktree then (that iteration's own diff, else the
+    last one recorded by then, else the commit the run started from). None when `run` did
+    not work in a worktree of ours."""
     if not enabled() or not run.workdir or run_of(run.workdir) != run.pk:
         return None
     workdir = Path(run.workdir)
@@ -159,12 +160,14 @@ def fork_start(run, before) -> tuple[str, str] | None:
     if common.returncode != 0:
         return None
     repository = Path(common.stdout.strip()).parent
+    diffs = run.events.filter(kind="worktree_diff").order_by("-seq")
+    # An iteration's own diff is logged in its finishing transaction, just after its
+    # finish time: look it up by name, not by time.
     recorded = (
-        run.events.filter(kind="worktree_diff", created_at__lte=before)
-        .order_by("-seq")
+        diffs.filter(step=node_id, data__iteration=iteration)
         .values_list("data__commit", flat=True)
         .first()
-    )
+    ) or diffs.filter(created_at__lte=before).values_list("data__commit", flat=True).first()
     if recorded:
         return str(repository), recorded
     ours = f"loop run {run.pk}: "
@@ -176,8 +179,10 @@ def fork_start(run, before) -> tuple[str, str] | None:
     return None
 
 
-def record_changes(workdir: str, *, node_id: str, iteration: int) -> dict | None:
-    """Commit what changed since the last record and log it as a `worktree_diff` event."""
+def record_changes(workdir: str, *, iteration: int, node_id: str = "") -> dict | None:
+    """Commit what changed since the last record and return it (the `worktree_diff` event's
+    data), or None when nothing changed. Writes no row: the executor logs it in the
+    transaction that finishes the call, once it knows the call is still its own."""
     run_id = run_of(workdir)
     if run_id is None:
         return None
@@ -205,13 +210,20 @@ def record_changes(workdir: str, *, node_id: str, iteration: int) -> dict | None
         "diff": patch[:PATCH_LIMIT],
         "truncated": len(patch) > PATCH_LIMIT,
     }
-    from runs.models import Run
-
-    with transaction.atomic():
-        run = Run.objects.select_for_update().filter(pk=run_id).first()
-        if run is not None:
-            run.append_event("worktree_diff", node_id, **data)
     return data
+
+
+def merge_diffs(first: dict | None, then: dict | None) -> dict | None:
+    """Two records of one call (a re-ask after the first answer): one diff, first to last."""
+    if not first or not then:
+        return then or first
+    patch = first["diff"] + then["diff"]
+    return {
+        **then,
+        "stat": f"{first['stat']}\n{then['stat']}",
+        "diff": patch[:PATCH_LIMIT],
+        "truncated": first["truncated"] or then["truncated"] or len(patch) > PATCH_LIMIT,
+    }
 
 
 class RecordingDiffs:
@@ -229,7 +241,7 @@ class RecordingDiffs:
         try:
             # git can take a while on a big tree, and the agent prints nothing meanwhile.
             with keep_lease(renewer(on_chunk)):
-                record_changes(
+                result.worktree_diff = record_changes(
                     request.workdir, node_id=request.node_id, iteration=request.iteration
                 )
         except (OSError, subprocess.SubprocessError):

@@ -194,8 +194,14 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
     )
     goes_on = not fired and not loop.interactive and it.number < loop.max_iterations
     # The one-statement path skips what only the full transaction does: keeping a call's
-    # conversation and tool events (record_call) and the budget check of start_iteration.
-    plain = result.conversation is None and not result.tool_calls and not it.run.budget
+    # conversation, tool events and worktree diff (record_call) and the budget check of
+    # start_iteration.
+    plain = (
+        result.conversation is None
+        and not result.tool_calls
+        and not result.worktree_diff
+        and not it.run.budget
+    )
     if goes_on and plain and connection.vendor == "postgresql":
         # The plain "go on": finish, log, and queue the next iteration in one statement.
         it.finish_then_next(

@@ -60,10 +60,12 @@ class AgentResult:
     cost_usd: Decimal | None = None
     timed_out: bool = False
     # What the call leaves for the executor to keep once it owns the result (providers
-    # never write): the conversation to store under `session_id` (HTTP providers), and
-    # the tools the agent used, each {"tool", "detail", ...} (recorded as `agent_tool`).
+    # never write): the conversation to store under `session_id` (HTTP providers), the
+    # tools the agent used, each {"tool", "detail", ...} (recorded as `agent_tool`), and
+    # what it changed in the run's worktree (runs.worktree, recorded as `worktree_diff`).
     conversation: list[dict] | None = None
     tool_calls: list[dict] = field(default_factory=list)
+    worktree_diff: dict | None = None
 
 
 # Called with each chunk of output as it arrives. Raises Cancelled to stop the agent.

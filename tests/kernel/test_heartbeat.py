@@ -117,3 +117,60 @@ def test_recording_a_worktree_diff_keeps_the_lease(
     assert it.attempts == 1 and it.status == "completed"
     assert run.events.filter(kind="worktree_diff").count() == 1
     assert not run.events.filter(kind__in=["iteration_requeued", "node_requeued"]).exists()
+
+
+def _repository(path):
+    path.mkdir()
+    _git("init", "-q", "-b", "main", cwd=path)
+    (path / "notes.txt").write_text("start\n")
+    _git("add", ".", cwd=path)
+    _git("commit", "-q", "-m", "first", cwd=path)
+    return path
+
+
+def test_a_call_taken_back_while_git_ran_leaves_no_worktree_diff(
+    transactional_db, make_recipe, broker, tmp_path, monkeypatch
+):
+    """The diff is the call's result like its answer: logged by the transaction that
+    finishes the call, after the ownership check, never by the provider wrapper."""
+    from django.db.models import F
+
+    from runs import worktree
+
+    repo = _repository(tmp_path / "repo")
+    monkeypatch.setenv("LOOP_GIT_WORKTREES", "1")
+    run = services.start_run(make_recipe(RECIPE, "taken-back"), message="go", workdir=str(repo))
+    record = worktree.record_changes
+    taken_back = []
+
+    def record_after_a_take_back(workdir, **where):
+        # As if the sweep took the iteration back (a new attempt) while git was busy.
+        if not taken_back:
+            taken_back.append(
+                Iteration.objects.filter(run=run, status="running").update(
+                    attempts=F("attempts") + 1
+                )
+            )
+        return record(workdir, **where)
+
+    monkeypatch.setattr(worktree, "record_changes", record_after_a_take_back)
+    broker.deliver()
+    assert taken_back == [1]
+    it = Iteration.objects.get(run=run, number=1)
+    assert it.status == "running" and it.attempts == 2  # the first call's result was dropped
+    assert not run.events.filter(kind="worktree_diff").exists()
+    assert not run.events.filter(kind="iteration_completed").exists()
+
+
+def test_a_call_that_keeps_its_claim_logs_its_worktree_diff_once(
+    transactional_db, make_recipe, broker, tmp_path, monkeypatch
+):
+    repo = _repository(tmp_path / "repo")
+    monkeypatch.setenv("LOOP_GIT_WORKTREES", "1")
+    run = services.start_run(make_recipe(RECIPE, "kept"), message="go", workdir=str(repo))
+    broker.deliver()
+    run.refresh_from_db()
+    assert run.status == "completed", run.error
+    (diff,) = run.events.filter(kind="worktree_diff")
+    assert diff.data["iteration"] == 1 and "+more" in diff.data["diff"]
+    assert diff.seq < run.events.get(kind="iteration_completed").seq
