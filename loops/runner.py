@@ -9,6 +9,9 @@ the run's status as for any recipe.
 
 A worker lost mid-turn: the sweep gives the node back, and the next execution closes what
 the lost one left open (as failed) and starts a new turn; nothing is replayed.
+
+A fork's first turn (loops/forking.py) runs the forked loop's next iteration before the host
+is called, and tells the host where it is.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from runs.providers import registry
 from runs.providers.base import AgentRequest, Cancelled, ProviderError
 from runs.providers.command import CommandProvider
 
+from . import forking
 from .driver import LoopDriver
 from .hooks import HookError, Hooks
 from .models import Loop
@@ -47,13 +51,12 @@ def execute(run: Run, row: NodeRun) -> None:
         _fail_node(row, f"recipe version does not load: {exc}")
         return
     host = spec.host_agent
-    prompt, provider, problem = "", None, None
+    prompt, provider, problem, told = "", None, None, ""
     try:
         provider = registry.resolve(host.provider or spec.provider, spec)
         shell = getattr(_unwrapped(provider), "command", "") if _is_command(provider) else ""
-        prompt = prepare_prompt(
-            host_prompt(spec, run, shell_command=shell), provider, host.output_schema
-        )
+        told = host_prompt(spec, run, shell_command=shell)
+        prompt = prepare_prompt(told, provider, host.output_schema)
     except ProviderError as exc:
         problem = str(exc)
     _close_what_a_lost_worker_left(run, row, spec)
@@ -66,6 +69,14 @@ def execute(run: Run, row: NodeRun) -> None:
     lease = NodeLease(row.pk, row.attempts)
     env = step_env(run, build_context(run, spec, row))
     driver = LoopDriver(run=run, spec=spec, row=row, host_iteration=turn, lease=lease, env=env)
+    if forking.pending(row):  # a fork's first turn: its loop goes on first (loops/forking.py)
+        try:
+            told += "\n## Where you are\n" + forking.go_on(driver, row, turn) + "\n"
+        except Cancelled:
+            driver.close_open(failed=True, error="the run was cancelled")
+            return
+        prompt = prepare_prompt(told, provider, host.output_schema)
+        Iteration.objects.filter(pk=turn.pk).update(prompt=prompt)
     stream = OutputStream(Iteration, turn.pk, turn.attempts, run.pk, lease=False)
 
     def on_chunk(chunk: str) -> None:
@@ -126,7 +137,8 @@ def _is_command(provider) -> bool:
 
 def _close_what_a_lost_worker_left(run: Run, row: NodeRun, spec) -> None:
     """An earlier execution of this node died: its loops end failed, its calls with it."""
-    for loop in Loop.objects.filter(run=run, status=Loop.Status.OPEN):
+    kept = (forking.pending(row) or {}).get("loop")  # a fork's loop, not yet gone on
+    for loop in Loop.objects.filter(run=run, status=Loop.Status.OPEN).exclude(pk=kept):
         try:
             Hooks(dict(spec.loop.hooks)).call(
                 "on_finish", loopId=loop.pk, status="failed", iterations=loop.iteration_count

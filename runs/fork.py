@@ -56,7 +56,6 @@ class Continuation:
 
 
 CONTINUATIONS: dict[str, Continuation] = {}
-UNFORKABLE = {"session": "a step machine's session turn", "driven": "a driven loop's host turn"}
 
 
 def forkable(row: NodeRun) -> bool:
@@ -67,10 +66,9 @@ def forkable(row: NodeRun) -> bool:
 
 
 def _refuse_kind(row: NodeRun) -> Conflict:
-    what = UNFORKABLE.get(row.kind, f"a {row.kind} node's iteration")
     return Conflict(
-        f"Iterations of {what} cannot be forked: today only workflow loops, loop_groups "
-        "and Python loops can."
+        f"Iterations of a {row.kind} node cannot be forked: only loops can (workflow loops "
+        "and loop_groups, step machines' session turns, Python and driven loops)."
     )
 
 
@@ -95,7 +93,8 @@ def fork_run(run: Run, actor, *, node: str, iteration: int, feedback="", prompt=
         inputs=run.inputs,
         version=run.recipe_version,
         budget=run.budget,
-        workdir=place.get("workdir", ""),
+        # A step machine goes on in the original's repository, as a rerun does.
+        workdir=place.get("workdir", "") or (run.workdir if run.recipe.kind == "planeai" else ""),
         forked={
             "from": run,
             "point": {
@@ -222,10 +221,12 @@ def carry_finished_nodes(new: Run, point: ForkPoint) -> list[str]:
     latest: dict[str, NodeRun] = {}
     for row in NodeRun.objects.filter(run=point.old, iteration=0).order_by("generation"):
         latest[row.node_id] = row
+    own = set(NodeRun.objects.filter(run=new).values_list("node_id", flat=True))
     done = [
         row
         for row in latest.values()
         if row.pk != point.row.pk
+        and row.node_id not in own  # made by start_run (a step machine's `steps` node)
         and row.status in (NodeRun.Status.COMPLETED, NodeRun.Status.SKIPPED)
         and row.finished_at is not None
         and cutoff is not None
@@ -353,3 +354,21 @@ def register_python() -> None:
 
 
 register_python()
+
+
+def register_step_machine() -> None:
+    from recipes.planeai.forking import carry, check
+
+    CONTINUATIONS["session"] = Continuation(check, carry)  # a step machine's session turns
+
+
+register_step_machine()
+
+
+def register_driven() -> None:
+    from loops.forking import register
+
+    register(CONTINUATIONS, Continuation)  # host turns, and pipeline steps (`agent` rows)
+
+
+register_driven()

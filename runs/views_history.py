@@ -43,7 +43,8 @@ def _fork_context(run: Run, it: Iteration, **extra) -> dict:
         "run": run,
         "it": it,
         "is_workflow": workflow,
-        "prompt_editable": row.kind in ("loop", "agent"),
+        # A driven loop is forked with feedback only (loops/forking.py).
+        "prompt_editable": row.kind in ("loop", "agent") and run.recipe.kind != "driven",
         "prompt": template,
         "feedback": "",
         **extra,

@@ -31,6 +31,9 @@ SENTENCES = {
     "session_reused": lambda s, d: (
         f"The {s} session #{d.get('session')} was prompted again (turn {d.get('turn')})."
     ),
+    "turn_sent": lambda s, d: (
+        f"{d.get('from_step')} sent turn {d.get('turn')} to the {s} session #{d.get('session')}."
+    ),
     "tick": _tick,
     "step_waiting": lambda s, d: f"{s} waits: {_short(d.get('reason'))}.",
     "ticks_paused": lambda s, d: (

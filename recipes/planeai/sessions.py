@@ -50,12 +50,12 @@ def send_prompt(ctx, role_id: str, prompt: str, *, branch: str | None, create: b
             last = latest_session(run, role_id)
             why = f"its last session {last.status}" if last else "it has none"
             raise StepFailed(f"session.prompt: the {role_id} role has no live session ({why})")
-        _turn(ctx, live, prompt, reused=True)
+        send_turn(ctx, live, prompt, reused=True)
         return None
     if live is not None and role.session_reuse and branch in (None, live.state.get("branch")):
         if role.isolation == "project" and branch:
             _checkout(ctx, branch)
-        _turn(ctx, live, prompt, reused=True)
+        send_turn(ctx, live, prompt, reused=True)
         return None
     if live is not None:
         why = "session_reuse is off" if not role.session_reuse else f"branch {branch} asked"
@@ -66,7 +66,7 @@ def send_prompt(ctx, role_id: str, prompt: str, *, branch: str | None, create: b
         names = ", ".join(sorted(running.values_list("node_id", flat=True)))
         raise Blocked(f"max_sessions ({limit}) reached: live sessions of {names}")
     session = _open(ctx, role_id, branch)
-    _turn(ctx, session, prompt, reused=False)
+    send_turn(ctx, session, prompt, reused=False)
     return None
 
 
@@ -133,14 +133,31 @@ def _open(ctx, role_id: str, branch: str | None) -> NodeRun:
     return session
 
 
-def _turn(ctx, session: NodeRun, prompt: str, *, reused: bool) -> Iteration:
-    run = ctx.run
+def send_turn(ctx, session: NodeRun, prompt: str, *, reused: bool, feedback: str = "") -> Iteration:
+    """The step's prompt as the session's next turn. The machine's position as it sends it
+    is logged with it (`turn_sent`): a fork from this turn goes on from there
+    (recipes/planeai/forking.py)."""
+    run, state = ctx.run, ctx.state
     number = session.iteration_count + 1
     full = turn_prompt(ctx.spec, session.node_id, prompt, session.state["workdir"])
-    it = session.start_iteration(run, number, checked=True)  # send_prompt checked the budget
+    # send_prompt (or the fork) checked the budget, on the machine
+    it = session.start_iteration(
+        run, number, feedback=feedback, after_gate=bool(feedback), checked=True
+    )
     Iteration.objects.filter(pk=it.pk).update(prompt=full)
     if reused:
         run.append_event(
             "session_reused", session.node_id, session=session.generation + 1, turn=number
         )
+    run.append_event(
+        "turn_sent",
+        session.node_id,
+        session=session.generation + 1,
+        turn=number,
+        from_step=state.current,
+        round=state.round,
+        ticks=state.ticks,
+        status=state.status,
+        last_error=state.last_error,
+    )
     return it

@@ -57,6 +57,10 @@ class DemoToolCaller:
     def host(self, iterations: int) -> str:
         pipeline = self._pipeline()
         ok, value = self.call(START, {"pipeline": pipeline})
+        if not ok and "still open" in str(value):
+            # A loop is already open (a forked run goes on from one): judge it and close it.
+            self.lines.append("A loop was already open, its latest output before me.")
+            return self._finish()
         if not ok:
             self.lines.append(f"I could not start the loop: {_short(value)}")
             return self.answer("Demo host: no loop ran.")
@@ -73,6 +77,9 @@ class DemoToolCaller:
                 return self.answer("Demo host: done.")
             seen = value["iteration"]
             self.lines.append(f"Iteration {seen}, after my feedback: “{feedback}”")
+        return self._finish()
+
+    def _finish(self) -> str:
         ok, value = self.call(FINISH, {})
         if ok:
             self.lines.append(f"Satisfied after {value['iterations']} iterations; finished.")

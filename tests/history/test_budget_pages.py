@@ -1,6 +1,6 @@
 """What a person sees of budgets and forks: the 80 % warning on the run page and in the
 inbox (and none below it); "Fork from here" only on iterations whose node kind can be
-forked, and a plain 409 from the API for the others (step-machine turns, driven loops)."""
+forked, and a plain 409 from the API for a turn that cannot go on."""
 
 import pytest
 
@@ -73,19 +73,37 @@ def test_fork_is_offered_only_where_the_kind_can_be_forked(client, bundled, make
 
     plane = services.start_run(make_recipe(PLANE, slug="forkless"), user=operator)
     _finished(plane, "maker", "session")
+    page = client.get(plane.get_absolute_url()).content.decode()
+    assert page.count(FORK) == 1 and "Compare…" in page  # recipes/planeai/forking.py
+    # A turn made by hand comes without the machine's position a sent turn logs: the fork
+    # itself refuses it, with a 409 that says why.
+    refused = api.post(f"/api/runs/{plane.pk}/fork", {"node": "maker", "iteration": 1})
+    assert refused.status_code == 409, refused.body
+    assert "machine's position" in str(refused.body)
+
+
+def test_fork_is_offered_on_a_driven_loop_s_host_turns_and_steps(
+    client, bundled, make_recipe, operator
+):
+    """loops/forking.py: a step stands for its loop iteration; one that belongs to none is
+    refused by the fork itself, with a 409 that says so."""
+    login(client, operator)
     driven = services.start_run(make_recipe(driven_recipe("demo"), slug="d"), user=operator)
     _finished(driven, "host", "driven")
-    _finished(driven, "drafter", "agent")  # a pipeline step: not inside a loop of its own
-    for run, node, words in [
-        (plane, "maker", "a step machine's session turn"),
-        (driven, "host", "a driven loop's host turn"),
-        (driven, "drafter", "not inside a loop"),
-    ]:
-        page = client.get(run.get_absolute_url()).content.decode()
-        assert FORK not in page and "Compare…" in page
-        refused = api.post(f"/api/runs/{run.pk}/fork", {"node": node, "iteration": 1})
-        assert refused.status_code == 409, refused.body
-        assert words in str(refused.body)
+    _finished(driven, "drafter", "agent")
+    assert client.get(driven.get_absolute_url()).content.decode().count(FORK) == 2
+    refused = client_for(operator).post(
+        f"/api/runs/{driven.pk}/fork", {"node": "drafter", "iteration": 1}
+    )
+    assert refused.status_code == 409 and "not a step of any loop iteration" in str(refused.body)
+    # An agent call outside any loop, in a run that is not driven, is still not offered.
+    solo = services.start_run(bundled["guided-refine"], user=operator, message="m")
+    _finished(solo, "solo", "agent")
+    assert FORK not in client.get(solo.get_absolute_url()).content.decode()
+    refused = client_for(operator).post(
+        f"/api/runs/{solo.pk}/fork", {"node": "solo", "iteration": 1}
+    )
+    assert refused.status_code == 409 and "not inside a loop" in str(refused.body)
 
 
 def test_inbox_draws_a_sparkline_for_step_machine_and_driven_loops(client, make_recipe, operator):

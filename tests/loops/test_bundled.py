@@ -30,3 +30,26 @@ def test_launch_note_starts_iterates_with_feedback_and_finishes(live_worker, bun
     assert loop.result == third.output
     answer = run.iterations.get(node_id="host").output
     assert "Satisfied after 3 iterations; finished." in answer
+
+
+def test_a_fork_of_launch_note_is_judged_and_finished_by_its_demo_host(
+    live_worker, bundled, operator
+):
+    """In a fork the loop is already open (the fork ran its next iteration with the
+    person's feedback): the demo host closes that loop instead of saying no loop ran."""
+    from runs.actor import Actor
+    from runs.fork import fork_run
+
+    run = wait_run(services.start_run(bundled["launch-note"], user=operator, message="Widget"))
+    assert run.status == "completed", run.error
+    fork = fork_run(
+        run, Actor.operator(operator, "console"), node="drafter", iteration=1, feedback="Shorter."
+    )
+    fork = wait_run(fork, "completed", "failed", "cancelled")
+    assert fork.status == "completed", fork.error
+    loop = Loop.objects.get(run=fork)
+    assert (loop.status, loop.iteration_count) == ("completed", 2)
+    assert loop.iterations.get(number=2).input["feedback"] == "Shorter."
+    answer = fork.iterations.filter(node_id="host", carried_from=None).get().output
+    assert "no loop ran" not in answer
+    assert "Satisfied after 2 iterations; finished." in answer
