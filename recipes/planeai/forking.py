@@ -16,7 +16,7 @@ recorded in the new run (by turn k+1 or later) is taken.
 from __future__ import annotations
 
 from recipes.formats.planeai_spec import SESSION_KIND
-from runs import dispatch
+from runs import budget, dispatch
 from runs.budget import HOLD
 from runs.errors import Conflict
 from runs.executor.spec import spec_for
@@ -28,6 +28,7 @@ from .machine import MachineState, machine_row
 from .sessions import send_turn
 from .steps import StepContext
 from .templates import RenderError, render
+from .worktrees import own_worktrees
 
 SESSION_STEPS = ("session.create", "session.prompt")
 FINISHED = (Iteration.Status.COMPLETED, Iteration.Status.TIMED_OUT, Iteration.Status.FAILED)
@@ -35,8 +36,7 @@ FEEDBACK_HEADING = "## Feedback from a person"
 
 
 def check(point) -> None:
-    """A turn the machine sent (and logged its position with), from a step with a next
-    step, in a role outside a git worktree of its own."""
+    """A turn the machine sent (and logged its position with)."""
     _position(point)
 
 
@@ -58,12 +58,10 @@ def _position(point):
         ) from None
     if step.kind not in SESSION_STEPS:
         raise Conflict(f"{where} was sent by {step.id}, which sends no turn.")
-    if not (step.next or spec.following(step.id)):
-        raise Conflict(f"{step.id} is the last step: nothing would go on after the new turn.")
-    if spec.roles[point.row.node_id].isolation == "worktree":
+    if point.row.state.get("isolation") == "worktree" and not point.row.state.get("base"):
         raise Conflict(
-            f"the {point.row.node_id} role works in its own git worktree, which a fork does "
-            "not copy yet: fork from a turn of a role in the project or read-only."
+            f"{where} works in a git worktree opened before the console recorded where "
+            "worktrees begin: it cannot be forked (sessions opened since can)."
         )
     return sent, step, spec
 
@@ -85,6 +83,8 @@ def _turn_sent(point) -> dict | None:
 def carry(new, point, counts: dict) -> None:
     sent, step, spec = _position(point)
     sessions = _carry_sessions(new, point)
+    repository = new.workdir if is_repository(new.workdir) else None
+    own_worktrees(new, point.old, sessions.values(), repository)
     row = machine_row(new, lock=True)  # start_run made it: pending, not started
     state = MachineState(
         current=step.id,
@@ -95,8 +95,11 @@ def carry(new, point, counts: dict) -> None:
         consumed_seq=new.last_seq,  # handoffs recorded from now on (see the docstring)
     )
     state.progressed()
-    repository = new.workdir if is_repository(new.workdir) else None
     ctx = StepContext(new, row, spec, state, repository)
+    # A fork's history is not charged to its budget (runs.budget.spent): with nothing spent
+    # yet this only refuses a budget that allows no turn at all, as send_prompt would.
+    if not budget.allows_next_iteration(new, row, {"action": "node"}):
+        raise Conflict("the run's budget allows no turn: give the fork a larger one")
     send_turn(
         ctx, sessions[point.row.pk], _prompt(ctx, step, point), reused=True, feedback=point.feedback
     )
@@ -104,7 +107,9 @@ def carry(new, point, counts: dict) -> None:
     new.append_event(
         "tick", step.id, number=state.ticks, kind=step.kind, round=state.round, result="advance"
     )
-    state.current = step.next or spec.following(step.id)
+    state.current = step.next or spec.following(step.id) or ""
+    if not state.current:  # the last step: the machine ends once the new turn has finished
+        state.finishing = step.id
     state.save(row)
     counts["iterations"] = Iteration.objects.filter(run=new, carried_from__isnull=False).count()
     dispatch.send_on_commit("advance_run", new.pk)  # the machine starts where it stands

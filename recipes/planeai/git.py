@@ -24,7 +24,9 @@ __all__ = [
     "default_branch",
     "head",
     "is_repository",
+    "remove_worktree",
     "role_worktree_path",
+    "set_branch",
 ]
 
 
@@ -146,3 +148,16 @@ def changes(workdir: str | Path, since: str) -> dict | None:
         "diff": patch[:PATCH_LIMIT],
         "truncated": len(patch) > PATCH_LIMIT,
     }
+
+
+def set_branch(repository: str | Path, name: str, commit: str) -> None:
+    """Point `name` at `commit`, creating it or moving it (never one checked out)."""
+    name = check_branch(repository, name)
+    _ok(git("branch", "--force", name, commit, cwd=repository), f"git branch {name}")
+
+
+def remove_worktree(repository: str | Path, path: Path | None, branch: str) -> None:
+    """Undo add_worktree or set_branch (best effort): a fork that failed leaves neither."""
+    if path is not None:
+        git("worktree", "remove", "--force", str(path), cwd=repository)
+    git("branch", "-D", branch, cwd=repository)

@@ -35,6 +35,7 @@ class MachineState:
     progress_at: str | None = None
     gates_step: str = ""  # a gates.run whose commands are running
     ended_at_step: str = ""
+    finishing: str = ""  # past this last step, waiting for the turns it sent to finish
 
     @classmethod
     def of(cls, row: NodeRun) -> MachineState:
@@ -104,6 +105,30 @@ def end(run: Run, row: NodeRun, status: str, reason: str = "") -> None:
         from . import review
 
         review.open_request(run, state)
+
+
+def steps_ran_out(run: Run, row: NodeRun, state: MachineState, last_step: str) -> None:
+    """Past the last step: the machine ends, once the turns still in flight have finished
+    (each finishing turn ticks the machine again; `_one_tick` calls here)."""
+    state.current, state.finishing = "", last_step
+    in_flight = [
+        session.node_id
+        for session in NodeRun.objects.filter(
+            run=run, kind=SESSION_KIND, status=NodeRun.Status.RUNNING
+        )
+        if busy(session)
+    ]
+    if in_flight:
+        reason = f"the steps ended after {last_step}: waiting for {', '.join(in_flight)}"
+        if state.waiting != reason:
+            run.append_event("step_waiting", last_step, reason=reason)
+        state.waiting = reason
+        state.save(row)
+        return
+    state.current = last_step  # recorded as ended_at_step
+    state.finishing = ""
+    state.save(row)
+    end(run, row, "completed_unreviewed", f"the steps ended after {last_step}")
 
 
 def close_idle_sessions(run: Run, reason: str) -> None:

@@ -54,7 +54,7 @@ def start(run: Run, row: NodeRun) -> None:
             return
         spec = spec_for(run)
         state = MachineState.of(row)
-        if not state.current:
+        if not state.current and not state.finishing:
             state.current = spec.steps[0].id
             state.progressed()
             run.append_event(
@@ -95,6 +95,10 @@ def _one_tick(run_id: int, report: TickReport):
             report.stopped = report.stopped or "the run is not active"
             return None
         row = machine.machine_row(run, lock=True)
+        if row is not None and row.status == NodeRun.Status.RUNNING and row.state.get("finishing"):
+            machine.steps_ran_out(run, row, MachineState.of(row), row.state["finishing"])
+            report.stopped = "the steps ended"
+            return None
         if row is None or row.status != NodeRun.Status.RUNNING or not row.state.get("current"):
             report.stopped = "the machine is not running (waiting at a gate, or not started)"
             return None
@@ -188,8 +192,7 @@ def _apply(run, row, state: MachineState, step, outcome, report: TickReport):
         report.stopped = f"waiting for a person at {step.id}"
         return None
     if outcome.next is None:
-        state.save(row)
-        machine.end(run, row, "completed_unreviewed", f"the steps ended after {step.id}")
+        machine.steps_ran_out(run, row, state, step.id)
         report.stopped = "the steps ended"
         return None
     state.current = outcome.next
@@ -254,7 +257,7 @@ def gate_decided(run: Run, gate: Gate, row: NodeRun, status: str, actor) -> None
     state.save(row)
     row.unpause()
     if not state.current:
-        machine.end(run, row, "completed_unreviewed", f"the steps ended after {step.id}")
+        machine.steps_ran_out(run, row, state, step.id)
         return
     from runs import dispatch
 

@@ -84,7 +84,7 @@ def _open(ctx, role_id: str, branch: str | None) -> NodeRun:
     generation = (previous.generation + 1) if previous else 0  # shown as session #1
     repository = ctx.repository
     default_workdir = str(run_folders(run)[0])
-    workdir, used_branch = repository or default_workdir, None
+    workdir, used_branch, started_at_commit = repository or default_workdir, None, None
     if role.isolation == "worktree":
         if not repository:
             raise StepFailed(
@@ -96,6 +96,9 @@ def _open(ctx, role_id: str, branch: str | None) -> NodeRun:
         base = (previous.state.get("branch") if previous else None) or "HEAD"
         try:
             git.add_worktree(repository, path, used_branch, base=base)
+            # Where the worktree began: a fork from one of its turns before any commit
+            # starts the fork's own worktree here (recipes/planeai/forking.py).
+            started_at_commit = git.head(path)
         except git.GitError as exc:
             raise StepFailed(str(exc)) from None
         workdir = str(path)
@@ -120,6 +123,7 @@ def _open(ctx, role_id: str, branch: str | None) -> NodeRun:
             "read_only": role.read_only,
             "round": state.round,
             "session_id": "",
+            **({"base": started_at_commit} if started_at_commit else {}),
         },
     )
     run.append_event(

@@ -145,7 +145,13 @@ def _done(it: Iteration, outcome, changes: dict | None) -> None:
         )
         if changes:
             # The same event a run's worktree records: the iteration card shows the diff.
-            run.append_event("worktree_diff", row.node_id, iteration=it.number, **changes)
+            run.append_event(
+                "worktree_diff",
+                row.node_id,
+                iteration=it.number,
+                session=row.generation + 1,
+                **changes,
+            )
         _after_turn(run, row)
 
 

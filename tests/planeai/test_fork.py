@@ -5,13 +5,14 @@ feedback; the original is untouched. Roles are the scripted command agent."""
 
 import pytest
 
+from recipes.formats.planeai_spec import SESSION_KIND
 from runs import services
 from runs.actor import Actor
 from runs.errors import Conflict
 from runs.models import Iteration
 from tests.api.conftest import client_for
 from tests.console.conftest import login
-from tests.planeai.conftest import calls, events, machine, settled
+from tests.planeai.conftest import calls, events, git, machine, settled
 
 pytestmark = pytest.mark.worker
 
@@ -134,3 +135,103 @@ def test_a_turn_without_the_machine_position_is_refused(original, operator):
     original.events.filter(kind="turn_sent", data__turn=1).delete()
     with pytest.raises(Conflict, match="position"):
         services.fork_run(original, Actor.operator(operator, "api"), node="maker", iteration=1)
+
+
+IN_WORKTREES = """
+schema: planeai.loop.recipe.v1
+id: drafted
+name: Drafted, then polished, in a worktree
+roles:
+  maker: {provider: scripted, mode: write}
+steps:
+  - id: make
+    kind: session.create
+    role: maker
+    prompt: |
+      Make it.
+      @write *: draft.txt: first draft
+      @handoff *: completed: made
+  - {id: wait_make, kind: handoff.wait, from: maker, on: {completed: polish}}
+  - id: polish
+    kind: session.prompt
+    role: maker
+    select: latest
+    prompt: |
+      Polish it.
+      @write *: draft.txt: polished
+      @handoff *: completed: polished
+  - {id: wait_polish, kind: handoff.wait, from: maker, on: {completed: done}}
+  - {id: done, kind: loop.status, status: approved}
+"""
+
+
+def test_a_role_in_its_own_worktree_forks_into_a_worktree_of_the_fork(
+    live_worker, scripted, plane_recipe, operator, repo
+):
+    original = settled(
+        services.start_run(plane_recipe(IN_WORKTREES), user=operator, workdir=str(repo)),
+        "approved",
+    )
+    theirs = f"loop/{original.pk}/maker-r1"
+    their_head = git("rev-parse", theirs, cwd=repo).strip()
+    assert git("show", f"{theirs}:draft.txt", cwd=repo) == "polished"
+
+    fork = services.fork_run(
+        original,
+        Actor.operator(operator, "console"),
+        node="maker",
+        iteration=1,
+        feedback="Keep a note too.\n@write *: note.txt: from the fork",
+    )
+    settled(fork, "approved")
+    ours = f"loop/{fork.pk}/maker-r1"
+    # The fork's turns ran in the fork's own worktree, on its own branch, which began where
+    # the original's stood after turn 1 (the first draft, not the polish that came later).
+    first, second = calls(fork)
+    assert first["cwd"].endswith(f"runs/{fork.pk}/roles/maker-r1") and first["turn"] == 2
+    assert "Make it." in first["prompt"] and "Keep a note too." in first["prompt"]
+    log = git("log", "--format=%s", ours, cwd=repo).splitlines()
+    assert log[:3] == [
+        f"loop run {fork.pk}: maker turn 3",
+        f"loop run {fork.pk}: maker turn 2",
+        f"loop run {original.pk}: maker turn 1",
+    ]
+    assert git("show", f"{ours}:note.txt", cwd=repo) == "from the fork"
+    assert git("show", f"{ours}:draft.txt", cwd=repo) == "polished"  # turn 3, polish again
+    # The original's branch and worktree did not move.
+    assert git("rev-parse", theirs, cwd=repo).strip() == their_head
+    assert "note.txt" not in git("ls-tree", "--name-only", theirs, cwd=repo)
+    diffs = fork.events.filter(kind="worktree_diff", step="maker").order_by("seq")
+    assert [(d.data["session"], d.data["iteration"]) for d in diffs] == [(1, 2), (1, 3)]
+
+
+def test_a_worktree_session_opened_before_bases_were_recorded_is_refused(
+    live_worker, scripted, plane_recipe, operator, repo
+):
+    original = settled(
+        services.start_run(plane_recipe(IN_WORKTREES), user=operator, workdir=str(repo)),
+        "approved",
+    )
+    session = original.nodes.get(node_id="maker", kind=SESSION_KIND)
+    session.state.pop("base")
+    session.save(update_fields=["state"])
+    with pytest.raises(Conflict, match="worktree opened before"):
+        services.fork_run(original, Actor.operator(operator, "api"), node="maker", iteration=1)
+    assert not original.forks.exists()
+
+
+def test_a_turn_from_the_last_step_forks_and_the_fork_ends_after_it(
+    live_worker, scripted, plane_recipe, operator
+):
+    last = REVIEWED.split("  - id: wait_review")[0].replace("id: reviewed", "id: last-turn")
+    original = settled(
+        services.start_run(plane_recipe(last), user=operator, message="m"),
+        "completed_unreviewed",
+    )
+    fork = services.fork_run(
+        original, Actor.operator(operator, "api"), node="maker", iteration=2, feedback="again"
+    )
+    settled(fork, "completed_unreviewed")
+    *_, new = turns(fork)
+    assert new.number == 3 and new.status == Iteration.Status.COMPLETED
+    assert "again" in new.prompt and machine(fork).ended_at_step == "review"

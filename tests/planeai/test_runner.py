@@ -432,3 +432,35 @@ def test_gates_run_routes_and_truncates_its_output(live_worker, plane_recipe, op
     full = Path(log).read_text()
     assert "x" * 300000 + "\nLAST LINE" in full and "[gate noisy: exit 2]" in full
     assert "needs_human at step stop" in run.error or "set the run to needs_human" in run.error
+
+
+ENDS_WITH_A_TURN = """
+schema: planeai.loop.recipe.v1
+id: ends-with-a-turn
+name: Ends with a turn
+roles:
+  maker: {provider: scripted, mode: write, isolation: project}
+steps:
+  - id: make
+    kind: session.create
+    role: maker
+    prompt: |
+      Make it.
+      @say *: made it
+"""
+
+
+def test_past_the_last_step_the_run_ends_after_the_turn_in_flight(
+    live_worker, scripted, plane_recipe, operator
+):
+    run = settled(
+        services.start_run(plane_recipe(ENDS_WITH_A_TURN), user=operator, message="m"),
+        "completed_unreviewed",
+    )
+    # The machine waited for the turn the last step sent, instead of cancelling it.
+    (turn,) = Iteration.objects.filter(run=run, node_id="maker")
+    assert turn.status == Iteration.Status.COMPLETED and "made it" in turn.output
+    assert [c["turn"] for c in calls(run)] == [1]
+    assert machine(run).ended_at_step == "make" and not machine(run).finishing
+    (waited,) = events(run, "step_waiting")
+    assert waited.data["reason"] == "the steps ended after make: waiting for maker"
