@@ -33,9 +33,9 @@ run: install
 	@$(PY) manage.py serve --port $(PORT)
 
 ## The whole suite (PostgreSQL + Redis when DATABASE_URL / REDIS_URL are set).
-## TEST_WORKERS=2: pytest-xdist processes, each with its own database, queue, Celery worker
-## and data folder (see docs/performance.md for when it pays).
-TEST_WORKERS ?= 0
+## TEST_WORKERS (default 4): pytest-xdist processes, each with its own database, queue,
+## Celery worker and data folder; TEST_WORKERS=0 runs serially (docs/performance.md).
+TEST_WORKERS ?= 4
 test: dev
 	@mkdir -p $(LOOP_TEST_DATA)
 	LOOP_TESTING=1 LOOP_DATA_DIR=$(LOOP_TEST_DATA) LOOP_QUEUE=loop-console-test-$$$$ \

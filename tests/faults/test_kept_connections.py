@@ -52,6 +52,9 @@ def test_a_worker_keeps_its_connections_from_one_task_to_the_next(fault_engine, 
     assert second.events.filter(kind="iteration_started").count() == 6
     after_second = backends(name)
     # Celery's default closes every connection after each task: none would be left, and
-    # each of the second run's tasks would have opened its own.
+    # each of the second run's tasks would have opened its own. Which of the two pool
+    # processes takes a task is the broker's choice: one may have its first task only in
+    # the second run, so that run may add a connection, but none is replaced.
     assert after_first, "the worker closed its connections after its tasks"
-    assert after_second == after_first, "the second run's tasks opened new connections"
+    assert after_first <= after_second, "a connection of the first run's tasks was closed"
+    assert len(after_second) <= 2, "the second run's tasks opened new connections"
