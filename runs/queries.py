@@ -215,7 +215,7 @@ def gate_state(run: Run) -> dict:
 def iterations(run: Run, *, before: int | None = None) -> tuple[list[Iteration], int | None]:
     """A page of the run's iterations, newest first, each with the diff against the
     previous iteration of the same node."""
-    rows = run.iterations.order_by("-id")
+    rows = run.iterations.select_related("node_run").order_by("-id")  # cards ask can_fork
     if before:
         rows = rows.filter(pk__lt=before)
     page, more = take_page(rows, TIMELINE_PAGE)
@@ -236,9 +236,13 @@ def _attach_worktree_diffs(run: Run, page: list[Iteration]) -> None:
         step__in={it.node_id for it in page},
         data__iteration__in=sorted({it.number for it in page}),
     ).values_list("step", "data")
-    by_key = {(step, data.get("iteration")): data for step, data in found}
+    # A step machine's session turns are numbered per session: their diffs name the session.
+    by_key = {(step, data.get("iteration"), data.get("session")): data for step, data in found}
     for it in page:
-        it.worktree_diff = by_key.get((it.node_id, it.number))
+        session = it.node_run.generation + 1
+        it.worktree_diff = by_key.get((it.node_id, it.number, session)) or by_key.get(
+            (it.node_id, it.number, None)
+        )
 
 
 def usage(run: Run, *, own_only: bool = False, with_count: bool = False) -> dict:

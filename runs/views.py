@@ -4,7 +4,6 @@ that redirects back to the run with a message."""
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import prefetch_related_objects
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -123,7 +122,6 @@ def _event_log(run):
 
 def _timeline(run, before=None):
     page, older = queries.iterations(run, before=before)
-    prefetch_related_objects(page, "node_run")  # each card asks it.can_fork (runs.fork)
     return {"iterations": page, "older": older}
 
 

@@ -169,6 +169,24 @@ def test_first_screen_query_count_does_not_grow_with_iterations(client, viewer, 
     assert "Load older iterations" in body
 
 
+def test_an_operators_run_page_asks_no_query_per_iteration_card(client, operator, guided_run):
+    """Each card of an operator's page offers "Fork from here" when its node allows it: that
+    is read from the iterations' own query, not asked once per card."""
+    run, row = guided_run
+    _thousand_iterations(run, row, count=4)
+    client = login(client, operator)
+    url = reverse("run_detail", args=[run.pk])
+    client.get(url)  # warm caches (content types, permissions)
+    with CaptureQueriesContext(connection) as few:
+        assert client.get(url).status_code == 200
+    Iteration.objects.filter(run=run).delete()
+    _thousand_iterations(run, row, count=16)  # still one page: no "older" link either way
+    with CaptureQueriesContext(connection) as more:
+        response = client.get(url)
+    assert response.content.decode().count("data-fork-link") == 16
+    assert len(more.captured_queries) == len(few.captured_queries)
+
+
 def test_older_iterations_load_on_demand(client, viewer, guided_run):
     run, row = guided_run
     _thousand_iterations(run, row)
