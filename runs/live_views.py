@@ -191,6 +191,11 @@ def _crumbs(run_id: int, after: int, upto: int) -> list[dict]:
         _release_connection()
 
 
+# Off the request's thread-sensitive executor, which the stream let go: a thread-sensitive
+# call here would make the request a new one-thread executor for as long as it stays open.
+_read_crumbs = sync_to_async(_crumbs, thread_sensitive=False)
+
+
 def crumb_sse(crumb: dict) -> str:
     return sse(crumb["kind"], json.dumps(crumb.get("data") or {}), crumb["seq"])
 
@@ -211,7 +216,7 @@ async def _run_events(run_id: int, after: int):
             if message.get("type") == "catch-up" or seq != after + 1:
                 # Opened late, or a seq skipped (published after a later one): the log
                 # has every crumb up to here.
-                crumbs += [crumb_sse(c) for c in await sync_to_async(_crumbs)(run_id, after, seq)]
+                crumbs += [crumb_sse(c) for c in await _read_crumbs(run_id, after, seq)]
                 kinds.add("run_catch_up" if message.get("type") == "catch-up" else "")
             elif is_crumb(message.get("kind", "")):
                 crumbs.append(crumb_sse(message))
