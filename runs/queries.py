@@ -215,7 +215,9 @@ def gate_state(run: Run) -> dict:
 def iterations(run: Run, *, before: int | None = None) -> tuple[list[Iteration], int | None]:
     """A page of the run's iterations, newest first, each with the diff against the
     previous iteration of the same node."""
-    rows = run.iterations.select_related("node_run").order_by("-id")  # cards ask can_fork
+    # Prefetched, not joined: the cards of one node share its row, which caches what
+    # can_fork asks of it (loops.forking.is_driven_step).
+    rows = run.iterations.prefetch_related("node_run").order_by("-id")
     if before:
         rows = rows.filter(pk__lt=before)
     page, more = take_page(rows, TIMELINE_PAGE)

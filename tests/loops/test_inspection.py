@@ -176,6 +176,28 @@ def test_pages_cost_the_same_queries_for_many_loops_and_iterations(
         assert client.get(reverse("run_detail", args=[run.pk])).status_code == 200
 
 
+def test_an_operators_run_page_asks_no_query_per_pipeline_step(client, operator, driven_run):
+    """Each step's card asks whether it can be forked (is its row a driven run's step?):
+    asked once per node, not once per card."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    run, _, turn = driven_run
+    drive(run, turn, iterations=2)
+    client = login(client, operator)
+    url = reverse("run_detail", args=[run.pk])
+    client.get(url)  # warm caches (content types, permissions)
+    with CaptureQueriesContext(connection) as few:
+        client.get(url)
+    for _ in range(3):  # still under a page of the timeline (20 cards)
+        drive(run, turn, iterations=2)
+    assert Iteration.objects.filter(run=run).count() < 20
+    with CaptureQueriesContext(connection) as more:
+        body = client.get(url).content.decode()
+    assert body.count("data-fork-link") == 8  # one per loop iteration: its last step
+    assert len(more) == len(few)
+
+
 def test_the_run_page_shows_the_loops_and_refreshes_them(client, viewer, driven_run):
     run, _, turn = driven_run
     loop = drive(run, turn, status="open", iterations=1)
