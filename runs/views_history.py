@@ -37,12 +37,13 @@ def fork_links(run: Run) -> dict:
 
 def _fork_context(run: Run, it: Iteration, **extra) -> dict:
     row = it.node_run
-    workflow = run.recipe.kind != "python"
+    workflow = run.recipe.kind == "workflow"  # $LOOP_USER_INPUT is the workflow's name for it
     template = (row.state or {}).get("prompt_template", "") if row.kind == "loop" else ""
     return {
         "run": run,
         "it": it,
         "is_workflow": workflow,
+        "is_step_machine": run.recipe.kind == "planeai",
         # A driven loop is forked with feedback only (loops/forking.py).
         "prompt_editable": row.kind in ("loop", "agent") and run.recipe.kind != "driven",
         "prompt": template,

@@ -122,7 +122,11 @@ def test_fork_a_step_machine_from_the_api_and_the_page(original, operator, clien
     assert f"/runs/{fork.pk}/" in client.get(original.get_absolute_url()).content.decode()
     # The link's form: feedback for the next turn, the fork opens.
     form = f"/runs/{original.pk}/fork/"
-    assert client.get(form, {"node": "maker", "iteration": 2}).status_code == 200
+    shown = client.get(form, {"node": "maker", "iteration": 2})
+    assert shown.status_code == 200
+    # Where the feedback goes, in the machine's words (no workflow variable to name).
+    assert "under “Feedback from a person”" in shown.content.decode()
+    assert "$LOOP_USER_INPUT" not in shown.content.decode()
     opened = client.post(form, {"node": "maker", "iteration": 2, "feedback": "once more"})
     assert opened.status_code == 302
     again = original.forks.order_by("-id").first()
