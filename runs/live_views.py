@@ -191,9 +191,14 @@ def _crumbs(run_id: int, after: int, upto: int) -> list[dict]:
         _release_connection()
 
 
-# Off the request's thread-sensitive executor, which the stream let go: a thread-sensitive
-# call here would make the request a new one-thread executor for as long as it stays open.
-_read_crumbs = sync_to_async(_crumbs, thread_sensitive=False)
+async def _read_crumbs(run_id: int, after: int, upto: int) -> list[dict]:
+    """Thread-sensitive like every read of the request (so it shares the request's
+    connection and what it sees), and the thread it gets let go again at once: a page
+    opened behind its run would otherwise hold a thread for as long as it stays open."""
+    try:
+        return await sync_to_async(_crumbs)(run_id, after, upto)
+    finally:
+        _let_the_request_thread_go()
 
 
 def crumb_sse(crumb: dict) -> str:
