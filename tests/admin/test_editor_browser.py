@@ -1,7 +1,7 @@
 """The source editor in a real browser: line numbers, error lines marked, no CSP breakage."""
 
 import pytest
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import expect, sync_playwright
 
 from recipes.models import Recipe
 
@@ -53,14 +53,16 @@ def test_editor_numbers_lines_and_marks_errors(page, live_server, admin_user, ma
     page.goto(f"{live_server.url}/admin/recipes/recipe/{recipe.pk}/change/")
 
     gutter = page.locator(".recipe-editor-gutter div")
-    assert gutter.count() == GOOD.count("\n") + 1
+    # The gutter is drawn by the page's script: wait for it (a busy machine runs it late).
+    expect(gutter).to_have_count(GOOD.count("\n") + 1)
     page.fill("textarea.recipe-source", BROKEN)
-    assert gutter.count() == BROKEN.count("\n") + 1
+    expect(gutter).to_have_count(BROKEN.count("\n") + 1)
 
     page.click("input[name=_continue]")
     assert "line 6" in page.locator(".errorlist").first.inner_text()
     marked = page.locator(".recipe-editor-gutter .has-error")
-    assert marked.count() == 1 and marked.inner_text() == "6"
+    expect(marked).to_have_count(1)
+    expect(marked).to_have_text("6")
     assert page.csp_errors == []
     assert Recipe.objects.get(pk=recipe.pk).source == GOOD
 
