@@ -86,8 +86,28 @@ def settled(run, *states, timeout: float = 120):
         busy = Iteration.objects.filter(run=run, status__in=["pending", "running"]).exists()
         return run.status in states and not busy
 
-    wait_for(done, timeout, message=f"run {run.pk} to settle in {states}")
+    try:
+        wait_for(done, timeout, message=f"run {run.pk} to settle in {states}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{_where_it_stands(run)}") from None
     return run
+
+
+def _where_it_stands(run) -> str:
+    """What a run that did not settle was doing: its status, the machine's position and
+    its turns, and its last events (a failure under load says why without a rerun)."""
+    from runs.models import Iteration, NodeRun
+
+    run.refresh_from_db()
+    lines = [f"status {run.status} {run.error!r}"]
+    for row in NodeRun.objects.filter(run=run).order_by("id"):
+        state = {k: row.state.get(k) for k in ("current", "waiting", "finishing") if k in row.state}
+        lines.append(f"node {row.node_id} #{row.generation + 1} {row.kind} {row.status} {state}")
+    for it in Iteration.objects.filter(run=run).order_by("id"):
+        lines.append(f"turn {it.node_id} {it.number} {it.status} attempts={it.attempts}")
+    for event in run.events.order_by("-seq")[:15][::-1]:
+        lines.append(f"event {event.seq} {event.kind} {event.step} {event.data}")
+    return "\n".join(lines)
 
 
 def wait_event(run, kind: str, count: int = 1):
