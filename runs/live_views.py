@@ -124,7 +124,7 @@ def _let_the_request_thread_go() -> None:
     calls (middleware, the view's reads) get a one-thread executor that lives as long as
     the request. A stream is a request that lasts: a thousand open pages held a thousand
     idle threads (most of the ~100 KB each page cost). Once the stream starts, that
-    thread is let go (after the stream's one read, its catch-up point)."""
+    thread is let go after each of the stream's reads (`_stream_read`)."""
     from asgiref.sync import SyncToAsync
 
     context = SyncToAsync.thread_sensitive_context.get(None)
@@ -191,12 +191,12 @@ def _crumbs(run_id: int, after: int, upto: int) -> list[dict]:
         _release_connection()
 
 
-async def _read_crumbs(run_id: int, after: int, upto: int) -> list[dict]:
-    """Thread-sensitive like every read of the request (so it shares the request's
-    connection and what it sees), and the thread it gets let go again at once: a page
-    opened behind its run would otherwise hold a thread for as long as it stays open."""
+async def _stream_read(read, *args):
+    """A database read from inside an open stream: thread-sensitive like every read of the
+    request (so it shares the request's connection and sees what it sees), and the thread
+    it gets is let go again at once, so an open stream holds none."""
     try:
-        return await sync_to_async(_crumbs)(run_id, after, upto)
+        return await sync_to_async(read)(*args)
     finally:
         _let_the_request_thread_go()
 
@@ -221,7 +221,7 @@ async def _run_events(run_id: int, after: int):
             if message.get("type") == "catch-up" or seq != after + 1:
                 # Opened late, or a seq skipped (published after a later one): the log
                 # has every crumb up to here.
-                crumbs += [crumb_sse(c) for c in await _read_crumbs(run_id, after, seq)]
+                crumbs += [crumb_sse(c) for c in await _stream_read(_crumbs, run_id, after, seq)]
                 kinds.add("run_catch_up" if message.get("type") == "catch-up" else "")
             elif is_crumb(message.get("kind", "")):
                 crumbs.append(crumb_sse(message))
@@ -305,8 +305,7 @@ async def _messages(channel: str, coalesce: float, run_id: int | None = None):
         return
     async with live_hub.hub().listen(channel, coalesce) as listener:
         if run_id is not None:
-            seq = await _last_seq(run_id) or 0
-            _let_the_request_thread_go()  # nothing in the stream needs it from here on
+            seq = await _stream_read(_read_last_seq, run_id) or 0
             yield [{"type": "catch-up", "seq": seq}, *await live_hub.output_snapshot(run_id)]
         else:
             _let_the_request_thread_go()

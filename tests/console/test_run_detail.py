@@ -145,21 +145,28 @@ def _thousand_iterations(run, row, count=1000):
     )
 
 
+def _queries_with(client, run, row, *counts):
+    """The run page's query count with each of `counts` iterations in turn, and the last
+    answer."""
+    url = reverse("run_detail", args=[run.pk])
+    seen, response = [], None
+    for count in counts:
+        Iteration.objects.filter(run=run).delete()
+        _thousand_iterations(run, row, count=count)
+        if not seen:
+            client.get(url)  # warm caches (content types, permissions)
+        with CaptureQueriesContext(connection) as captured:
+            response = client.get(url)
+        assert response.status_code == 200
+        seen.append(len(captured.captured_queries))
+    return seen, response
+
+
 def test_first_screen_query_count_does_not_grow_with_iterations(client, viewer, guided_run):
     run, row = guided_run
-    _thousand_iterations(run, row, count=30)
-    client = login(client, viewer)
-    url = reverse("run_detail", args=[run.pk])
-    client.get(url)  # warm caches (content types, permissions)
-    with CaptureQueriesContext(connection) as small:
-        assert client.get(url).status_code == 200
-    Iteration.objects.filter(run=run).delete()
-    _thousand_iterations(run, row)
-    with CaptureQueriesContext(connection) as big:
-        response = client.get(url)
-    assert response.status_code == 200
-    assert len(big.captured_queries) == len(small.captured_queries)
-    assert len(big.captured_queries) <= 20
+    (small, big), response = _queries_with(login(client, viewer), run, row, 30, 1000)
+    assert big == small
+    assert big <= 20
     body = response.content.decode()
     assert (
         "iteration 1000" in body
@@ -173,18 +180,10 @@ def test_an_operators_run_page_asks_no_query_per_iteration_card(client, operator
     """Each card of an operator's page offers "Fork from here" when its node allows it: that
     is read from the iterations' own query, not asked once per card."""
     run, row = guided_run
-    _thousand_iterations(run, row, count=4)
-    client = login(client, operator)
-    url = reverse("run_detail", args=[run.pk])
-    client.get(url)  # warm caches (content types, permissions)
-    with CaptureQueriesContext(connection) as few:
-        assert client.get(url).status_code == 200
-    Iteration.objects.filter(run=run).delete()
-    _thousand_iterations(run, row, count=16)  # still one page: no "older" link either way
-    with CaptureQueriesContext(connection) as more:
-        response = client.get(url)
+    # 16 cards are still one page: no "older" link either way.
+    (few, more), response = _queries_with(login(client, operator), run, row, 4, 16)
     assert response.content.decode().count("data-fork-link") == 16
-    assert len(more.captured_queries) == len(few.captured_queries)
+    assert more == few
 
 
 def test_older_iterations_load_on_demand(client, viewer, guided_run):
