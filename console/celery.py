@@ -3,13 +3,35 @@
 import os
 
 from celery import Celery
-from celery.signals import task_postrun, worker_init, worker_ready, worker_shutdown
+from celery.signals import (
+    task_postrun,
+    worker_init,
+    worker_process_init,
+    worker_ready,
+    worker_shutdown,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
 app = Celery("console")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_init.connect
+def keep_secrets(**_) -> None:
+    """No process of the same user reads this worker's environment or memory (the pool's
+    processes inherit it; they say so again below, in case a pool does not fork)."""
+    from console.secrets import protect_process
+
+    protect_process()
+
+
+@worker_process_init.connect
+def keep_secrets_in_pool(**_) -> None:
+    from console.secrets import protect_process
+
+    protect_process()
 
 
 @worker_init.connect
@@ -42,11 +64,25 @@ def drop_broken_connections(**_) -> None:
 
 @worker_ready.connect
 def start_heartbeat(sender=None, **_) -> None:
-    """Write this worker's heartbeat for /metrics (runs/executor/heartbeat.py)."""
+    """Write this worker's heartbeat for /metrics (runs/executor/heartbeat.py), with
+    whether its steps and agents run sandboxed, which it also logs."""
+    import logging
+
+    from runs import sandbox
     from runs.executor import heartbeat
 
     app.loop_worker_name = getattr(sender, "hostname", "") or "worker"
-    heartbeat.start(app.loop_worker_name)
+    state = sandbox.status()
+    log = logging.getLogger("console.worker")
+    if state.active:
+        log.info("steps and agents run sandboxed (%s)", state.detail)
+    else:
+        log.warning(
+            "steps and agents run WITHOUT a sandbox: %s. They can read this machine's "
+            "files and processes as the worker's user (see docs/security.md, The sandbox)",
+            state.detail,
+        )
+    heartbeat.start(app.loop_worker_name, sandbox=state)
 
 
 @worker_shutdown.connect

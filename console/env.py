@@ -39,7 +39,10 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 
 def env_url(name: str, schemes: tuple[str, ...]) -> str | None:
-    raw = os.getenv(name)
+    """A URL that may carry a password: from NAME, or from the file NAME_FILE names."""
+    from console.secrets import secret
+
+    raw = secret(name)
     if raw is None or raw.strip() == "":
         return None
     scheme = raw.split("://", 1)[0] if "://" in raw else ""

@@ -54,6 +54,32 @@ if _NEVER_TO_CHILDREN & set(LOOP_PROVIDER_ENV):
 # network) would let a recipe author reach services behind the worker.
 LOOP_PROVIDER_HOSTS = env_list("LOOP_PROVIDER_HOSTS", ["api.openai.com", "api.anthropic.com"])
 
+# --- The sandbox of child processes (runs/sandbox/, docs/security.md) ------------------------
+# auto: sandbox with bubblewrap when it works here, else run unsandboxed and say so;
+# required: refuse to start a process without it; off: never (and say so).
+LOOP_SANDBOX = os.getenv("LOOP_SANDBOX", "auto").strip().lower() or "auto"
+if LOOP_SANDBOX not in ("auto", "required", "off"):
+    raise ImproperlyConfigured(f"LOOP_SANDBOX must be auto, required or off, not {LOOP_SANDBOX!r}")
+# Whether steps and gate commands may use the network when their recipe does not say.
+LOOP_SANDBOX_NETWORK = os.getenv("LOOP_SANDBOX_NETWORK", "none").strip().lower() or "none"
+if LOOP_SANDBOX_NETWORK not in ("none", "on"):
+    raise ImproperlyConfigured("LOOP_SANDBOX_NETWORK must be none or on")
+# Folders every sandbox shows read-only / read-write, and paths it hides (besides the
+# data folder, the checkout and the host's password and key files).
+LOOP_SANDBOX_READ = env_list("LOOP_SANDBOX_READ", [])
+LOOP_SANDBOX_WRITE = env_list("LOOP_SANDBOX_WRITE", [])
+LOOP_SANDBOX_HIDE = env_list("LOOP_SANDBOX_HIDE", [])
+# Files of the worker's HOME copied into each run's own HOME (an agent CLI's login).
+LOOP_SANDBOX_HOME_COPY = env_list("LOOP_SANDBOX_HOME_COPY", [])
+# The most (and the default) each child process may use; 0: no limit. A recipe's `limits:`
+# may ask for less.
+LOOP_SANDBOX_CPU_SECONDS = env_int("LOOP_SANDBOX_CPU_SECONDS", 3600)
+LOOP_SANDBOX_MEMORY_MB = env_int("LOOP_SANDBOX_MEMORY_MB", 4096)
+LOOP_SANDBOX_PROCESSES = env_int("LOOP_SANDBOX_PROCESSES", 1024)
+for _name in ("LOOP_SANDBOX_CPU_SECONDS", "LOOP_SANDBOX_MEMORY_MB", "LOOP_SANDBOX_PROCESSES"):
+    if globals()[_name] < 0:
+        raise ImproperlyConfigured(f"{_name} must be 0 (no limit) or more")
+
 # --- Notifications (notifications/) -----------------------------------------------------------
 # Where people reach the console: links in notifications are built on it.
 LOOP_BASE_URL = env_url("LOOP_BASE_URL", ("http", "https")) or "http://127.0.0.1:8000"

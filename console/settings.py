@@ -16,6 +16,7 @@ from console.env import env_bool, env_int, env_list, env_url
 # The LOOP_* knobs of the engine, agents, notifications and fault tolerance:
 from console.loop_settings import *  # noqa: F403
 from console.loop_settings import LOOP_VISIBILITY_TIMEOUT
+from console.secrets import secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -34,7 +35,7 @@ if LOOP_DATA_DIR.exists() and not LOOP_DATA_DIR.is_dir():
     raise ImproperlyConfigured(f"LOOP_DATA_DIR must be a directory: {LOOP_DATA_DIR}")
 LOOP_DATA_DIR.mkdir(parents=True, exist_ok=True)
 
-SECRET_KEY = os.getenv("SECRET_KEY") or ""
+SECRET_KEY = secret("SECRET_KEY")
 if not SECRET_KEY:
     # The embedded default keeps a generated key beside its data so sessions survive restarts.
     key_file = LOOP_DATA_DIR / "secret_key"

@@ -14,7 +14,8 @@ logger = logging.getLogger(__name__)
 @require_GET
 def healthz(request):
     """Database and broker reachable: 200, else 503 naming what is down. Anyone may ask,
-    so the answer says only "ok" or "down"; why is in the server's log."""
+    so the answer says only "ok" or "down" (and whether steps run sandboxed, "on" or
+    "off"); why is in the server's log and, for staff, on every page."""
     checks = {}
     try:
         with connection.cursor() as cursor:
@@ -33,8 +34,13 @@ def healthz(request):
         logger.exception("healthz: the broker is unreachable")
         checks["broker"] = "down"
     healthy = all(value == "ok" for value in checks.values())
+    # Not a health condition (the console works), but who runs unsandboxed must be told.
+    from runs.sandbox.report import unsandboxed
+
+    sandbox = "off" if unsandboxed() else "on"
     return JsonResponse(
-        {"status": "ok" if healthy else "down", **checks}, status=200 if healthy else 503
+        {"status": "ok" if healthy else "down", **checks, "sandbox": sandbox},
+        status=200 if healthy else 503,
     )
 
 

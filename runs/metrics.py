@@ -9,7 +9,6 @@ worker heartbeats from Redis (runs/executor/heartbeat.py).
 from __future__ import annotations
 
 import logging
-import time
 from datetime import timedelta
 
 from django.db import connection, transaction
@@ -33,8 +32,6 @@ DECIDED = [Gate.Status.ACCEPTED, Gate.Status.ITERATED, Gate.Status.REJECTED, Gat
 STATEMENT_TIMEOUT_MS = 5000
 # The classic text format (what generate_latest writes), which every Prometheus reads.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-# A worker whose heartbeat is older than this many intervals counts as gone.
-ALIVE_INTERVALS = 3
 
 
 def runs_by_status():
@@ -190,8 +187,6 @@ def queue_depth():
 
 
 def workers():
-    from django.conf import settings
-
     from runs.executor import heartbeat
 
     last = GaugeMetricFamily(
@@ -200,16 +195,24 @@ def workers():
         labels=["worker"],
     )
     alive = GaugeMetricFamily("loop_workers_alive", "Workers heard from recently.")
+    sandboxed = GaugeMetricFamily(
+        "loop_worker_sandboxed",
+        "1 when a worker starts steps and agents in the sandbox, 0 when it runs them "
+        "unsandboxed (see docs/security.md).",
+        labels=["worker"],
+    )
     try:
         beats = heartbeat.read()
+        states = heartbeat.sandbox_states()
     except Exception as exc:  # noqa: BLE001
         log.warning("metrics: worker heartbeats unavailable: %s", exc)
-        beats = {}
-    horizon = time.time() - ALIVE_INTERVALS * settings.LOOP_WORKER_HEARTBEAT_SECONDS
+        beats, states = {}, {}
     for name, at in sorted(beats.items()):
         last.add_metric([name], at)
-    alive.add_metric([], sum(1 for at in beats.values() if at >= horizon))
-    return [last, alive]
+    alive.add_metric([], len(heartbeat.alive(beats)))
+    for name, state in sorted(states.items()):
+        sandboxed.add_metric([name], 1 if state.get("active") else 0)
+    return [last, alive, sandboxed]
 
 
 class ConsoleCollector:

@@ -23,7 +23,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from runs.executor.process import child_env
+from runs.sandbox import child_env
 
 log = logging.getLogger(__name__)
 

@@ -20,14 +20,17 @@ from recipes.formats.planeai_spec import (
     TRIGGER_KINDS,
 )
 from recipes.formats.rule_context import ID_PATTERN, RuleContext, is_blank
+from recipes.formats.sandbox import check_sandbox_fields
 from recipes.planeai import templates
 from recipes.problems import child_path, short_repr
 
-TOP_LEVEL = "schema id name description trigger inputs knowledge tools roles policy steps".split()
+TOP_LEVEL = (
+    "schema id name description trigger inputs knowledge tools roles policy steps network limits"
+).split()
 TRIGGER_FIELDS = ("kind",)
 KNOWLEDGE_FIELDS = ("files", "instructions")
 TOOLS_FIELDS = ("required", "optional")
-ROLE_FIELDS = ("provider", "mode", "isolation", "instructions", "session_reuse")
+ROLE_FIELDS = ("provider", "mode", "isolation", "instructions", "session_reuse", "network")
 POLICY_FIELDS = "max_rounds max_ticks max_sessions stale_after_ms merge_policy auto_approve".split()
 STEP_FIELDS = (
     "id kind role prompt branch from on status next select event_kind gates gate_timeout on_timeout"
@@ -90,6 +93,7 @@ def check_planeai(data: dict, ctx: RuleContext) -> dict:
     _check_knowledge_files(data.get("knowledge"), ctx)
     _only(data.get("tools"), "tools", TOOLS_FIELDS, ctx)
     _check_policy(data.get("policy"), ctx)
+    check_sandbox_fields(data, "", ctx, cleaned)
     roles = _check_roles(data.get("roles"), ctx)
     steps = data.get("steps")
     if steps is None:
@@ -154,6 +158,8 @@ def _check_roles(block: Any, ctx: RuleContext) -> set[str]:
                 ctx.error(path, f"role {short_repr(role_id)} needs a mapping with at least 'mode'")
             continue
         _only(role, path, ROLE_FIELDS, ctx)
+        if "network" in role:
+            check_sandbox_fields({"network": role["network"]}, path, ctx, role)
         if role.get("mode") is None:
             ctx.error(
                 child_path(path, "mode"),

@@ -84,6 +84,8 @@ class RoleSpec(_Spec):
     isolation: Literal[ISOLATIONS] = "worktree"  # type: ignore[valid-type]
     instructions: str | None = None
     session_reuse: bool = True
+    # None: agents have the network (recipes.formats.sandbox); False: `network: none`.
+    network: bool | None = None
 
     @property
     def read_only(self) -> bool:
@@ -160,6 +162,10 @@ class PlaneSpec(_Spec):
     roles: dict[str, RoleSpec] = Field(default_factory=dict)
     policy: PolicySpec = Field(default_factory=PolicySpec)
     steps: list[StepSpec] = Field(min_length=1)
+    # Whether gate commands may use the network, and every process's limits
+    # (recipes.formats.sandbox).
+    network: bool | None = None
+    limits: dict[str, int] = Field(default_factory=dict)
 
     model_config = ConfigDict(
         strict=True, extra="ignore", protected_namespaces=(), populate_by_name=True

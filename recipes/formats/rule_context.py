@@ -37,7 +37,7 @@ KIND_FIELDS = {
 AGENT_ONLY_FIELDS = ("provider", "model", "output_format", "idle_timeout")
 COMMON_NODE_FIELDS = frozenset(
     "id depends_on when trigger_rule provider model output_format idle_timeout timeout "
-    "retry always_run".split()
+    "retry always_run network limits".split()
 )
 # Fields other tools understand; Loop Console accepts them but does nothing with them.
 FOREIGN_NODE_FIELDS = frozenset(
@@ -60,6 +60,8 @@ TOP_LEVEL_FIELDS = frozenset(
         "nodes",
         "returns",
         "approvers",
+        "network",
+        "limits",
     }
 )
 _CONTROL_FIELDS = (

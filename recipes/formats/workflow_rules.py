@@ -42,6 +42,7 @@ from recipes.formats.rule_context import (
     is_blank,
     require_text,
 )
+from recipes.formats.sandbox import check_sandbox_fields
 from recipes.formats.script_rules import check_bindings, check_script
 from recipes.formats.subrun_rules import check_workflow_node, fan_out_without_workflow
 from recipes.formats.top_rules import (
@@ -115,6 +116,7 @@ def check_workflow(data: dict, ctx: RuleContext) -> dict:
 
     if "budget" in cleaned:
         cleaned["budget"] = check_budget_field(cleaned["budget"], "budget", ctx) or {}
+    check_sandbox_fields(cleaned, "", ctx, cleaned)
 
     inputs = cleaned.get("inputs")
     if isinstance(inputs, dict):
@@ -309,6 +311,7 @@ def _check_node(
         else:
             ctx.warn(key_path, f"{label}: unknown field {short_repr(key)} is ignored")
     out = drop_nulls(out, keep=("id", *KIND_KEYS))
+    check_sandbox_fields(out, path, ctx, out)
     if kind is not None:
         out["kind"] = kind
 

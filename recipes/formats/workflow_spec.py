@@ -273,6 +273,9 @@ class NodeSpec(_Spec):
     input: str | None = None
     child_inputs: dict[str, Any] = Field(default_factory=dict)
     fan_out: FanOutSpec | None = None
+    # The sandbox (recipes.formats.sandbox): None means the recipe's, then the default.
+    network: bool | None = None
+    limits: dict[str, int] = Field(default_factory=dict)
 
 
 class WorkflowSpec(_Spec):
@@ -290,6 +293,9 @@ class WorkflowSpec(_Spec):
     nodes: list[NodeSpec] = Field(min_length=1)
     # The node whose output is this workflow's result (for include and child runs).
     returns: Text | None = None
+    # Whether its steps may use the network, and its processes' limits (recipes.formats.sandbox).
+    network: bool | None = None
+    limits: dict[str, int] = Field(default_factory=dict)
 
     def node(self, node_id: str) -> NodeSpec:
         """Top-level node by id; ``group.child`` reaches into loop_group bodies."""

@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from runs.executor.process import run_process
+from runs.executor.spec import spec_for
 from runs.executor.stream import OutputStream
 from runs.models import NodeRun
+from runs.sandbox import SandboxUnavailable, for_run, limits_of, run_process, step_network
 
 from .context import base_env, run_folders
 from .templates import Command, RenderError, render_command
@@ -56,6 +57,10 @@ def execute(run, row: NodeRun, attempt: int, step, commands, *, workdir: str, ti
     path = log_path(run, step.id, tick)
     stream = OutputStream(NodeRun, row.pk, attempt, run.pk, field="output")
     env = base_env(run, step.role or "")
+    spec = spec_for(run)
+    sandbox = for_run(
+        run.pk, workdir, network=step_network(spec.network), limits=limits_of(spec.limits)
+    )
     results: list[dict] = []
     verdict = "pass"
     with open(path, "w", encoding="utf-8") as log:
@@ -70,7 +75,7 @@ def execute(run, row: NodeRun, attempt: int, step, commands, *, workdir: str, ti
                 if command.argv is not None:
                     outcome = run_process(
                         command.argv,
-                        cwd=workdir,
+                        sandbox=sandbox,
                         env=env,
                         on_chunk=say,
                         timeout=COMMAND_TIMEOUT_SECONDS,
@@ -78,12 +83,12 @@ def execute(run, row: NodeRun, attempt: int, step, commands, *, workdir: str, ti
                 else:
                     outcome = run_process(
                         ["bash", "-c", command.script],
-                        cwd=workdir,
+                        sandbox=sandbox,
                         env={**env, **(command.env or {})},
                         on_chunk=say,
                         timeout=COMMAND_TIMEOUT_SECONDS,
                     )
-            except OSError as exc:
+            except (OSError, SandboxUnavailable) as exc:
                 say(f"[gate {name}: cannot start: {exc}]\n")
                 results.append({"name": name, "exit_code": None, "result": "error"})
                 verdict = "error"

@@ -1,10 +1,10 @@
 """One turn of a role's session, on a worker: the kernel's `run_iteration` hands iterations
 of `session` rows here (runs.executor.loop).
 
-The agent gets the console's tools for its run and role (`record_handoff`), served while
-it runs (`runs.agent_tools.serve.serving`): CLI agents find LOOP_RUN_ID, LOOP_ROLE and
-LOOP_HANDOFF_CMD in their environment (and LOOP_MCP_CMD for an MCP client), HTTP providers
-get the same ToolBox in `AgentRequest.tools`. When the turn ends — answered or failed —
+The agent gets the console's tools for its run and role (`record_handoff`) in
+`AgentRequest.tools`: CLI agents reach them through the channel their provider serves
+while they run (LOOP_HANDOFF_CMD and LOOP_MCP_CMD in their environment; see
+runs/agent_tools/serve.py), HTTP providers call the same ToolBox in-process. When the turn ends — answered or failed —
 the runner is ticked: a step may be waiting for this session.
 """
 
@@ -16,7 +16,6 @@ from django.db import InterfaceError, OperationalError, transaction
 
 from runs import dispatch
 from runs.agent_tools import ToolBox, ToolContext
-from runs.agent_tools.serve import serving
 from runs.executor.agent import StepFailed, call_agent
 from runs.executor.spec import spec_for
 from runs.executor.state import lock_run, on_fresh_connection
@@ -24,6 +23,7 @@ from runs.executor.stream import OutputStream
 from runs.models import Iteration, NodeRun
 from runs.providers import registry
 from runs.providers.base import AgentRequest, Cancelled, ProviderError
+from runs.sandbox import agent_network, limits_of
 
 from . import git
 from .context import base_env
@@ -68,26 +68,26 @@ def run_turn(it: Iteration) -> None:
             ToolContext(run_id=run.pk, node_id=role_id, iteration_id=it.pk, role=role_id),
             [RECORD_HANDOFF],
         )
-        with serving(toolbox) as tool_env:
-            request = AgentRequest(
-                prompt=it.prompt,
-                workdir=workdir,
-                session_id=session_id,
-                idle_timeout=IDLE_TIMEOUT_SECONDS,
-                env={
-                    **base_env(run, role_id),
-                    **tool_env,
-                    "LOOP_READ_ONLY": "1" if role.read_only else "0",
-                    "LOOP_AUTO_APPROVE": "1" if spec.policy.auto_approve else "0",
-                },
-                run_id=run.pk,
-                node_id=role_id,
-                iteration=it.number,
-                tools=toolbox,
-                read_only=role.read_only,
-                auto_approve=spec.policy.auto_approve,
-            )
-            outcome = call_agent(provider, request, stream, None)
+        request = AgentRequest(
+            prompt=it.prompt,
+            workdir=workdir,
+            session_id=session_id,
+            idle_timeout=IDLE_TIMEOUT_SECONDS,
+            env={
+                **base_env(run, role_id),
+                "LOOP_READ_ONLY": "1" if role.read_only else "0",
+                "LOOP_AUTO_APPROVE": "1" if spec.policy.auto_approve else "0",
+            },
+            run_id=run.pk,
+            node_id=role_id,
+            iteration=it.number,
+            tools=toolbox,
+            read_only=role.read_only,
+            auto_approve=spec.policy.auto_approve,
+            network=agent_network(role.network),
+            limits=limits_of(spec.limits),
+        )
+        outcome = call_agent(provider, request, stream, None)
         stream.publish()
     except Cancelled:
         stream.keep_after_cancel()

@@ -15,6 +15,7 @@ from runs.engine.variables import (
     substitute,
 )
 from runs.models import NodeRun
+from runs.sandbox import Confinement, for_run, limits_of, step_network
 
 from .spec import node_spec, scope_nodes
 
@@ -23,6 +24,18 @@ def run_dirs(run) -> tuple[Path, Path]:
     base = Path(settings.LOOP_DATA_DIR) / "runs" / str(run.pk)
     workdir = Path(run.workdir) if run.workdir else base / "work"
     return workdir, base / "artifacts"
+
+
+def step_sandbox(run, spec, node) -> Confinement:
+    """Where a workflow's bash, `script:` or `until_bash` process runs: the run's working
+    folder, with the node's (else the recipe's) network and limits."""
+    workdir, _ = run_dirs(run)
+    return for_run(
+        run.pk,
+        workdir,
+        network=step_network(getattr(node, "network", None), getattr(spec, "network", None)),
+        limits=limits_of(getattr(spec, "limits", None), getattr(node, "limits", None)),
+    )
 
 
 def _output(row: NodeRun, schema) -> NodeOutput:

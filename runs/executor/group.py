@@ -18,9 +18,9 @@ from runs.engine.dag import layers
 from runs.engine.variables import VariableError
 from runs.models import Iteration, NodeRun, Run
 
-from .context import build_context
+from .context import build_context, step_sandbox
 from .loop import _until_bash, settle_loop
-from .spec import spec_for
+from .spec import node_spec, spec_for
 from .state import lock_run
 from .stream import OutputStream
 
@@ -106,7 +106,8 @@ def finish_group_iteration(group_row_id: int, number: int) -> None:
             try:
                 ctx = build_context(run, spec, terminal or group)
                 stream = OutputStream(Iteration, it.pk, it.attempts, run.pk)
-                if _until_bash(group_spec.until_bash, ctx, run, stream):
+                sandbox = step_sandbox(run, spec, node_spec(spec, group.node_id))
+                if _until_bash(group_spec.until_bash, ctx, run, stream, sandbox):
                     fired.append("until_bash")
             except VariableError as exc:
                 error = f"until_bash: {exc}"

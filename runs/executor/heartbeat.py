@@ -1,10 +1,15 @@
 """Each worker says it is alive: a thread in the worker's main process writes the time into
 one Redis hash (`<prefix>:workers`, worker name → Unix time) every
 LOOP_WORKER_HEARTBEAT_SECONDS. /metrics reads it; a worker that stopped writing is dead or
-stuck. Independent of Celery's own heartbeat events, which need `-E` and a monitor."""
+stuck. Independent of Celery's own heartbeat events, which need `-E` and a monitor.
+
+Beside it, each worker says once whether its children run sandboxed
+(`<prefix>:worker-sandbox`, worker name → JSON of runs.sandbox.SandboxStatus): the staff
+banner, /healthz and /metrics tell people when they do not."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -16,8 +21,11 @@ from runs import live
 
 log = logging.getLogger(__name__)
 KEY = f"{live.PREFIX}:workers"
+SANDBOX_KEY = f"{live.PREFIX}:worker-sandbox"
 # Names not heard from for a day are dropped from the hash (a worker renamed or retired).
 FORGET_SECONDS = 86400
+# A worker whose heartbeat is older than this many intervals counts as gone.
+ALIVE_INTERVALS = 3
 _stop = threading.Event()
 
 
@@ -33,11 +41,18 @@ def beat(name: str, client=None) -> None:
         client.hset(KEY, name, f"{time.time():.3f}")
 
 
-def start(name: str) -> None:
-    """Beat now, then every interval until `stop` (a daemon thread: it dies with the worker)."""
+def start(name: str, sandbox=None) -> None:
+    """Beat now, then every interval until `stop` (a daemon thread: it dies with the worker);
+    `sandbox` (a runs.sandbox.SandboxStatus) is written once, beside."""
 
     def loop():
         client = _client()
+        if sandbox is not None and client is not None:
+            try:
+                state = {"active": sandbox.active, "mode": sandbox.mode, "detail": sandbox.detail}
+                client.hset(SANDBOX_KEY, name, json.dumps(state))
+            except (redis.RedisError, OSError) as exc:
+                log.warning("worker sandbox state not written: %s", exc)
         while True:
             try:
                 beat(name, client)
@@ -56,6 +71,7 @@ def stop(name: str) -> None:
         client = _client()
         if client is not None:
             client.hdel(KEY, name)
+            client.hdel(SANDBOX_KEY, name)
     except (redis.RedisError, OSError):
         pass
 
@@ -74,3 +90,27 @@ def read(client=None) -> dict[str, float]:
             continue
         beats[name] = at
     return beats
+
+
+def alive(beats: dict[str, float]) -> list[str]:
+    """The workers heard from within ALIVE_INTERVALS heartbeats."""
+    horizon = time.time() - ALIVE_INTERVALS * settings.LOOP_WORKER_HEARTBEAT_SECONDS
+    return sorted(name for name, at in beats.items() if at >= horizon)
+
+
+def sandbox_states(client=None) -> dict[str, dict]:
+    """Worker name → {"active", "mode", "detail"}, for the workers alive now."""
+    client = client or _client()
+    if client is None:
+        return {}
+    living = alive(read(client))
+    states = {}
+    for name, value in client.hgetall(SANDBOX_KEY).items():
+        name = name.decode()
+        if name not in living:
+            continue
+        try:
+            states[name] = json.loads(value)
+        except ValueError:
+            continue
+    return states

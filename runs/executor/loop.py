@@ -15,11 +15,11 @@ from runs.engine.variables import VariableError, substitute, substitute_shell
 from runs.models import Gate, Iteration, NodeRun, Run
 from runs.providers import registry
 from runs.providers.base import AgentRequest, Cancelled, ProviderError
+from runs.sandbox import agent_network, limits_of, run_process
 
 from .agent import StepFailed, call_agent, prepare_prompt, record_call
-from .context import build_context, run_dirs, step_env
+from .context import build_context, run_dirs, step_env, step_sandbox
 from .lease import keep_lease
-from .process import run_process
 from .spec import node_spec, spec_for
 from .state import lock_run, max_iterations_error, on_fresh_connection
 from .stream import OutputStream
@@ -114,6 +114,8 @@ def run_iteration(iteration_id: int) -> None:
             run_id=run.pk,
             node_id=row.node_id,
             iteration=it.number,
+            network=agent_network(node.network),
+            limits=limits_of(spec.limits, node.limits),
         )
         outcome = call_agent(provider, request, stream, node.output_format)
         stream.publish()
@@ -123,7 +125,11 @@ def run_iteration(iteration_id: int) -> None:
                 fired.append("until")
             if loop.until_field and until_field_met(outcome.payload, loop.until_field):
                 fired.append("until_field")
-        if loop.until_bash and not fired and _until_bash(loop.until_bash, ctx, run, stream):
+        if (
+            loop.until_bash
+            and not fired
+            and _until_bash(loop.until_bash, ctx, run, stream, step_sandbox(run, spec, node))
+        ):
             fired.append("until_bash")
     except Cancelled:
         stream.keep_after_cancel()
@@ -152,12 +158,11 @@ def _previous_output():
     return Subquery(previous.values("output")[:1])
 
 
-def _until_bash(script: str, ctx, run, stream: OutputStream) -> bool:
-    workdir, _ = run_dirs(run)
+def _until_bash(script: str, ctx, run, stream: OutputStream, sandbox) -> bool:
     command, values = substitute_shell(script, ctx)
     result = run_process(
         ["bash", "-c", command],
-        cwd=str(workdir),
+        sandbox=sandbox,
         env={**step_env(run, ctx), **values},
         on_chunk=lambda chunk: stream(""),
     )

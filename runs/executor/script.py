@@ -3,7 +3,7 @@ console's own interpreter when uv is not installed), TypeScript/JavaScript throu
 
 The code is the recipe author's; values reach it only through the environment
 (`USER_MESSAGE`, `ARGUMENTS`, `INPUTS_<NAME>`, ...), the allow-listed one every child process
-gets (process.child_env). Output is captured like a bash step's.
+gets (runs.sandbox.child_env), in the sandbox. Output is captured like a bash step's.
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ import os
 import re
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+from runs.sandbox import run_process
+
 from .agent import StepFailed
-from .context import build_context, run_dirs, step_env
-from .process import run_process
+from .context import build_context, step_env, step_sandbox
 
 DEFAULT_TIMEOUT_MS = 120_000
 # PEP 723 inline metadata: `# /// script` ... `dependencies = [...]` ... `# ///`.
@@ -90,10 +92,12 @@ def run_script(run, spec, node, row, stream):
     label = f"script node '{row.node_id}'"
     argv = command_line(node, label)
     ctx = build_context(run, spec, row)
-    workdir, _ = run_dirs(run)
     timeout = (node.timeout or DEFAULT_TIMEOUT_MS) / 1000
+    sandbox = step_sandbox(run, spec, node)
+    if node.script_path is not None:  # a named script file: the sandbox shows its folder
+        sandbox = replace(sandbox, read=(*sandbox.read, str(Path(node.script_path).parent)))
     result = run_process(
-        argv, cwd=str(workdir), env=step_env(run, ctx), on_chunk=stream, timeout=timeout
+        argv, sandbox=sandbox, env=step_env(run, ctx), on_chunk=stream, timeout=timeout
     )
     stream.publish()
     if result.timed_out:

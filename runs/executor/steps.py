@@ -14,13 +14,13 @@ from runs.engine.variables import VariableError, substitute, substitute_shell
 from runs.models import Gate, NodeRun, Run
 from runs.providers import registry
 from runs.providers.base import AgentRequest, Cancelled, ProviderError
+from runs.sandbox import agent_network, limits_of, run_process
 
 from . import group as group_exec
 from . import loop as loop_exec
 from . import subrun
 from .agent import StepFailed, call_agent, prepare_prompt, record_call
-from .context import build_context, run_dirs, step_env
-from .process import run_process
+from .context import build_context, run_dirs, step_env, step_sandbox
 from .script import run_script
 from .spec import SpecError, node_spec, spec_for
 from .state import lock_run
@@ -163,7 +163,7 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
         timeout = (node.timeout / 1000) if node.timeout else None
         result = run_process(
             ["bash", "-c", script],
-            cwd=str(workdir),
+            sandbox=step_sandbox(run, spec, node),
             env={**step_env(run, ctx), **values},
             on_chunk=stream,
             timeout=timeout,
@@ -189,6 +189,8 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
         run_id=run.pk,
         node_id=row.node_id,
         iteration=row.iteration,
+        network=agent_network(node.network),
+        limits=limits_of(spec.limits, node.limits),
     )
     outcome = call_agent(provider, request, stream, node.output_format)
     stream.publish()

@@ -48,6 +48,26 @@ class AgentRequest:
     read_only: bool = False
     # policy.auto_approve: the agent may act without asking (where its CLI can ask).
     auto_approve: bool = False
+    # Whether the agent's process may use the network (its model's API needs it), and the
+    # resource limits the recipe asked for (runs.sandbox.Limits; None: the administrator's).
+    network: bool = True
+    limits: object | None = None
+
+    def confinement(self, *, read: tuple[str, ...] = (), write: tuple[str, ...] = ()):
+        """Where a CLI agent's process runs: its working folder (read-only for a role that
+        must not write), the run's home and artifacts, `read` (the CLI's own files) and
+        `write` (a configuration folder the administrator shares)."""
+        from runs.sandbox import for_run
+
+        return for_run(
+            self.run_id,
+            self.workdir,
+            writable=not self.read_only,
+            network=self.network,
+            limits=self.limits,
+            read=read,
+            write=write,
+        )
 
 
 @dataclass

@@ -6,9 +6,9 @@ The prompt goes in on stdin. Lines of the stream: `system`/`init` (session id),
 `--json-schema` was given). Threaded iterations resume the session with `--resume`.
 
 The console's tools (`AgentRequest.tools`) reach Claude Code as an MCP server: while the
-call runs, `--mcp-config` names a file (in the call's private folder, since it carries the
-call's token) that starts `manage.py loop mcp`, and `--allowedTools mcp__loop` lets print
-mode call them; Claude reports them as `mcp__loop__<tool>` tool_use blocks.
+call runs, `--mcp-config` names a file in the call's private folder that starts the tools
+relay (runs/agent_tools/relay/loop_tools.py `mcp`), and `--allowedTools mcp__loop` lets
+print mode call them; Claude reports them as `mcp__loop__<tool>` tool_use blocks.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import json
 from decimal import Decimal
 
 from runs.agent_tools import busy_check
-from runs.agent_tools.serve import MCP_SERVER_NAME, mcp_server, serving, write_private
-from runs.executor.process import inherited
+from runs.agent_tools.serve import MCP_SERVER_NAME, mcp_server
+from runs.sandbox import CallSpace, inherited
 
 from . import pricing
 from .activity import summarize_arguments, tool_event
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
-from .cli import JsonLines, looks_transient, program_argv, run_json_lines
+from .cli import JsonLines, agent_call, looks_transient, program_argv, run_json_lines
 
 MCP_PREFIX = f"mcp__{MCP_SERVER_NAME}__"
 
@@ -37,9 +37,16 @@ class ClaudeProvider:
         self.model = config.get("model")
         self.options = config
 
-    def argv(self, request: AgentRequest, tool_env: dict[str, str] | None = None) -> list[str]:
-        argv = program_argv(self.name, self.command, "claude")
-        argv += ["-p", "--output-format", "stream-json", "--verbose"]
+    def program(self) -> list[str]:
+        return program_argv(self.name, self.command, "claude")
+
+    def argv(
+        self,
+        request: AgentRequest,
+        tool_env: dict[str, str] | None = None,
+        space: CallSpace | None = None,
+    ) -> list[str]:
+        argv = self.program() + ["-p", "--output-format", "stream-json", "--verbose"]
         model = request.model or self.model
         if model:
             argv += ["--model", model]
@@ -53,23 +60,29 @@ class ClaudeProvider:
             argv += ["--permission-mode", "plan"]
         elif request.auto_approve:
             argv += ["--permission-mode", "bypassPermissions"]
-        if tool_env:
-            config = {"mcpServers": {MCP_SERVER_NAME: {"type": "stdio", **mcp_server(tool_env)}}}
-            argv += ["--mcp-config", write_private(tool_env, "mcp.json", json.dumps(config))]
+        if tool_env and space is not None:
+            server = mcp_server(space, tool_env)
+            config = {"mcpServers": {MCP_SERVER_NAME: {"type": "stdio", **server}}}
+            argv += ["--mcp-config", space.write("mcp.json", json.dumps(config))]
             argv += ["--allowedTools", f"mcp__{MCP_SERVER_NAME}"]
         return argv + [str(a) for a in self.options.get("args") or []]
 
     def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
-        with serving(request.tools) as tool_env:
-            return self._run(request, on_chunk, tool_env)
+        with agent_call(request, self.program(), config_dirs=("CLAUDE_CONFIG_DIR",)) as (
+            space,
+            tool_env,
+        ):
+            return self._run(request, on_chunk, space, tool_env)
 
-    def _run(self, request: AgentRequest, on_chunk: OnChunk, tool_env: dict) -> AgentResult:
+    def _run(
+        self, request: AgentRequest, on_chunk: OnChunk, space: CallSpace, tool_env: dict
+    ) -> AgentResult:
         turn = _Turn(self.name, request, on_chunk)
         parser = JsonLines(on_chunk, turn.handle)
         process = run_json_lines(
-            self.argv(request, tool_env),
+            self.argv(request, tool_env, space),
             provider=self.name,
-            cwd=request.workdir,
+            space=space,
             prompt=request.prompt,
             env={
                 **inherited("ANTHROPIC_API_KEY", "CLAUDE_CONFIG_DIR"),

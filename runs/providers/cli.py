@@ -1,5 +1,7 @@
 """Shared plumbing for CLI agents that print one JSON event per line (Claude Code, Codex).
 
+Every call runs in its sandbox (`agent_call`): the call's private folder holds what the
+CLI must read (its MCP configuration, an output schema) and the console's tool socket.
 The child's output is split into lines; JSON lines go to the provider's event handler
 (which streams the text worth showing), anything else (stderr, warnings) is kept for the
 error message. Heartbeats pass straight through, so cancel and idle timeout work as for
@@ -13,11 +15,14 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
-from runs.executor.process import ProcessResult, run_process
+from runs.agent_tools.serve import serving
+from runs.sandbox import CallSpace, ProcessResult, inherited, run_process
 
-from .base import OnChunk, ProviderError
+from .base import AgentRequest, OnChunk, ProviderError
 
 TRANSIENT_HINTS = re.compile(
     r"rate.?limit|overloaded|\b429\b|\b5\d\d\b|timed? ?out|connection (reset|refused|error)|"
@@ -39,6 +44,43 @@ def program_argv(provider: str, command: str, default_program: str) -> list[str]
     if not os.access(found, os.X_OK):
         raise ProviderError(f"provider '{provider}': `{found}` is not executable")
     return argv
+
+
+def program_files(argv: list[str]) -> tuple[str, ...]:
+    """The folders the sandbox shows read-only so that the program can run: its own
+    folder, and for an npm package its whole `node_modules` tree (a CLI's launcher links
+    into it, and its dependencies sit beside it)."""
+    found = shutil.which(argv[0]) if os.sep not in argv[0] else argv[0]
+    if not found:
+        return ()
+    folders = {str(Path(found).absolute().parent)}
+    real = Path(found).resolve()
+    parts = real.parts
+    if "node_modules" in parts:
+        folders.add(str(Path(*parts[: parts.index("node_modules") + 1])))
+    else:
+        folders.add(str(real.parent))
+    return tuple(sorted(folders))
+
+
+@contextmanager
+def agent_call(
+    request: AgentRequest,
+    argv: list[str],
+    reads: tuple[str, ...] = (),
+    config_dirs: tuple[str, ...] = (),
+) -> Iterator[tuple[CallSpace, dict]]:
+    """The call's sandbox (where `argv` runs, reading also the folders `reads`) and, when
+    the agent has tools, the tool channel's environment; both end with the block.
+    `config_dirs` names environment variables of a folder the CLI keeps its configuration
+    in (CLAUDE_CONFIG_DIR): when the administrator sets one, every run's agent shares that
+    folder, read-write."""
+    shared = tuple(value for name in config_dirs if (value := inherited(name).get(name)))
+    read = tuple(dict.fromkeys((*program_files(argv), *reads)))
+    confinement = request.confinement(read=read, write=shared)
+    with CallSpace(confinement) as space:
+        with serving(request.tools, space) as tool_env:
+            yield space, tool_env
 
 
 def looks_transient(message: str) -> bool:
@@ -89,7 +131,7 @@ def run_json_lines(
     argv: list[str],
     *,
     provider: str,
-    cwd: str,
+    space: CallSpace,
     prompt: str,
     env: dict[str, str],
     idle_timeout: float,
@@ -99,7 +141,7 @@ def run_json_lines(
     try:
         result = run_process(
             argv,
-            cwd=cwd,
+            sandbox=space,
             stdin_text=prompt,
             env=env,
             on_chunk=parser,

@@ -6,7 +6,7 @@ command_execution, file_change, ...), `turn.completed` (usage), `turn.failed` / 
 Structured output is enforced with `--output-schema <file>`.
 
 The console's tools (`AgentRequest.tools`) reach Codex as an MCP server declared with
-`-c mcp_servers.loop.*` overrides for this call only: `manage.py loop mcp` as the command,
+`-c mcp_servers.loop.*` overrides for this call only: the tools relay's `mcp` as the command,
 and the call's tool variables forwarded by name (`env_vars`, from Codex's own environment:
 Codex starts MCP servers with a cleared environment, and the token stays off the command
 line). Its calls come back as `mcp_tool_call` items.
@@ -15,17 +15,15 @@ line). Its calls come back as `mcp_tool_call` items.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 
 from runs.agent_tools import busy_check
-from runs.agent_tools.serve import MCP_SERVER_NAME, mcp_server, serving
-from runs.executor.process import inherited
+from runs.agent_tools.serve import MCP_SERVER_NAME, mcp_server
+from runs.sandbox import CallSpace, inherited
 
 from . import pricing
 from .activity import tool_event
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
-from .cli import JsonLines, looks_transient, program_argv, run_json_lines
+from .cli import JsonLines, agent_call, looks_transient, program_argv, run_json_lines
 
 
 class CodexProvider:
@@ -37,11 +35,17 @@ class CodexProvider:
         self.model = config.get("model")
         self.options = config
 
+    def program(self) -> list[str]:
+        return program_argv(self.name, self.command, "codex")
+
     def argv(
-        self, request: AgentRequest, schema_path: str | None, tool_env: dict | None = None
+        self,
+        request: AgentRequest,
+        schema_path: str | None,
+        tool_env: dict | None = None,
+        space: CallSpace | None = None,
     ) -> list[str]:
-        argv = program_argv(self.name, self.command, "codex")
-        argv += ["exec", "--json", "--skip-git-repo-check"]
+        argv = self.program() + ["exec", "--json", "--skip-git-repo-check"]
         model = request.model or self.model
         if model:
             argv += ["--model", model]
@@ -53,35 +57,34 @@ class CodexProvider:
             argv += ["--full-auto"]
         if schema_path:
             argv += ["--output-schema", schema_path]
-        if tool_env:
-            argv += mcp_overrides(tool_env)
+        if tool_env and space is not None:
+            argv += mcp_overrides(space, tool_env)
         argv += [str(a) for a in self.options.get("args") or []]
         if request.session_id:
             argv += ["resume", request.session_id]
         return argv
 
     def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
-        schema_path = None
-        if request.output_schema:
-            handle, schema_path = tempfile.mkstemp(prefix="loop-schema-", suffix=".json")
-            with os.fdopen(handle, "w") as out:
-                json.dump(request.output_schema, out)
-        try:
-            with serving(request.tools) as tool_env:
-                return self._run(request, on_chunk, schema_path, tool_env)
-        finally:
-            if schema_path:
-                os.unlink(schema_path)
+        with agent_call(request, self.program(), config_dirs=("CODEX_HOME",)) as (space, tool_env):
+            schema_path = None
+            if request.output_schema:
+                schema_path = space.write("schema.json", json.dumps(request.output_schema))
+            return self._run(request, on_chunk, schema_path, space, tool_env)
 
     def _run(
-        self, request: AgentRequest, on_chunk: OnChunk, schema_path: str | None, tool_env: dict
+        self,
+        request: AgentRequest,
+        on_chunk: OnChunk,
+        schema_path: str | None,
+        space: CallSpace,
+        tool_env: dict,
     ):
         turn = _Turn(request, on_chunk)
         parser = JsonLines(on_chunk, turn.handle)
         process = run_json_lines(
-            self.argv(request, schema_path, tool_env),
+            self.argv(request, schema_path, tool_env, space),
             provider=self.name,
-            cwd=request.workdir,
+            space=space,
             prompt=request.prompt,
             env={
                 **inherited("OPENAI_API_KEY", "CODEX_API_KEY", "CODEX_HOME"),
@@ -122,9 +125,9 @@ class CodexProvider:
         )
 
 
-def mcp_overrides(tool_env: dict[str, str]) -> list[str]:
+def mcp_overrides(space: CallSpace, tool_env: dict[str, str]) -> list[str]:
     """`-c` overrides (TOML values) that declare the console's MCP server for one call."""
-    server = mcp_server(tool_env)
+    server = mcp_server(space, tool_env)
     prefix = f"mcp_servers.{MCP_SERVER_NAME}"
     return [
         "-c",

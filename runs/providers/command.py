@@ -7,16 +7,17 @@ environment carries LOOP_TOOL_CMD, so a script calls `$LOOP_TOOL_CMD NAME --arg 
 
 from __future__ import annotations
 
+import os
 import shlex
 import uuid
 
 from runs.agent_tools import busy_check
-from runs.agent_tools.serve import serving
 from runs.engine.shell_context import unsafe_references
-from runs.executor.process import run_process
+from runs.sandbox import run_process
 
 from .activity import toolbox_records
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
+from .cli import agent_call, program_files
 
 
 class CommandProvider:
@@ -43,10 +44,10 @@ class CommandProvider:
             "LOOP_NODE_ID": request.node_id,
         }
         try:
-            with serving(request.tools) as tool_env:
+            with agent_call(request, ["bash"], named_files(self.command)) as (space, tool_env):
                 result = run_process(
                     ["bash", "-c", self.command],
-                    cwd=request.workdir,
+                    sandbox=space,
                     stdin_text=request.prompt,
                     env={**env, **tool_env},
                     on_chunk=on_chunk,
@@ -73,6 +74,20 @@ class CommandProvider:
                 + _last_line(result.output)
             )
         return AgentResult(text=result.output, session_id=session_id, tool_calls=tool_calls)
+
+
+def named_files(command: str) -> tuple[str, ...]:
+    """The folders of the programs and files the command names by absolute path (the
+    sandbox shows them read-only): `/opt/agents/run.sh`, `python3 /srv/agent.py`."""
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError:
+        return ()
+    folders: list[str] = []
+    for word in words:
+        if os.path.isabs(word) and os.path.isfile(word):
+            folders += [f for f in program_files([word]) if f not in folders]
+    return tuple(folders)
 
 
 def _last_line(output: str) -> str:

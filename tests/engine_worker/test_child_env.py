@@ -3,7 +3,7 @@
 import json
 
 from runs import services
-from runs.executor.process import child_env, inherited
+from runs.sandbox import child_env, inherited
 from tests.conftest import wait_run
 
 

@@ -1,21 +1,27 @@
-"""Agent tools: one ToolBox reached in-process, through `manage.py loop tool` and over MCP.
+"""Agent tools: one ToolBox reached in-process, through the tools relay and over MCP.
 
-The CLI and MCP clients run as real child processes with the environment an agent gets
-(no DATABASE_URL, no settings): they reach the worker only through its socket."""
+The relay and MCP clients run as real child processes started the way an agent is (in its
+sandbox, with the environment an agent gets: no DATABASE_URL, no settings): they reach the
+worker only through the call's socket, which answers nobody else."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from runs.agent_tools import AgentTool, ToolBox, ToolContext, ToolError
-from runs.agent_tools.serve import MANAGE_PY, serving
-from runs.executor.process import child_env
+from runs.agent_tools import serve as serve_module
+from runs.agent_tools.serve import RELAY, serving
+from runs.sandbox import child_env
+from tests.agent_process import call_space, relay
 
 SEEN: list[tuple[ToolContext, dict]] = []
+RELAY_FILE = Path(serve_module.__file__).parent / "relay" / RELAY
 
 
 def _echo(ctx, args):
@@ -54,17 +60,13 @@ def box():
     return ToolBox(ToolContext(run_id=7, node_id="host", role="fixer"), [ECHO, REFUSE, COUNT])
 
 
-def agent(env: dict, *words: str, stdin: str | None = None, cwd="/") -> subprocess.CompletedProcess:
-    """Run manage.py as an agent's process would: the child environment and the tool env."""
-    return subprocess.run(
-        [sys.executable, str(MANAGE_PY), "loop", *words],
-        env=child_env(env),
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-    )
+@pytest.fixture
+def space(tmp_path):
+    with call_space(tmp_path) as made:
+        yield made
+
+
+agent = relay
 
 
 def test_in_process_calls_validate_arguments_and_return_errors_as_text(box):
@@ -79,15 +81,16 @@ def test_in_process_calls_validate_arguments_and_return_errors_as_text(box):
     assert not unknown.ok and "echo, refuse, count_runs" in unknown.content
 
 
-def test_a_cli_agent_calls_a_tool_through_the_worker_socket(box, tmp_path):
+def test_a_cli_agent_calls_a_tool_through_the_worker_socket(box, space, tmp_path):
     note = tmp_path / "note.txt"
     note.write_text("from a file")
-    with serving(box) as env:
+    with serving(box, space) as env:
         assert "DATABASE_URL" not in child_env(env)
-        done = agent(env, "tool", "echo", "--text", "a $(b) `c`", "--count", "3", cwd=tmp_path)
-        from_file = agent(env, "tool", "echo", "--text-file", str(note), cwd=tmp_path)
-        refused = agent(env, "tool", "refuse")
-        typo = agent(env, "tool", "echo", "--txt", "x")
+        assert "LOOP_TOOL_TOKEN" not in env  # the token is a file only the call's sandbox sees
+        done = agent(space, env, "tool", "echo", "--text", "a $(b) `c`", "--count", "3")
+        from_file = agent(space, env, "tool", "echo", "--text-file", str(note))
+        refused = agent(space, env, "tool", "refuse")
+        typo = agent(space, env, "tool", "echo", "--txt", "x")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"echo": "a $(b) `c`", "count": 3, "run": 7}
     assert json.loads(from_file.stdout)["echo"] == "from a file"
@@ -97,28 +100,49 @@ def test_a_cli_agent_calls_a_tool_through_the_worker_socket(box, tmp_path):
     assert "--text, --count" in typo.stderr
 
 
-def test_the_socket_refuses_a_wrong_token_and_closes_with_the_call(box):
-    with serving(box) as env:
-        forged = agent({**env, "LOOP_TOOL_TOKEN": "guess"}, "tool", "echo", "--text", "x")
-        path = env["LOOP_TOOL_SOCKET"]
-    assert forged.returncode == 2 and "wrong or missing LOOP_TOOL_TOKEN" in forged.stderr
+def test_the_socket_refuses_a_wrong_token_and_closes_with_the_call(box, space, tmp_path):
+    guess = tmp_path / "guess"
+    guess.write_text("guess")
+    with serving(box, space) as env:
+        forged = agent(space, {**env, "LOOP_TOOL_TOKEN_FILE": str(guess)}, "tool", "echo")
+        path = os.path.join(space.folder, "s")
+    assert forged.returncode == 2 and "wrong or missing token" in forged.stderr
     assert SEEN == []
-    after = agent({**env}, "tool", "echo", "--text", "x")
+    after = agent(space, {**env}, "tool", "echo", "--text", "x")
     assert after.returncode == 2 and "cannot reach the console's tools" in after.stderr
-    import os
-
     assert not os.path.exists(path)
 
 
+def test_a_process_the_call_did_not_start_is_refused_even_with_the_token(box, space):
+    """The channel belongs to the agent's process tree (SO_PEERCRED): another run's agent
+    that found the socket and read the token still gets nothing."""
+    with serving(box, space) as env:
+        agent(space, env, "tool", "--list")  # the call's own process started first
+        outsider = subprocess.run(
+            [sys.executable, str(RELAY_FILE), "tool", "echo", "--text", "stolen"],
+            env={
+                **child_env(env),
+                "LOOP_TOOL_SOCKET": os.path.join(space.folder, "s"),
+                "LOOP_TOOL_TOKEN_FILE": os.path.join(space.folder, "token"),
+            },
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert outsider.returncode == 2, outsider.stdout
+    assert "this channel belongs to another agent" in outsider.stderr
+    assert SEEN == []
+
+
 @pytest.mark.django_db(transaction=True)
-def test_a_tool_reads_the_database_from_the_socket_thread(box):
-    with serving(box) as env:
-        done = agent(env, "tool", "count_runs")
+def test_a_tool_reads_the_database_from_the_socket_thread(box, space):
+    with serving(box, space) as env:
+        done = agent(space, env, "tool", "count_runs")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"runs": 0}
 
 
-def test_an_mcp_client_lists_and_calls_the_same_tools(box):
+def test_an_mcp_client_lists_and_calls_the_same_tools(box, space):
     messages = [
         {
             "jsonrpc": "2.0",
@@ -146,8 +170,8 @@ def test_an_mcp_client_lists_and_calls_the_same_tools(box):
         },
         {"jsonrpc": "2.0", "id": 5, "method": "resources/list"},
     ]
-    with serving(box) as env:
-        done = agent(env, "mcp", stdin="".join(json.dumps(m) + "\n" for m in messages))
+    with serving(box, space) as env:
+        done = agent(space, env, "mcp", stdin="".join(json.dumps(m) + "\n" for m in messages))
     assert done.returncode == 0, done.stderr
     answers = {a["id"]: a for a in map(json.loads, done.stdout.splitlines())}
     assert sorted(answers) == [1, 2, 3, 4, 5]  # no answer to the notification

@@ -11,8 +11,8 @@ from recipes.planeai.handoffs import RECORD_HANDOFF
 from runs.agent_tools import ToolBox, ToolContext
 from runs.agent_tools.serve import serving
 from runs.models import Handoff
+from tests.agent_process import call_space, relay, shell
 from tests.api.conftest import client_for
-from tests.kernel.test_agent_tools import agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,13 +21,13 @@ def box(run, role="maker") -> ToolBox:
     return ToolBox(ToolContext(run_id=run.pk, node_id=role, role=role), [RECORD_HANDOFF])
 
 
-def test_the_agents_handoff_command_records_through_the_worker_socket(waiting_run, sent):
-    with serving(box(waiting_run)) as env:
-        assert env["LOOP_HANDOFF_CMD"].endswith(f"loop handoff {waiting_run.pk} --role maker")
-        ok = _shell(env, "$LOOP_HANDOFF_CMD --status completed --summary 'all $(done)'")
-        other = _shell(env, "$LOOP_HANDOFF_CMD --status completed --role checker")
-        wrong_run = _shell(env, f"{_base(env)} handoff {waiting_run.pk + 1} --status failed")
-        bad = _shell(env, "$LOOP_HANDOFF_CMD --status finished")
+def test_the_agents_handoff_command_records_through_the_worker_socket(waiting_run, sent, tmp_path):
+    with call_space(tmp_path) as space, serving(box(waiting_run), space) as env:
+        assert env["LOOP_HANDOFF_CMD"].endswith(f"handoff {waiting_run.pk} --role maker")
+        ok = shell(space, env, "$LOOP_HANDOFF_CMD --status completed --summary 'all $(done)'")
+        other = shell(space, env, "$LOOP_HANDOFF_CMD --status completed --role checker")
+        wrong_run = shell(space, env, f"{_base(env)} handoff {waiting_run.pk + 1} --status failed")
+        bad = shell(space, env, "$LOOP_HANDOFF_CMD --status finished")
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["status"] == "completed"
     handoff = Handoff.objects.get(run=waiting_run)
@@ -49,17 +49,7 @@ def _base(env) -> str:
     return env["LOOP_TOOL_CMD"].rsplit(" tool", 1)[0]
 
 
-def _shell(env, script):
-    import subprocess
-
-    from runs.executor.process import child_env
-
-    return subprocess.run(
-        ["bash", "-c", script], env=child_env(env), capture_output=True, text=True, timeout=120
-    )
-
-
-def test_the_mcp_server_offers_record_handoff(waiting_run, sent):
+def test_the_mcp_server_offers_record_handoff(waiting_run, sent, tmp_path):
     messages = [
         {
             "jsonrpc": "2.0",
@@ -84,8 +74,8 @@ def test_the_mcp_server_offers_record_handoff(waiting_run, sent):
             "params": {"name": "record_handoff", "arguments": {"status": "done"}},
         },
     ]
-    with serving(box(waiting_run)) as env:
-        done = agent(env, "mcp", stdin="".join(json.dumps(m) + "\n" for m in messages))
+    with call_space(tmp_path) as space, serving(box(waiting_run), space) as env:
+        done = relay(space, env, "mcp", stdin="".join(json.dumps(m) + "\n" for m in messages))
     assert done.returncode == 0, done.stderr
     answers = {a["id"]: a for a in map(json.loads, done.stdout.splitlines())}
     (tool,) = answers[2]["result"]["tools"]

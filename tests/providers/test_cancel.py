@@ -9,8 +9,10 @@ import time
 import pytest
 
 from runs.actor import Actor
+from runs.executor.context import run_dirs
 from runs.models import Iteration
 from runs.services import cancel_run
+from tests.agent_process import processes_in
 from tests.conftest import wait_for, wait_run
 from tests.providers.conftest import FAKE_CLAUDE, fake_calls, seen_streaming
 from tests.providers.test_cli_agents import loop_recipe
@@ -35,9 +37,11 @@ def test_cancel_kills_a_cli_agent_mid_answer(live_worker, start):
     run = start(loop_recipe("claude", f"{FAKE_CLAUDE} --fake-delay 5", fresh=False))
     seen_streaming(run, "[Bash] ls -la")
     (call,) = fake_calls(run, ".fake-claude")
-    assert alive(call["pid"])
+    # The agent runs in its sandbox's own PID namespace: found by its working folder.
+    workdir, _ = run_dirs(run)
+    assert processes_in(workdir), "the fake claude should be running"
     cancel_run(run, Actor("console"))
-    wait_for(lambda: not alive(call["pid"]), 5, message="the fake claude to die")
+    wait_for(lambda: not processes_in(workdir), 5, message="the fake claude to die")
     wait_run(run, "cancelled")
     it = Iteration.objects.get(run=run)
     assert wait_for(lambda: Iteration.objects.get(pk=it.pk).status != "running", 5)

@@ -7,6 +7,7 @@ from decimal import Decimal
 
 import pytest
 
+from runs.executor.context import run_dirs
 from runs.models import RunEvent
 from tests.conftest import wait_run
 from tests.providers.conftest import (
@@ -161,14 +162,14 @@ def test_codex_turn_failure_is_permanent_and_clear(live_worker, start):
 def test_command_streams_and_threads_its_session(live_worker, start, tmp_path):
     # The agent holds its last word until the test has seen the first ones while the
     # iteration runs: streaming is shown on a busy machine too, without a timing window.
-    go = tmp_path / "go"
-    agent = f"{FAKE_COMMAND} --fake-delay 0.1 --fake-hold {go}"
+    # The hold file is in the run's working folder: the agent's sandbox sees nothing else.
+    agent = f"{FAKE_COMMAND} --fake-delay 0.1 --fake-hold go"
     source = loop_recipe("command", agent, fresh=False).replace(
         "until: COMPLETE", "until_bash: test $(wc -l < .fake-command/calls.jsonl) -ge 2"
     )
     run = start(source)
     seen_streaming(run, "Fake command call 1")
-    go.touch()
+    (run_dirs(run)[0] / "go").touch()
     wait_run(run)
     assert run.status == "completed", run.error
     first, second = iterations(run)

@@ -8,13 +8,11 @@ conversation, the tool calls) is what the executor records."""
 from __future__ import annotations
 
 import json
-import sys
 import time
 
 import pytest
 
 from runs.agent_tools import AgentTool, ToolBox, ToolContext, ToolError
-from runs.agent_tools.serve import MANAGE_PY
 from runs.providers.base import AgentRequest, ProviderError
 from runs.providers.registry import build
 from tests.providers.conftest import FAKE_CLAUDE, FAKE_CODEX
@@ -231,7 +229,8 @@ def test_codex_reaches_the_tools_through_env_vars_it_forwards(box, tmp_path):
     overrides = [argv[i + 1] for i, word in enumerate(argv) if word == "-c"]
     assert any(o.startswith("mcp_servers.loop.command=") for o in overrides)
     forwarded = next(o for o in overrides if o.startswith("mcp_servers.loop.env_vars="))
-    assert "LOOP_TOOL_TOKEN" in forwarded  # by name: the value stays off the command line
+    # By name: the token's file, which only the call's sandbox sees, stays off the command line.
+    assert "LOOP_TOOL_TOKEN_FILE" in forwarded
     assert box.tools and all(len(word) < 2000 for word in argv)
 
 
@@ -239,10 +238,11 @@ def test_codex_reaches_the_tools_through_env_vars_it_forwards(box, tmp_path):
 
 
 def test_a_command_agent_calls_tools_from_its_shell(box, tmp_path):
-    # `$LOOP_TOOL_CMD NAME ...` and the long form, `manage.py loop tool NAME ...`.
+    # `$LOOP_TOOL_CMD NAME ...`: the console's checkout (and its manage.py) is not in the
+    # agent's sandbox; the relay is.
     command = (
         '$LOOP_TOOL_CMD echo --text "from $LOOP_ROLE in run $LOOP_RUN_ID"; '
-        f'cd {MANAGE_PY.parent} && {sys.executable} manage.py loop tool refuse || echo "refused: $?"'
+        '$LOOP_TOOL_CMD refuse || echo "refused: $?"'
     )
     provider = build("sh", "command", {"command": command})
     result = provider.run(request(tmp_path, box), lambda chunk: None)

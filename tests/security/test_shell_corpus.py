@@ -207,8 +207,8 @@ def _script_node(runtime: str, ref: str):
 @pytest.mark.parametrize("runtime", ["uv", "python without uv", "bun"])
 def test_script_nodes_get_values_as_data_and_run_nothing(tmp_path, settings, source, runtime):
     from runs.executor.context import _bound, step_env
-    from runs.executor.process import run_process
     from runs.executor.script import command_line
+    from runs.sandbox import run_process
 
     if runtime == "python without uv":
         settings.LOOP_RUNTIME_DIRS = [str(tmp_path / "no-runtimes")]

@@ -1,0 +1,184 @@
+"""Start a child process in its sandbox, stream its output, stop it on cancel or silence.
+
+The one way the console starts a process for a recipe or an agent: bash and `script:`
+steps, `until_bash` checks, gate commands, command agents and agent CLIs all call
+`run_process` with the `Confinement` (or the agent call's `CallSpace`) they run in.
+
+The child gets its own process group and dies with the worker (PR_SET_PDEATHSIG), so a
+worker killed mid-iteration never leaves an agent running that a retried iteration would
+race with. In the sandbox the child is the first process of its own PID namespace under
+bubblewrap: when bubblewrap goes, everything the child started goes with it. Without the
+sandbox a small bash supervisor does that job (it receives the parent-death signal and
+kills the whole group).
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import logging
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .confinement import Confinement
+from .environment import child_env
+from .notice import note_unsandboxed
+from .space import CallSpace
+
+log = logging.getLogger(__name__)
+HEARTBEAT_SECONDS = 0.5
+# Without the sandbox: the parent-death signal reaches only our direct child, so this
+# supervisor receives it and kills the whole process group. The explicit `<&0` keeps the
+# prompt on stdin (a background job would otherwise read /dev/null).
+SUPERVISOR = ["bash", "-c", 'trap "kill -KILL 0" TERM; "$@" <&0 & wait $!', "loop-agent"]
+
+
+@dataclass
+class ProcessResult:
+    exit_code: int | None
+    output: str
+    timed_out: bool = False
+
+
+def _preexec(confinement: Confinement) -> Callable[[], None]:
+    def start() -> None:  # in the child, between fork and exec
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+        confinement.limits.apply()
+
+    return start
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def start(
+    argv: list[str],
+    space: CallSpace,
+    env: dict[str, str] | None,
+    *,
+    stdin: bool,
+    merge_stderr: bool = True,
+) -> subprocess.Popen:
+    """Popen `argv` in `space` (sandboxed when the mode says so); its stdout is a pipe, and
+    its stderr too, merged into stdout unless `merge_stderr` is false."""
+    confinement = space.confinement
+    os.makedirs(confinement.workdir, exist_ok=True)
+    if space.sandboxed:
+        command = space.command(argv)
+    else:
+        command = [*SUPERVISOR, *argv]
+        note_unsandboxed(confinement.run_id)
+    proc = subprocess.Popen(
+        command,
+        cwd=confinement.workdir,
+        # The launcher itself starts with the child's environment only: its own
+        # /proc/1/environ is readable inside the sandbox.
+        env=child_env(env, home=confinement.home, sandboxed=space.sandboxed),
+        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=_preexec(confinement),
+    )
+    space.started(proc.pid)
+    return proc
+
+
+def run_process(
+    argv: list[str],
+    *,
+    sandbox: Confinement | CallSpace,
+    on_chunk: Callable[[str], None],
+    stdin_text: str | None = None,
+    env: dict[str, str] | None = None,
+    idle_timeout: float | None = None,
+    timeout: float | None = None,
+    busy: Callable[[], bool] | None = None,
+) -> ProcessResult:
+    """Run `argv` in its sandbox, in the confinement's working folder; every output chunk
+    goes to `on_chunk`, which is also called with "" as a heartbeat at least every
+    HEARTBEAT_SECONDS and may raise Cancelled to stop the child. stdout and stderr are
+    merged, as a person watching a terminal would see them. While `busy()` says so (the
+    child waits on one of the console's tools), a silent child is not idle."""
+    if isinstance(sandbox, CallSpace):
+        return _run(argv, sandbox, on_chunk, stdin_text, env, idle_timeout, timeout, busy)
+    with CallSpace(sandbox) as space:
+        return _run(argv, space, on_chunk, stdin_text, env, idle_timeout, timeout, busy)
+
+
+def _run(argv, space, on_chunk, stdin_text, env, idle_timeout, timeout, busy) -> ProcessResult:
+    proc = start(argv, space, env, stdin=stdin_text is not None)
+    chunks: queue.Queue[bytes | None] = queue.Queue()
+
+    def read():
+        assert proc.stdout is not None
+        while data := proc.stdout.read1(65536):
+            chunks.put(data)
+        chunks.put(None)
+
+    def feed():
+        try:
+            proc.stdin.write(stdin_text.encode())
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+
+    threading.Thread(target=read, daemon=True).start()
+    if stdin_text is not None:
+        threading.Thread(target=feed, daemon=True).start()
+
+    output: list[str] = []
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    started = last_output = time.monotonic()
+    timed_out = False
+    try:
+        while True:
+            try:
+                data = chunks.get(timeout=HEARTBEAT_SECONDS)
+            except queue.Empty:
+                data = b""
+            if data is None:
+                break
+            now = time.monotonic()
+            if data or (busy is not None and busy()):
+                last_output = now
+                text = decoder.decode(data)
+                if text:
+                    output.append(text)
+                    on_chunk(text)
+            else:
+                on_chunk("")
+            if idle_timeout and now - last_output > idle_timeout:
+                timed_out = True
+                break
+            if timeout and now - started > timeout:
+                timed_out = True
+                break
+    except BaseException:
+        kill_group(proc)
+        proc.wait()
+        raise
+    if timed_out:
+        kill_group(proc)
+    exit_code = proc.wait()
+    tail = decoder.decode(b"", final=True)
+    if tail:
+        output.append(tail)
+        on_chunk(tail)
+    return ProcessResult(
+        exit_code=None if timed_out else exit_code, output="".join(output), timed_out=timed_out
+    )
