@@ -60,6 +60,8 @@ LOOP_PROVIDER_HOSTS = env_list("LOOP_PROVIDER_HOSTS", ["api.openai.com", "api.an
 LOOP_SANDBOX = os.getenv("LOOP_SANDBOX", "auto").strip().lower() or "auto"
 if LOOP_SANDBOX not in ("auto", "required", "off"):
     raise ImproperlyConfigured(f"LOOP_SANDBOX must be auto, required or off, not {LOOP_SANDBOX!r}")
+# The bubblewrap program (default: `bwrap` on PATH).
+LOOP_SANDBOX_BWRAP = os.getenv("LOOP_SANDBOX_BWRAP", "")
 # Whether steps and gate commands may use the network when their recipe does not say.
 LOOP_SANDBOX_NETWORK = os.getenv("LOOP_SANDBOX_NETWORK", "none").strip().lower() or "none"
 if LOOP_SANDBOX_NETWORK not in ("none", "on"):

@@ -60,12 +60,18 @@ def test_healthz_reports_database_and_broker(client):
     from django.conf import settings
 
     from console import embedded
+    from runs import sandbox
 
     if settings.EMBEDDED_BROKER:
         embedded.start()
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok"}
+    assert response.json() == {
+        "status": "ok",
+        "database": "ok",
+        "broker": "ok",
+        "sandbox": "on" if sandbox.status().active else "off",
+    }
 
 
 @pytest.mark.django_db

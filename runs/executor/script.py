@@ -80,6 +80,11 @@ def command_line(node, label: str) -> list[str]:
     return [sys.executable, *target]
 
 
+def _installs(node) -> bool:
+    code = node.script if node.script_path is None else _read(node.script_path)
+    return bool(declared_dependencies(node, code))
+
+
 def _read(path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8", errors="replace")
@@ -96,6 +101,8 @@ def run_script(run, spec, node, row, stream):
     sandbox = step_sandbox(run, spec, node)
     if node.script_path is not None:  # a named script file: the sandbox shows its folder
         sandbox = replace(sandbox, read=(*sandbox.read, str(Path(node.script_path).parent)))
+    if node.network is None and argv[0].endswith("uv") and _installs(node):
+        sandbox = sandbox.with_network(True)  # uv fetches the declared dependencies
     result = run_process(
         argv, sandbox=sandbox, env=step_env(run, ctx), on_chunk=stream, timeout=timeout
     )

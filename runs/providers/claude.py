@@ -19,13 +19,25 @@ from decimal import Decimal
 from runs.agent_tools import busy_check
 from runs.agent_tools.serve import MCP_SERVER_NAME, mcp_server
 from runs.sandbox import CallSpace, inherited
+from runs.sandbox.keys import KeyRoute, proxied_keys
 
 from . import pricing
 from .activity import summarize_arguments, tool_event
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
-from .cli import JsonLines, agent_call, looks_transient, program_argv, run_json_lines
+from .cli import (
+    JsonLines,
+    agent_call,
+    looks_transient,
+    named_files,
+    program_argv,
+    run_json_lines,
+)
 
 MCP_PREFIX = f"mcp__{MCP_SERVER_NAME}__"
+# The key stays in the worker: the CLI reaches the API through runs.sandbox.keys.
+KEYS = (
+    KeyRoute("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "https://api.anthropic.com", "x-api-key"),
+)
 
 
 class ClaudeProvider:
@@ -68,10 +80,10 @@ class ClaudeProvider:
         return argv + [str(a) for a in self.options.get("args") or []]
 
     def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
-        with agent_call(request, self.program(), config_dirs=("CLAUDE_CONFIG_DIR",)) as (
-            space,
-            tool_env,
-        ):
+        call = agent_call(
+            request, self.program(), named_files(self.command), config_dirs=("CLAUDE_CONFIG_DIR",)
+        )
+        with call as (space, tool_env):
             return self._run(request, on_chunk, space, tool_env)
 
     def _run(
@@ -79,21 +91,23 @@ class ClaudeProvider:
     ) -> AgentResult:
         turn = _Turn(self.name, request, on_chunk)
         parser = JsonLines(on_chunk, turn.handle)
-        process = run_json_lines(
-            self.argv(request, tool_env, space),
-            provider=self.name,
-            space=space,
-            prompt=request.prompt,
-            env={
-                **inherited("ANTHROPIC_API_KEY", "CLAUDE_CONFIG_DIR"),
-                **request.env,
-                **(self.options.get("env") or {}),
-                **tool_env,
-            },
-            idle_timeout=request.idle_timeout,
-            parser=parser,
-            busy=busy_check(request.tools),
-        )
+        env = {
+            **inherited("ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR"),
+            **request.env,
+            **(self.options.get("env") or {}),
+            **tool_env,
+        }
+        with proxied_keys(KEYS, env) as keys:
+            process = run_json_lines(
+                self.argv(request, tool_env, space),
+                provider=self.name,
+                space=space,
+                prompt=request.prompt,
+                env={**env, **keys},
+                idle_timeout=request.idle_timeout,
+                parser=parser,
+                busy=busy_check(request.tools),
+            )
         final = turn.final
         if process.timed_out:
             return AgentResult(

@@ -63,6 +63,20 @@ def program_files(argv: list[str]) -> tuple[str, ...]:
     return tuple(sorted(folders))
 
 
+def named_files(command: str) -> tuple[str, ...]:
+    """The folders of the programs and files the command names by absolute path (the
+    sandbox shows them read-only): `/opt/agents/run.sh`, `python3 /srv/agent.py`."""
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError:
+        return ()
+    folders: list[str] = []
+    for word in words:
+        if os.path.isabs(word) and os.path.isfile(word):
+            folders += [f for f in program_files([word]) if f not in folders]
+    return tuple(folders)
+
+
 @contextmanager
 def agent_call(
     request: AgentRequest,

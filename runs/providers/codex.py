@@ -19,11 +19,26 @@ import json
 from runs.agent_tools import busy_check
 from runs.agent_tools.serve import MCP_SERVER_NAME, mcp_server
 from runs.sandbox import CallSpace, inherited
+from runs.sandbox.keys import KeyRoute, proxied_keys
 
 from . import pricing
 from .activity import tool_event
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
-from .cli import JsonLines, agent_call, looks_transient, program_argv, run_json_lines
+from .cli import (
+    JsonLines,
+    agent_call,
+    looks_transient,
+    named_files,
+    program_argv,
+    run_json_lines,
+)
+
+# The key stays in the worker: the CLI reaches the API through runs.sandbox.keys (Codex
+# prefers CODEX_API_KEY in `exec` mode, then OPENAI_API_KEY).
+KEYS = tuple(
+    KeyRoute(name, "OPENAI_BASE_URL", "https://api.openai.com/v1", "authorization", "Bearer ")
+    for name in ("CODEX_API_KEY", "OPENAI_API_KEY")
+)
 
 
 class CodexProvider:
@@ -65,7 +80,10 @@ class CodexProvider:
         return argv
 
     def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
-        with agent_call(request, self.program(), config_dirs=("CODEX_HOME",)) as (space, tool_env):
+        call = agent_call(
+            request, self.program(), named_files(self.command), config_dirs=("CODEX_HOME",)
+        )
+        with call as (space, tool_env):
             schema_path = None
             if request.output_schema:
                 schema_path = space.write("schema.json", json.dumps(request.output_schema))
@@ -81,21 +99,23 @@ class CodexProvider:
     ):
         turn = _Turn(request, on_chunk)
         parser = JsonLines(on_chunk, turn.handle)
-        process = run_json_lines(
-            self.argv(request, schema_path, tool_env, space),
-            provider=self.name,
-            space=space,
-            prompt=request.prompt,
-            env={
-                **inherited("OPENAI_API_KEY", "CODEX_API_KEY", "CODEX_HOME"),
-                **request.env,
-                **(self.options.get("env") or {}),
-                **tool_env,
-            },
-            idle_timeout=request.idle_timeout,
-            parser=parser,
-            busy=busy_check(request.tools),
-        )
+        env = {
+            **inherited("OPENAI_BASE_URL", "CODEX_HOME"),
+            **request.env,
+            **(self.options.get("env") or {}),
+            **tool_env,
+        }
+        with proxied_keys(KEYS, env) as keys:
+            process = run_json_lines(
+                self.argv(request, schema_path, tool_env, space),
+                provider=self.name,
+                space=space,
+                prompt=request.prompt,
+                env={**env, **keys},
+                idle_timeout=request.idle_timeout,
+                parser=parser,
+                busy=busy_check(request.tools),
+            )
         if process.timed_out:
             return AgentResult(
                 text=turn.answer(False),

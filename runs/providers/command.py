@@ -7,7 +7,6 @@ environment carries LOOP_TOOL_CMD, so a script calls `$LOOP_TOOL_CMD NAME --arg 
 
 from __future__ import annotations
 
-import os
 import shlex
 import uuid
 
@@ -17,7 +16,7 @@ from runs.sandbox import run_process
 
 from .activity import toolbox_records
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
-from .cli import agent_call, program_files
+from .cli import agent_call, named_files
 
 
 class CommandProvider:
@@ -74,20 +73,6 @@ class CommandProvider:
                 + _last_line(result.output)
             )
         return AgentResult(text=result.output, session_id=session_id, tool_calls=tool_calls)
-
-
-def named_files(command: str) -> tuple[str, ...]:
-    """The folders of the programs and files the command names by absolute path (the
-    sandbox shows them read-only): `/opt/agents/run.sh`, `python3 /srv/agent.py`."""
-    try:
-        words = shlex.split(command, comments=True)
-    except ValueError:
-        return ()
-    folders: list[str] = []
-    for word in words:
-        if os.path.isabs(word) and os.path.isfile(word):
-            folders += [f for f in program_files([word]) if f not in folders]
-    return tuple(folders)
 
 
 def _last_line(output: str) -> str:

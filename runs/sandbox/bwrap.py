@@ -14,9 +14,9 @@ earlier one):
 3. its own: the workspace (read-write or read-only), the run's artifacts and HOME, the
    administrator's LOOP_SANDBOX_WRITE, the call's private folder at /run/loop (its tool
    socket and token) and the tools relay at /run/loop-tools;
-4. a repository's git metadata read-only: an agent may edit files and commit (objects,
-   refs and logs stay writable) but never plant hooks or configuration that a person's
-   or the console's own git would run later.
+4. a repository's git configuration, hooks, `info` and submodule folders read-only: an
+   agent may edit files, add and commit, but never plant something a person's or the
+   console's own git would run later.
 
 New PID, IPC, UTS and cgroup namespaces always; a new network namespace (loopback only)
 unless the confinement allows the network. The child dies with the worker.
@@ -49,7 +49,8 @@ HOST_SECRETS = (
     "/etc/ssl/private",
     "/etc/ssh",
 )
-GIT_WRITABLE = ("objects", "refs", "logs")
+# What git runs or reads as instructions: never writable from inside a sandbox.
+GIT_PROTECTED_FOLDERS = ("hooks", "info", "modules")
 
 
 def command(
@@ -175,27 +176,28 @@ def _own(confinement: Confinement, call_folder: str | None, relay: str | None) -
 
 
 def _git_metadata(workdir: Path, *, writable: bool) -> list[str]:
-    """A repository's `.git` read-only (a worktree's common folder too), with the folders
-    a commit writes (and a worktree's own index and HEAD) writable when the workspace is."""
+    """A repository's git folder (`.git`, or a worktree's common folder): read-write with the
+    workspace, so an agent may add and commit, but its configuration, hooks, `info` and
+    submodule folders read-only, so that nothing it writes there is ever run by a person's
+    git, or the console's own."""
     dotgit = workdir / ".git"
-    admin = None
     if dotgit.is_dir():
-        common = dotgit
-    elif dotgit.is_file():
-        admin = _gitdir_of(dotgit)
-        if admin is None:
-            return []
+        common = dotgit.resolve()
+    elif dotgit.is_file() and (admin := _gitdir_of(dotgit)) is not None:
         common = _common_dir(admin)
     else:
         return []
-    common = common.resolve()
-    args = ["--ro-bind", str(common), str(common)]
-    if writable:
-        for name in GIT_WRITABLE:
-            if (common / name).is_dir():
-                args += ["--bind", str(common / name), str(common / name)]
-        if admin is not None and admin.is_dir():
-            args += ["--bind", str(admin), str(admin)]
+    args = ["--bind" if writable else "--ro-bind", str(common), str(common)]
+    if not writable:
+        return args
+    for name in GIT_PROTECTED_FOLDERS:
+        try:
+            (common / name).mkdir(exist_ok=True)  # as `git init` makes them
+        except OSError:
+            continue
+    for name in (*GIT_PROTECTED_FOLDERS, "config"):
+        if (common / name).exists():
+            args += ["--ro-bind", str(common / name), str(common / name)]
     return args
 
 

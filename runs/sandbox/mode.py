@@ -42,10 +42,13 @@ class SandboxStatus:
         return f"NOT sandboxed: {self.detail}"
 
 
-@functools.cache
 def probe() -> tuple[bool, str]:
-    """(works, "bubblewrap X" or why not), asked once per process."""
-    program = bwrap_path()
+    """(works, "bubblewrap X" or why not), asked once per process (per launcher)."""
+    return _probe(bwrap_path())
+
+
+@functools.cache
+def _probe(program: str | None) -> tuple[bool, str]:
     if program is None:
         return False, f"bubblewrap is not installed; {INSTALL_HINT}"
     try:
@@ -76,7 +79,8 @@ def probe() -> tuple[bool, str]:
 
 
 def bwrap_path() -> str | None:
-    return shutil.which("bwrap")
+    """LOOP_SANDBOX_BWRAP, else `bwrap` on the worker's PATH."""
+    return shutil.which(settings.LOOP_SANDBOX_BWRAP or "bwrap")
 
 
 def status() -> SandboxStatus:

@@ -76,7 +76,6 @@ def start(
     """Popen `argv` in `space` (sandboxed when the mode says so); its stdout is a pipe, and
     its stderr too, merged into stdout unless `merge_stderr` is false."""
     confinement = space.confinement
-    os.makedirs(confinement.workdir, exist_ok=True)
     if space.sandboxed:
         command = space.command(argv)
     else:

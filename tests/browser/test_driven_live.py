@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from loops.models import Loop
 from runs import services
+from runs.executor.context import run_dirs
 from tests.browser.conftest import log_in, mark_page, screenshot, still_same_page
 from tests.conftest import wait_for, wait_run
 from tests.loops.conftest import driven_recipe
@@ -17,8 +18,9 @@ pytestmark = pytest.mark.browser
 
 
 def waiting_host(tmp_path) -> str:
+    """The host waits for go1 and go2 in the run's folder (the only one its sandbox shows)."""
     script = tmp_path / "host.sh"
-    go1, go2 = tmp_path / "go1", tmp_path / "go2"
+    go1, go2 = "go1", "go2"
     script.write_text(
         "set -e\n"
         """$LOOP_TOOL_CMD core_start_loop --pipeline '["researcher", "drafter"]'\n"""
@@ -50,13 +52,13 @@ def test_a_driven_run_is_drawn_live(
     expect(panel.locator(f"#loop-{loop.pk}-iteration-1 .loop-step")).to_have_count(2)
     screenshot(page, "driven-live-iteration-1")
 
-    (tmp_path / "go1").touch()  # the host iterates with feedback: drawn without a reload
+    (run_dirs(run)[0] / "go1").touch()  # the host iterates with feedback: drawn without a reload
     second = panel.locator(f"#loop-{loop.pk}-iteration-2")
     expect(second.locator(".host-judgement")).to_contain_text("Say who it is for, in one line.")
     expect(second.locator(".loop-output")).to_contain_text("Demo agent: iteration 2")
     expect(panel.locator(".loop-progress")).to_have_text("iteration 2 of 4")
 
-    (tmp_path / "go2").touch()  # the host finishes: loop:end, the result, the host's answer
+    (run_dirs(run)[0] / "go2").touch()  # the host finishes: loop:end, the result, the host's answer
     expect(panel.locator(f"#loop-{loop.pk} .badge").first).to_have_text("completed")
     expect(panel.locator(".loop-progress")).to_contain_text("the host was satisfied")
     expect(panel.locator(".loop-end")).to_contain_text("Demo agent: iteration 2")

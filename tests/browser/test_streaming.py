@@ -5,15 +5,17 @@ from playwright.sync_api import expect
 
 from runs import services
 from runs.actor import Actor
+from runs.executor.context import run_dirs
 from tests.browser.conftest import log_in, mark_page, still_same_page
 from tests.conftest import wait_for, wait_run
 
 pytestmark = pytest.mark.browser
 
 
-def talkative_recipe(go_file) -> str:
-    """Three lines a second apart, then the agent waits for the test's go: whether the
-    iteration is still running when the page shows line 3 never depends on the machine."""
+def talkative_recipe(go_file: str) -> str:
+    """Three lines a second apart, then the agent waits for the test's go (a file in the
+    run's folder, the only one its sandbox shows): whether the iteration is still running
+    when the page shows line 3 never depends on the machine."""
     command = (
         'for i in 1 2 3; do echo "line $i <b>bold</b>"; sleep 1; done; '
         f"until rm {go_file} 2>/dev/null; do sleep 0.05; done; echo DONE"
@@ -37,9 +39,8 @@ nodes:
 def test_output_streams_into_the_open_page(
     live_worker, make_recipe, operator, console_server, page, tmp_path
 ):
-    go = tmp_path / "go"
     run = services.start_run(
-        make_recipe(talkative_recipe(go), slug="talkative"),
+        make_recipe(talkative_recipe("go"), slug="talkative"),
         actor=Actor.operator(operator, "console"),
     )
     wait_for(lambda: run.iterations.filter(status="running").exists(), 60, message="iteration")
@@ -50,7 +51,7 @@ def test_output_streams_into_the_open_page(
     # Line 3 is written two seconds into the iteration: it can only arrive through the stream.
     expect(live_output).to_contain_text("line 3 <b>bold</b>")
     assert run.iterations.get().status == "running"
-    go.touch()
+    (run_dirs(run)[0] / "go").touch()
     expect(page.locator("#run-header .badge").first).to_have_text("completed")
     expect(page.locator("#timeline .iteration").first).to_contain_text("the agent said it was done")
     assert still_same_page(page)
@@ -72,7 +73,7 @@ record();
 LINES = "".join(f"line {i}\n" for i in range(1, 6))
 
 
-def numbered_lines_recipe(go_file) -> str:
+def numbered_lines_recipe(go_file: str) -> str:
     """Five numbered lines half a second apart, then the agent waits for the test's go
     (so "still running" never depends on how fast the machine is)."""
     command = (
@@ -108,9 +109,8 @@ def texts_seen(page, iteration) -> list[str]:
 def test_every_line_reaches_the_open_page_in_order(
     live_worker, make_recipe, operator, console_server, page, chromium, tmp_path
 ):
-    go = tmp_path / "go"
     run = services.start_run(
-        make_recipe(numbered_lines_recipe(go), slug="numbered"),
+        make_recipe(numbered_lines_recipe("go"), slug="numbered"),
         actor=Actor.operator(operator, "console"),
     )
     log_in(page, console_server, "otto")
@@ -137,6 +137,6 @@ def test_every_line_reaches_the_open_page_in_order(
             assert seen and all(LINES.startswith(text.lstrip("\n")) for text in seen), seen
             assert seen[-1] == LINES
         assert run.iterations.get(pk=it.pk).status == "running"
-        go.touch()
+        (run_dirs(run)[0] / "go").touch()
     wait_run(run, "completed", "failed")
     assert still_same_page(page) and still_same_page(late_tab)

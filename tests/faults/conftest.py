@@ -2,7 +2,10 @@
 
 Every fault test runs its workers on a Redis server and a queue of its own, so killing a
 worker, stopping Redis or shrinking the visibility timeout never touches the shared
-services other suites use. The test process sends its own tasks (start, approve, sweep)
+services other suites use. Their agents run without the sandbox (LOOP_SANDBOX=off): the
+suite watches each agent by its process group on this machine and writes markers to a
+file of its own, which a sandboxed agent could do neither of. That a sandboxed agent dies
+with a killed worker is tests/sandbox/test_process_tree.py. The test process sends its own tasks (start, approve, sweep)
 to that queue through `FaultEngine.send`, patched over `runs.dispatch.deliver`.
 """
 
@@ -263,6 +266,7 @@ class FaultEngine:
             "LOOP_QUEUE": self.queue,
             "REDIS_URL": redis_url,
             "LOOP_LEASE_SECONDS": "2",
+            "LOOP_SANDBOX": "off",
         }
         self.env.pop("CELERY_BROKER_URL", None)
         self.workers: list[FaultWorker] = []

@@ -6,12 +6,10 @@ tool ...` with LOOP_RUN_ID in its environment). One implementation behind all of
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
 from loops.models import Loop
-from runs.agent_tools.serve import MANAGE_PY
 from runs.models import RunEvent
 from tests.conftest import wait_run
 from tests.loops.conftest import driven_recipe
@@ -72,8 +70,7 @@ def test_a_command_host_drives_the_loop_from_its_shell(live_worker, start_driven
         "set -e\n"
         """$LOOP_TOOL_CMD core_start_loop --pipeline '["researcher", "drafter"]' > started.json\n"""
         '$LOOP_TOOL_CMD core_iterate_loop --feedback "Say who it is for."\n'
-        # The long form, as a person would type it in the agent's shell.
-        f"(cd {MANAGE_PY.parent} && {sys.executable} manage.py loop tool core_finish_loop)\n"
+        "$LOOP_TOOL_CMD core_finish_loop\n"
         'echo "Finished loop $(python3 -c \'import json; print(json.load(open("started.json"))["loopId"])\') of run $LOOP_RUN_ID."\n'
     )
     host = f'host-cli: {{kind: command, command: "bash {script}"}}'

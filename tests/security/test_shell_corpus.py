@@ -208,7 +208,7 @@ def _script_node(runtime: str, ref: str):
 def test_script_nodes_get_values_as_data_and_run_nothing(tmp_path, settings, source, runtime):
     from runs.executor.context import _bound, step_env
     from runs.executor.script import command_line
-    from runs.sandbox import run_process
+    from runs.sandbox import for_run, run_process
 
     if runtime == "python without uv":
         settings.LOOP_RUNTIME_DIRS = [str(tmp_path / "no-runtimes")]
@@ -227,7 +227,9 @@ def test_script_nodes_get_values_as_data_and_run_nothing(tmp_path, settings, sou
     env_ctx.user_message = PAYLOADS[0]
     work = tmp_path / "work"
     work.mkdir()
-    result = run_process(argv, cwd=str(work), env=step_env(None, env_ctx), on_chunk=lambda _: None)
+    result = run_process(
+        argv, sandbox=for_run(None, work), env=step_env(None, env_ctx), on_chunk=lambda _: None
+    )
     assert result.exit_code == 0, result.output
     for i, payload in enumerate(PAYLOADS):
         assert (work / f"out{i}").read_bytes() == payload.replace("\0", "").encode(), payload
