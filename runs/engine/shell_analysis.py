@@ -18,11 +18,13 @@ from .shell_names import is_value_name, value_name_pattern
 from .shell_rules import (
     EXPANSIONS,
     ScriptInfo,
+    collect_aliases,
     collect_declarations,
     collect_readers,
     context_of,
     declaration_flags,
     declared_name,
+    feeds_code,
 )
 from .shell_tree import Node, first_error, parse, query, static_text, text
 
@@ -43,6 +45,8 @@ POSITIONAL = re.compile(rb"\$\{?[1-9@*]")
 STARTUP_ENV = re.compile(
     rb"(?<![A-Za-z0-9_$])(?:BASH_ENV|ENV)\+?=|\bexport\b[^\n;]*\b(?:BASH_)?ENV\b"
 )
+# A file that is an open descriptor: what a redirect of `exec` left there may be run.
+FD_PATHS = re.compile(rb"/dev/fd/|/proc/[^\s/]+/fd/|/dev/stdin")
 HEREDOC_PREFIX = b': "'
 MAX_ROUNDS = 8
 MAX_NESTING = 3
@@ -126,7 +130,13 @@ class Analysis:
             query(self.root, "(function_definition) @f"),
             self.info,
         )
-        collect_readers(query(self.root, "(command) @c"), self.info)
+        commands = query(self.root, "(command) @c")
+        collect_readers(commands, self.info)
+        if b"expand_aliases" in self.source:
+            self.info.aliases = collect_aliases(commands)
+        self.info.stdin_runs_later = bool(FD_PATHS.search(self.source)) or feeds_code(
+            self.root, self.info
+        )
         self.assignments = query(self.root, "(variable_assignment) @a")
         self.heredocs = sorted(_heredoc_bodies(self.root, self.source), key=lambda h: h[0])
         self._heredoc_starts = [low for low, _, _, _ in self.heredocs]

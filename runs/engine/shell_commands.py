@@ -21,6 +21,8 @@ from .shell_wrappers import SHELL_HANDOFF, exec_segments, is_option, leading_tex
 
 __all__ = [
     "CODE_VARIABLES",
+    "CommandLine",
+    "command_line",
     "Role",
     "Use",
     "argument_role",
@@ -41,23 +43,53 @@ INTERPRETERS = {
     "lua": {"-e"},
     "r": {"-e"},
     "osascript": {"-e"},
+    "tcl": {"-c"},
 }
 STDIN_PATHS = {"-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"}
+# Programs that run what reaches their standard input as commands (now or later).
+STDIN_RUNNERS = {"at", "batch"}
 UNKNOWN_CODE_OPTIONS = {"--command", "--eval", "--exec", "--execute"}
 MAX_DEPTH = 3
 
 
-def argument_role(command: Node, child: Node) -> Use | None:
+class CommandLine:
+    """A command's words, prepared once: their positions, the wrapped command, and the
+    first word naming a shell or an interpreter (for `_wrapped_shell`)."""
+
+    __slots__ = ("words", "index", "unwrapped", "shell_at")
+
+    def __init__(self, command: Node):
+        self.words = command_words(command)
+        self.index = {word: k for k, word in enumerate(self.words)}
+        self.unwrapped = unwrap(self.words)
+        self.shell_at = _first_shell_word(self.words, self.unwrapped[0] + 1)
+
+
+def command_line(command: Node, cache: dict | None = None) -> CommandLine:
+    """The prepared words of `command`, kept in `cache` (one per script checked): each
+    argument is then placed without reading the whole command again."""
+    if cache is None:
+        return CommandLine(command)
+    line = cache.get(command)
+    if line is None:
+        line = cache[command] = CommandLine(command)
+    return line
+
+
+def argument_role(command: Node, child: Node, cache: dict | None = None) -> Use | None:
     """The role of the argument `child` (a direct child of `command`) for the program run."""
-    words = command_words(command)
-    if child not in words:
+    line = command_line(command, cache)
+    k = line.index.get(child)
+    if k is None:
         return None
-    return role_in_words(words, words.index(child))
+    return role_in_words(line.words, k, prepared=line)
 
 
-def role_in_words(words: list[Node], k: int, depth: int = 0) -> Use | None:
+def role_in_words(
+    words: list[Node], k: int, depth: int = 0, prepared: CommandLine | None = None
+) -> Use | None:
     """The role of words[k] in the command line `words` (its name first)."""
-    start, roles = unwrap(words)
+    start, roles = prepared.unwrapped if prepared else unwrap(words)
     if k in roles:
         return Use(roles[k])
     if k < start or start >= len(words):
@@ -89,7 +121,8 @@ def role_in_words(words: list[Node], k: int, depth: int = 0) -> Use | None:
     role = run_option_role(name, args, j) or _name_taker_role(name, args, j)
     if role:
         return Use(role)
-    return _wrapped_shell(args, j, depth)
+    shell_at = prepared.shell_at if prepared else _first_shell_word(words, start + 1)
+    return _wrapped_shell(words, shell_at, k, depth)
 
 
 def _unknown_use(args: list[Node]) -> Use:
@@ -138,13 +171,12 @@ def _shell_use(args: list[Node], j: int) -> Use | None:
     return None
 
 
-def _ssh_use(args: list[Node], j: int) -> Use | None:
-    """`ssh [options] HOST [COMMAND...]`: the command runs in a shell on the host."""
-    if run_option_role("ssh", args, j):
-        return Use(Role.RUN_OPTION)
+def _ssh_command(args: list[Node]) -> int:
+    """Index of the first word of the command `ssh [options] HOST COMMAND...` runs on the
+    host (len(args) when there is none: ssh then runs a shell reading its input)."""
     value_options = OPTION_PROGRAMS["ssh"]
     i = 0
-    while i < len(args) and i < j:
+    while i < len(args):
         value = static_text(args[i])
         if value == "--":
             i += 1
@@ -152,7 +184,14 @@ def _ssh_use(args: list[Node], j: int) -> Use | None:
         if not is_option(args[i]):
             break
         i += 2 if value in value_options else 1
-    return Use(Role.CODE) if i < j else None
+    return i + 1
+
+
+def _ssh_use(args: list[Node], j: int) -> Use | None:
+    """`ssh [options] HOST [COMMAND...]`: the command runs in a shell on the host."""
+    if run_option_role("ssh", args, j):
+        return Use(Role.RUN_OPTION)
+    return Use(Role.CODE) if j >= _ssh_command(args) else None
 
 
 def _interpreter_parts(language: str, args: list[Node]) -> tuple[str, int, str | None]:
@@ -261,6 +300,10 @@ def _name_taker_role(name: str, args: list[Node], j: int) -> str | None:
         return Role.NAME
     if name == "unset":
         return None if is_option(args[j]) else Role.NAME
+    if name in ("compgen", "complete"):  # -W words are expanded, -C runs a command
+        return Role.CODE if previous in ("-W", "-C") else Role.COMMAND if previous == "-F" else None
+    if name in ("hash", "enable"):  # hash -p FILE NAME, enable -f LIBRARY NAME
+        return Role.COMMAND if previous in ("-p", "-f") else None
     if name == "let":
         return Role.ARITH
     if name == "alias":
@@ -268,18 +311,22 @@ def _name_taker_role(name: str, args: list[Node], j: int) -> str | None:
     return None
 
 
-def _wrapped_shell(args: list[Node], j: int, depth: int) -> Use | None:
-    """Any other program given a shell or an interpreter with its code option among its
-    arguments (`docker exec c sh -c CODE`, `ip netns exec n bash -c CODE`): that code."""
-    if depth >= MAX_DEPTH:
-        return None
-    for p in range(j):
-        name = program_name(args[p])
+def _first_shell_word(words: list[Node], start: int) -> int | None:
+    for p in range(start, len(words)):
+        name = program_name(words[p])
         if name in SHELLS or name == "eval" or language_of(name or "") in INTERPRETERS:
-            use = role_in_words(args[p:], j - p, depth + 1)
-            code = (Role.CODE, Role.PROGRAM, Role.SHELL_ARGS, Role.PROGRAM_ARGS)
-            return use if use is not None and use.role in code else None
+            return p
     return None
+
+
+def _wrapped_shell(words: list[Node], p: int | None, k: int, depth: int) -> Use | None:
+    """Any other program given a shell or an interpreter (words[p]) with its code option
+    among its arguments (`docker exec c sh -c CODE`, `setpriv bash -c CODE`): that code."""
+    if p is None or p >= k or depth >= MAX_DEPTH:
+        return None
+    use = role_in_words(words[p:], k - p, depth + 1)
+    code = (Role.CODE, Role.PROGRAM, Role.SHELL_ARGS, Role.PROGRAM_ARGS)
+    return use if use is not None and use.role in code else None
 
 
 def reads_code_from_stdin(command: Node, startup_env: bool = False) -> bool:
@@ -321,8 +368,13 @@ def _reads_code(words: list[Node], startup_env: bool, depth: int) -> bool:
             return code is None or _code_reads_stdin(code, startup_env, depth + 1)
         flags = [static_text(a) for a in args[:first]]
         return "-s" in flags or first >= len(args) or static_text(args[first]) in STDIN_PATHS
-    if name in SHELL_HANDOFF:
+    if name in SHELL_HANDOFF or name in STDIN_RUNNERS:
         return True
+    if name == "crontab":
+        operands = [a for a in args if not is_option(a)]
+        return not operands or static_text(operands[0]) in STDIN_PATHS
+    if name == "ssh":
+        return _ssh_command(args) >= len(args)  # no command after the host
     if name in ("source", "."):
         return bool(args) and static_text(args[0]) in STDIN_PATHS
     if language == "sed":

@@ -84,7 +84,7 @@ def check_script(script: str) -> tuple[list[Finding], list[Notice]]:
             found.append(Finding(line, script[start:end], context, where))
     notices: list[Notice] = []
     if analysis.error is None:
-        notices += option_notices(expanded_in(analysis), analysis.source)
+        notices += option_notices(expanded_in(analysis), analysis.source, analysis.info.lines)
         notices += written_then_run(analysis.root, analysis.positions, analysis.line)
     refused = {f.line for f in found + findings}  # a refusal says more than a warning
     notices = [n for n in notices if n.line not in refused]

@@ -70,9 +70,22 @@ CODE_VARIABLES = {
     "GIT_PROXY_COMMAND",
     "GIT_ASKPASS",
     "SSH_ASKPASS",
+    "GIT_SEQUENCE_EDITOR",
     "EDITOR",
     "VISUAL",
     "PAGER",
+    "MANPAGER",
+    "BROWSER",
+    "LESSOPEN",
+    "LESSCLOSE",
+    "PYTHONHOME",
+    "PERL5LIB",
+    "RUBYOPT",
+    "RUBYLIB",
+    "NODE_PATH",
+    "JAVA_TOOL_OPTIONS",
+    "DYLD_INSERT_LIBRARIES",
+    "GCONV_PATH",
 }
 
 

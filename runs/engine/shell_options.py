@@ -32,7 +32,13 @@ RUN_OPTIONS: dict[str, set[str]] = {
     "wget": {"-e", "--execute"},
     "gdb": {"-ex", "-iex", "--eval-command"},
     "man": {"-P", "--pager"},
+    "vim": {"-c", "--cmd"},
+    "vi": {"-c", "--cmd"},
+    "nvim": {"-c", "--cmd"},
+    "ex": {"-c", "--cmd"},
+    "view": {"-c", "--cmd"},
 }
+PLUS_COMMANDS = {"vim", "vi", "nvim", "ex", "view", "less", "more"}  # vim +CMD, less +CMD
 GIT_RUN_OPTIONS = {"--upload-pack", "--receive-pack", "--exec"}
 GIT_GLOBAL_RUN = {"-c", "--config-env", "--exec-path"}
 GIT_GLOBAL_VALUE = {"-C", "-c", "--config-env", "--git-dir", "--work-tree", "--namespace"}
@@ -66,6 +72,8 @@ def _is_run_option(previous: Node | None, word: Node, options: set[str]) -> bool
 
 
 def run_option_role(name: str, args: list[Node], j: int) -> str | None:
+    if name in PLUS_COMMANDS and leading_text(args[j]).startswith("+"):
+        return Role.RUN_OPTION
     options = RUN_OPTIONS.get(name)
     if options and _is_run_option(args[j - 1] if j else None, args[j], options):
         return Role.RUN_OPTION
@@ -169,19 +177,29 @@ OPTION_PROGRAMS: dict[str, set[str]] = {
 }
 
 
-def option_injection(name: str, args: list[Node], j: int) -> str | None:
+def option_guard(name: str, args: list[Node]) -> int:
+    """Index of the first argument after which nothing is read as an option: `--` or
+    `--end-of-options`; for find the first word of its expression (`-name VALUE` is never
+    an option, and find reads `--` but still takes `-x` after it as an expression)."""
+    for index, word in enumerate(args):
+        if name == "find":
+            if leading_text(word)[:1] in ("-", "(", "!") and static_text(word) != "--":
+                return index
+        elif static_text(word) in ("--", "--end-of-options"):
+            return index
+    return len(args)
+
+
+def option_injection(name: str, args: list[Node], j: int, guard: int | None = None) -> str | None:
     """The warning for a value standing as argument `j` of `name`, where it would be read
-    as an option if it starts with `-`; None when the place is safe."""
+    as an option if it starts with `-`; None when the place is safe. `guard` is
+    option_guard(name, args), when the caller has it already."""
     if name not in OPTION_PROGRAMS:
         return None
     value_options = OPTION_PROGRAMS[name]
-    for word in args[:j]:
-        if static_text(word) in ("--", "--end-of-options"):
-            return None
-    if name == "find":
-        if any(leading_text(w)[:1] in ("-", "(", "!") for w in args[:j]):
-            return None  # an argument of an expression (-name VALUE), never an option
-    elif j:
+    if j > (option_guard(name, args) if guard is None else guard):
+        return None
+    if name != "find" and j:
         before = static_text(args[j - 1])
         letters = {o[1] for o in value_options if len(o) == 2}
         if before in value_options:

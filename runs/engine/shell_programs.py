@@ -33,6 +33,7 @@ _RUNNERS: dict[str, str] = {
     "lua": r"\b(?:load|loadstring|loadfile|dofile|require|execute|popen)\b",
     "r": r"\b(?:eval|evalq|parse|system|system2|source|shell|pipe|do\.call)\b",
     "osascript": r"\b(?:do\s+shell\s+script|run\s+script|load\s+script)\b",
+    "tcl": r"\b(?:exec|eval|open|source|spawn|system|uplevel|subst|interp|load)\b",
     "awk": r"\bsystem\s*\(|\|\s*getline|\|&|\b(?:print|printf)\b[^;{}\n]*?[^|]\|(?!\|)",
     # GNU sed: the `e` command runs the pattern space, `s///e` runs the result
     "sed": r"(?:^|[;{}\n/$!0-9])\s*e(?:\s|;|}|$)|\bs(\W)(?:(?!\1).)*\1(?:(?!\1).)*\1[^;}\s]*e",
@@ -54,6 +55,9 @@ _LANGUAGES = {
     "luajit": "lua",
     "Rscript": "r",
     "osascript": "osascript",
+    "tclsh": "tcl",
+    "wish": "tcl",
+    "expect": "tcl",
     "awk": "awk",
     "gawk": "awk",
     "mawk": "awk",

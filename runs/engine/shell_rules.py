@@ -11,9 +11,15 @@ redirect, runs what reaches its standard input, every value in the pipeline or r
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
-from .shell_commands import argument_role, reads_code_from_stdin, stdin_program_language
+from .shell_commands import (
+    argument_role,
+    command_line,
+    reads_code_from_stdin,
+    stdin_program_language,
+)
 from .shell_kinds import Context, Role
 from .shell_names import CODE_VARIABLES
 from .shell_programs import runs_text
@@ -21,6 +27,7 @@ from .shell_tree import Node, ancestors, command_words, program_name, query, sta
 
 __all__ = [
     "ScriptInfo",
+    "collect_aliases",
     "collect_declarations",
     "collect_readers",
     "context_of",
@@ -38,6 +45,7 @@ ROLE_CONTEXT = {
     Role.RUN_OPTION: Context.RUN_OPTION,
 }
 EXPANSIONS = ("simple_expansion", "expansion")
+ENV_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\+?=")
 HEREDOC_PARTS = {"<<", "<<-", "heredoc_start", "heredoc_body", "heredoc_end"}
 
 
@@ -51,9 +59,12 @@ class ScriptInfo:
     called_with_values: set[str] = field(default_factory=set)  # functions given a value
     positional_values: bool = False  # `set -- $value`, or an inner `sh -c` script
     startup_env: bool = False  # the script sets BASH_ENV or ENV: any shell may read stdin
+    aliases: set[str] = field(default_factory=set)  # alias names, with expand_aliases on
+    stdin_runs_later: bool = False  # something in the script runs its stdin or a /dev/fd
     # A `sh -c CODE ... $value`: does CODE (None when not static) misuse its arguments?
     shell_args_unsafe: object = None  # callable(str | None) -> bool, set by the analyser
     feeds: dict = field(default_factory=dict)  # node -> whether it runs its stdin as code
+    lines: dict = field(default_factory=dict)  # command -> its prepared words (CommandLine)
 
 
 def declaration_flags(node: Node) -> str:
@@ -107,9 +118,21 @@ def feeds_code(node: Node, info: ScriptInfo) -> bool:
     found = info.feeds.get(node)
     if found is None:
         commands = query(node, "(command) @c")
-        found = any(reads_code_from_stdin(c, info.startup_env) for c in commands)
+        found = any(reads_code_from_stdin(c, info.startup_env) or _alias(c, info) for c in commands)
         info.feeds[node] = found
     return found
+
+
+def _alias(command: Node, info: ScriptInfo) -> bool:
+    """A command named by an alias the script defines (with expand_aliases): anything."""
+    words = command_words(command) if info.aliases else []
+    return bool(words) and program_name(words[0]) in info.aliases
+
+
+def _bare_exec(command: Node) -> bool:
+    """`exec <<< TEXT`, `exec 3< FILE`: a redirect that stays for the rest of the script."""
+    words = command_words(command) if command.type == "command" else []
+    return len(words) == 1 and program_name(words[0]) == "exec"
 
 
 def _continuation(heredoc: Node) -> list[Node]:
@@ -149,8 +172,11 @@ def _stream_rule(anc: Node, child: Node, info: ScriptInfo) -> Context | None:
         return Context.EVAL
     if kind == "redirected_statement":
         body = anc.child_by_field_name("body")
-        if body is not None and child != body and _feeds_input(child) and feeds_code(body, info):
-            return _stdin_program(body, child) or Context.EVAL
+        if body is not None and child != body and _feeds_input(child):
+            if feeds_code(body, info):
+                return _stdin_program(body, child) or Context.EVAL
+            if _bare_exec(body) and info.stdin_runs_later:
+                return Context.EVAL
         for redirect in anc.children:
             if redirect.type == "heredoc_redirect":
                 if any(feeds_code(c, info) for c in _continuation(redirect)):
@@ -240,23 +266,36 @@ def _assignment_rule(anc: Node, child: Node, info: ScriptInfo) -> Context | None
 
 def _command_rule(command: Node, child: Node, occ: Node, info: ScriptInfo) -> Context | None:
     if child.type in ("herestring_redirect", "file_redirect", "heredoc_redirect"):
+        if _feeds_input(child) and _bare_exec(command) and info.stdin_runs_later:
+            return Context.EVAL
         if _feeds_input(child) and reads_code_from_stdin(command, info.startup_env):
             program = _stdin_program(command, child)
             if program is not None and occ.type in EXPANSIONS:
                 return Context.PROGRAM  # the value is part of the program text
             return program or Context.EVAL
         return None
-    words = command_words(command)
+    line = command_line(command, info.lines)
+    words = line.words
     name = program_name(words[0]) if words else None
-    if name in info.functions and child in words[1:]:
+    argument = line.index.get(child, 0) > 0
+    if name in info.aliases and argument:
+        return Context.EVAL
+    if name == "env" and argument:  # env NAME=$value COMMAND: NAME is a copy
+        match = ENV_ASSIGNMENT.match(text(child))
+        if match:
+            info.copies.add(match.group(1))
+    if name in info.functions and argument:
         info.called_with_values.add(name)
-    if name == "set" and child in words[1:]:
+    if name == "set" and argument:
         info.positional_values = True
-    if name == "printf" and child in words[1:]:
-        for before, word in zip(words[1:], words[2:], strict=False):
-            if static_text(before) == "-v" and (value := static_text(word)):
-                info.copies.add(value)
-    use = argument_role(command, child)
+    if name == "printf" and argument:
+        filled = info.lines.get(("printf -v", command))
+        if filled is None:  # the names it fills, read once per command
+            pairs = zip(words[1:], words[2:], strict=False)
+            filled = [static_text(w) for b, w in pairs if static_text(b) == "-v"]
+            info.lines[("printf -v", command)] = filled
+        info.copies.update(name for name in filled if name)
+    use = argument_role(command, child, info.lines)
     if use is None:
         return None
     expanded = occ.type in EXPANSIONS
@@ -321,3 +360,16 @@ def collect_readers(commands: list[Node], info: ScriptInfo) -> None:
             value = static_text(word)
             if value and value.isidentifier():
                 info.copies.add(value)
+
+
+def collect_aliases(commands: list[Node]) -> set[str]:
+    """Names `alias NAME=...` defines (they are expanded when expand_aliases is on)."""
+    names = set()
+    for command in commands:
+        words = command_words(command)
+        if words and program_name(words[0]) == "alias":
+            for word in words[1:]:
+                match = ENV_ASSIGNMENT.match(static_text(word) or text(word))
+                if match:
+                    names.add(match.group(1))
+    return names

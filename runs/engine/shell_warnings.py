@@ -12,9 +12,9 @@ from __future__ import annotations
 import bisect
 import os
 
-from .shell_commands import SHELLS, role_in_words
+from .shell_commands import SHELLS, CommandLine, command_line, role_in_words
 from .shell_kinds import Notice, Role
-from .shell_options import option_injection
+from .shell_options import option_guard, option_injection
 from .shell_programs import language_of
 from .shell_tree import Node, command_words, program_name, query, static_text, text
 from .shell_wrappers import exec_segments, unwrap
@@ -40,32 +40,48 @@ def _argument_word(occ: Node, source: bytes) -> Node | None:
     return word if parent is not None and parent.type == "command" else None
 
 
-def _program_args(words: list[Node], k: int) -> tuple[str | None, list[Node], int]:
-    """(program, its arguments, index of words[k] among them), looking through wrappers and
-    `find -exec`."""
-    start, _ = unwrap(words)
-    if start >= k:
-        return None, [], -1
+def _program(words: list[Node], start: int):
+    """(program, its arguments, their option guard, find's -exec segments)."""
+    if start >= len(words):
+        return None, [], 0, []
     name = program_name(words[start])
-    args, j = words[start + 1 :], k - start - 1
-    if name == "find":
-        for first, end in exec_segments(args):
-            if first <= j < end:
-                return _program_args(args[first:end], j - first)
-    return name, args, j
+    args = words[start + 1 :]
+    segments = exec_segments(args) if name == "find" else []
+    return name, args, option_guard(name or "", args), segments
 
 
-def option_notices(expanded: list[tuple[int, Node, str]], source: bytes) -> list[Notice]:
-    found = []
+def _warning(programs: dict, line: CommandLine, k: int) -> str | None:
+    """The option warning for words[k] of a prepared command, looking through wrappers and
+    `find -exec`; each command's program is read once (`programs`)."""
+    start = line.unwrapped[0]
+    key = id(line)
+    if key not in programs:
+        programs[key] = _program(line.words, start)
+    name, args, guard, segments = programs[key]
+    j = k - start - 1
+    if name is None or j < 0:
+        return None
+    for first, end in segments:
+        if first <= j < end:  # a command find runs: read it as a command line of its own
+            inner = args[first:end]
+            inner_start = unwrap(inner)[0]
+            name, args, guard, _ = _program(inner, inner_start)
+            j -= first + inner_start + 1
+            break
+    return option_injection(name, args, j, guard) if name and j >= 0 else None
+
+
+def option_notices(
+    expanded: list[tuple[int, Node, str]], source: bytes, lines: dict
+) -> list[Notice]:
+    found, programs = [], {}
     for line, occ, written in expanded:
         word = _argument_word(occ, source)
         if word is None:
             continue
-        words = command_words(word.parent)
-        if word not in words:
-            continue
-        name, args, j = _program_args(words, words.index(word))
-        message = option_injection(name, args, j) if name else None
+        prepared = command_line(word.parent, lines)
+        k = prepared.index.get(word)
+        message = _warning(programs, prepared, k) if k else None
         if message:
             found.append(Notice(line, written, message.replace("$REF", f'"{written}"')))
     return found

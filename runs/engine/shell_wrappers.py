@@ -59,8 +59,9 @@ WRAPPER_CODE_OPTIONS = {"env": {"-S", "--split-string"}, "flock": {"-c", "--comm
 # wrapper -> option letters that hand the wrapped command line to a shell (sudo -s CMD)
 WRAPPER_SHELL_LETTERS = {"sudo": {"s", "i"}}
 WRAPPER_SHELL_OPTIONS = {"sudo": {"--shell", "--login"}}
-# Commands that hand their arguments to a shell: every value among them is code.
-SHELL_HANDOFF = {"su", "runuser", "script", "sg"}
+# Commands that hand their arguments to a shell (or run them as command lines later, on a
+# terminal server): every value among them is code.
+SHELL_HANDOFF = {"su", "runuser", "script", "sg", "tmux", "screen"}
 FIND_EXEC = {"-exec", "-execdir", "-ok", "-okdir"}
 _ASSIGNMENT_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\+?=")
 
