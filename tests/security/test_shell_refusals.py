@@ -112,13 +112,46 @@ def test_each_listed_place_runs_a_value_in_bash_and_is_refused(tmp_path, place, 
     work.mkdir()
     subprocess.run(["git", "init", "-q"], cwd=work, check=True)
     canary = tmp_path / "CANARY"
-    proc = _bash(script, payload.replace("CANARY", str(canary)), work)
+    as_run = script.replace("CANARY", str(canary))
+    proc = _bash(as_run, payload.replace("CANARY", str(canary)), work)
     assert canary.exists(), (place, script, proc.stdout, proc.stderr)
     _assert_refused(script)
 
 
 @pytest.mark.parametrize("place,script", OTHERS, ids=[r[0] for r in OTHERS])
 def test_each_listed_place_without_a_payload_is_refused(place, script):
+    _assert_refused(script)
+
+
+def _table_cases() -> list[tuple[str, str]]:
+    """(table entry, a script using it with a value) for every entry of the code tables the
+    docs name: each must be refused, not only the row's example."""
+    from runs.engine.shell_commands import INTERPRETERS, SHELLS
+    from runs.engine.shell_names import CODE_VARIABLES
+    from runs.engine.shell_options import PLUS_COMMANDS, RUN_OPTIONS
+    from runs.engine.shell_programs import _LANGUAGES
+    from runs.engine.shell_wrappers import SHELL_HANDOFF, WRAPPERS
+
+    cases = []
+    for name, (_, operands) in WRAPPERS.items():
+        filler = " x" * operands
+        cases.append((f"wrapper {name}", f'{name}{filler} bash -c "echo $USER_MESSAGE"'))
+    cases += [(f"shell {n}", f'{n} -c "echo $USER_MESSAGE"') for n in sorted(SHELLS)]
+    cases += [(f"handoff {n}", f'{n} x "$USER_MESSAGE"') for n in sorted(SHELL_HANDOFF)]
+    for program, language in _LANGUAGES.items():
+        if language in INTERPRETERS:
+            option = sorted(INTERPRETERS[language])[0]
+            cases.append((f"program {program}", f'{program} {option} "x $USER_MESSAGE"'))
+    for program, options in RUN_OPTIONS.items():
+        for option in sorted(options):
+            cases.append((f"{program} {option}", f'{program} {option} "$USER_MESSAGE" x'))
+    cases += [(f"{n} +CMD", f'{n} +"$USER_MESSAGE" f') for n in sorted(PLUS_COMMANDS)]
+    cases += [(f"variable {n}", f"{n}=$USER_MESSAGE") for n in sorted(CODE_VARIABLES)]
+    return cases
+
+
+@pytest.mark.parametrize("entry,script", _table_cases(), ids=[c[0] for c in _table_cases()])
+def test_every_entry_of_the_tables_the_docs_name_is_refused(entry, script):
     _assert_refused(script)
 
 
