@@ -7,7 +7,8 @@ A value passed as an argument is data for most programs. It is code for `eval`, 
 `timeout`, `xargs`, `sudo`, `coproc`, ...; `runs.engine.shell_wrappers`) are looked through
 to the command they run, and so are the commands `find -exec` runs. A command whose name is
 not static text (`$sh`, `"$SHELL"`, `${b}sh`) is unknown: a value among its arguments is
-refused. The tables below are the whole list.
+refused. What a command does with its standard input is `runs.engine.shell_stdin`. The
+tables below are the whole list.
 """
 
 from __future__ import annotations
@@ -15,19 +16,25 @@ from __future__ import annotations
 from .shell_kinds import Role, Use
 from .shell_names import CODE_VARIABLES
 from .shell_options import OPTION_PROGRAMS, git_role, run_option_role
-from .shell_programs import language_of, runs_text
-from .shell_tree import Node, command_words, parse, program_name, query, static_text
+from .shell_programs import language_of
+from .shell_tree import Node, command_words, program_name, static_text
 from .shell_wrappers import SHELL_HANDOFF, exec_segments, is_option, leading_text, unwrap
 
 __all__ = [
+    "CODE_RUNNERS",
     "CODE_VARIABLES",
+    "INTERPRETERS",
+    "SHELLS",
     "CommandLine",
-    "command_line",
     "Role",
     "Use",
     "argument_role",
-    "reads_code_from_stdin",
-    "stdin_program_language",
+    "awk_program",
+    "command_line",
+    "interpreter_parts",
+    "role_in_words",
+    "shell_options",
+    "ssh_command",
 ]
 
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "rbash", "yash", "posh", "fish"}
@@ -45,9 +52,6 @@ INTERPRETERS = {
     "osascript": {"-e"},
     "tcl": {"-c"},
 }
-STDIN_PATHS = {"-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"}
-# Programs that run what reaches their standard input as commands (now or later).
-STDIN_RUNNERS = {"at", "batch"}
 UNKNOWN_CODE_OPTIONS = {"--command", "--eval", "--exec", "--execute"}
 MAX_DEPTH = 3
 
@@ -137,7 +141,7 @@ def _unknown_use(args: list[Node]) -> Use:
     return Use(Role.UNKNOWN)
 
 
-def _shell_options(args: list[Node]) -> tuple[bool, int]:
+def shell_options(args: list[Node]) -> tuple[bool, int]:
     """(code mode: a `-c` alone or in a cluster, index of the first operand)."""
     code_mode, i = False, 0
     while i < len(args):
@@ -159,7 +163,7 @@ def _shell_options(args: list[Node]) -> tuple[bool, int]:
 
 def _shell_use(args: list[Node], j: int) -> Use | None:
     """`bash -c CODE NAME ARGS...`, `bash FILE ARGS...`, options in between."""
-    code_mode, first = _shell_options(args)
+    code_mode, first = shell_options(args)
     if j < first:
         return Use(Role.CODE) if static_text(args[j]) is None else None
     if j == first:
@@ -171,7 +175,7 @@ def _shell_use(args: list[Node], j: int) -> Use | None:
     return None
 
 
-def _ssh_command(args: list[Node]) -> int:
+def ssh_command(args: list[Node]) -> int:
     """Index of the first word of the command `ssh [options] HOST COMMAND...` runs on the
     host (len(args) when there is none: ssh then runs a shell reading its input)."""
     value_options = OPTION_PROGRAMS["ssh"]
@@ -191,10 +195,10 @@ def _ssh_use(args: list[Node], j: int) -> Use | None:
     """`ssh [options] HOST [COMMAND...]`: the command runs in a shell on the host."""
     if run_option_role("ssh", args, j):
         return Use(Role.RUN_OPTION)
-    return Use(Role.CODE) if j >= _ssh_command(args) else None
+    return Use(Role.CODE) if j >= ssh_command(args) else None
 
 
-def _interpreter_parts(language: str, args: list[Node]) -> tuple[str, int, str | None]:
+def interpreter_parts(language: str, args: list[Node]) -> tuple[str, int, str | None]:
     """How an interpreter is given its program: ("program", index, text) for `-c CODE` and
     `-cCODE` (the index of the word holding the program), ("file", index of the first
     operand, None) otherwise: a script file, `-` or none (index == len(args))."""
@@ -221,7 +225,7 @@ def _interpreter_parts(language: str, args: list[Node]) -> tuple[str, int, str |
 
 def _interpreter_use(language: str, args: list[Node], j: int) -> Use | None:
     """`python -c CODE ARGS`, `perl -ne CODE`, `node -e CODE`, `python FILE ARGS`."""
-    kind, index, program = _interpreter_parts(language, args)
+    kind, index, program = interpreter_parts(language, args)
     if kind == "file":
         if j != index:
             return None  # an option, or an argument of the author's script file
@@ -239,7 +243,7 @@ def _joins(lead: str, value: str | None, option: str) -> bool:
     return value is None or len(value) > 2
 
 
-def _awk_program(args: list[Node], sed: bool) -> tuple[int | None, bool]:
+def awk_program(args: list[Node], sed: bool) -> tuple[int | None, bool]:
     """(index of the program operand or None, whether a program file or -e was given)."""
     given = False
     i = 0
@@ -258,7 +262,7 @@ def _awk_program(args: list[Node], sed: bool) -> tuple[int | None, bool]:
 
 def _awk_use(args: list[Node], j: int, language: str) -> Use | None:
     sed = language == "sed"
-    index, given = _awk_program(args, sed)
+    index, given = awk_program(args, sed)
     previous = static_text(args[j - 1]) if j else None
     if sed:
         if j == index or previous in ("-e", "--expression"):
@@ -327,103 +331,3 @@ def _wrapped_shell(words: list[Node], p: int | None, k: int, depth: int) -> Use 
     use = role_in_words(words[p:], k - p, depth + 1)
     code = (Role.CODE, Role.PROGRAM, Role.SHELL_ARGS, Role.PROGRAM_ARGS)
     return use if use is not None and use.role in code else None
-
-
-def reads_code_from_stdin(command: Node, startup_env: bool = False) -> bool:
-    """Whether what reaches this command's standard input is run as code: a shell or an
-    interpreter with no program named, `source /dev/stdin`, xargs running a shell, a shell
-    whose BASH_ENV or ENV is set (it may be /dev/stdin), a program that runs text (awk
-    '{ system($0) }'), a command the checker cannot name."""
-    if command.type != "command":
-        return False
-    for child in command.children:
-        if child.type == "variable_assignment":
-            name = child.child_by_field_name("name")
-            startup_env = startup_env or (name is not None and name.text in (b"BASH_ENV", b"ENV"))
-    return _reads_code(command_words(command), startup_env, 0)
-
-
-def _reads_code(words: list[Node], startup_env: bool, depth: int) -> bool:
-    start, _ = unwrap(words)
-    if start >= len(words):
-        return False
-    name = program_name(words[start])
-    if name is None:
-        return True
-    before = words[:start]
-    startup_env = startup_env or any(
-        leading_text(w).startswith(("BASH_ENV=", "ENV=")) for w in before
-    )
-    args = words[start + 1 :]
-    language = language_of(name)
-    if any(program_name(w) == "xargs" for w in before):
-        if name in SHELLS or name in CODE_RUNNERS or language in INTERPRETERS:
-            return True
-    if name in SHELLS:
-        code_mode, first = _shell_options(args)
-        if startup_env:
-            return True
-        if code_mode:
-            code = static_text(args[first]) if first < len(args) else None
-            return code is None or _code_reads_stdin(code, startup_env, depth + 1)
-        flags = [static_text(a) for a in args[:first]]
-        return "-s" in flags or first >= len(args) or static_text(args[first]) in STDIN_PATHS
-    if name in SHELL_HANDOFF or name in STDIN_RUNNERS:
-        return True
-    if name == "crontab":
-        operands = [a for a in args if not is_option(a)]
-        return not operands or static_text(operands[0]) in STDIN_PATHS
-    if name == "ssh":
-        return _ssh_command(args) >= len(args)  # no command after the host
-    if name in ("source", "."):
-        return bool(args) and static_text(args[0]) in STDIN_PATHS
-    if language == "sed":
-        index, _ = _awk_program(args, True)
-        after_e = [
-            n for n in range(1, len(args)) if static_text(args[n - 1]) in ("-e", "--expression")
-        ]
-        programs = [static_text(args[n]) for n in [*after_e, index] if n is not None]
-        return any(runs_text(language, program) for program in programs)
-    if language == "awk":
-        index, given = _awk_program(args, False)
-        program = static_text(args[index]) if index is not None else None
-        return not given and runs_text(language, program)
-    if language in INTERPRETERS:
-        kind, index, program = _interpreter_parts(language, args)
-        if kind == "program":
-            return runs_text(language, program)
-        return index >= len(args) or static_text(args[index]) in STDIN_PATHS
-    return False
-
-
-def stdin_program_language(command: Node) -> str:
-    """`python3`, `perl -`, `node` with no program named read their program from standard
-    input (a heredoc, a herestring): its language, "" for anything else."""
-    if command.type != "command":
-        return ""
-    words = command_words(command)
-    start, _ = unwrap(words)
-    if start >= len(words) or (name := program_name(words[start])) is None:
-        return ""
-    language = language_of(name)
-    if language not in INTERPRETERS:
-        return ""
-    args = words[start + 1 :]
-    kind, index, _ = _interpreter_parts(language, args)
-    reads = kind == "file" and (index >= len(args) or static_text(args[index]) in STDIN_PATHS)
-    return language if reads else ""
-
-
-def _code_reads_stdin(code: str, startup_env: bool, depth: int) -> bool:
-    """Whether a static `sh -c` string runs what reaches its standard input."""
-    if depth > MAX_DEPTH:
-        return True
-    root = parse(code.encode())
-    for command in query(root, "(command) @c"):
-        words = command_words(command)
-        if words and program_name(words[0]) in CODE_RUNNERS - {"trap"}:
-            if any(static_text(w) is None for w in words[1:]):
-                return True
-        if _reads_code(words, startup_env, depth):
-            return True
-    return False

@@ -14,15 +14,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .shell_commands import (
-    argument_role,
-    command_line,
-    reads_code_from_stdin,
-    stdin_program_language,
-)
+from .shell_commands import argument_role, command_line
 from .shell_kinds import Context, Role
 from .shell_names import CODE_VARIABLES
 from .shell_programs import runs_text
+from .shell_stdin import reads_code_from_stdin, stdin_program_language
 from .shell_tree import Node, ancestors, command_words, program_name, query, static_text, text
 
 __all__ = [
