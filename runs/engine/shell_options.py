@@ -119,7 +119,7 @@ def _git_config_role(args: list[Node], j: int) -> str | None:
 
 
 # Warnings: program -> options whose next word is their value (a value there is data)
-_GIT_HINT = "write --end-of-options before it: git ls-remote --end-of-options $REF"
+_GIT_HINT = "write --end-of-options before it: git ... --end-of-options $REF"
 _DASHES = "write -- before it: {program} ... -- $REF"
 _FIND_HINT = (
     "-- does not help find: refuse such a value first (case $REF in -*) exit 1;; esac) "
