@@ -319,18 +319,24 @@ def _template(source: str, path: str, label: str, ctx: RuleContext) -> bool:
     return not problems
 
 
-def _at_line(source: str, path: str, line: int, message: str, ctx: RuleContext) -> None:
+def _at_line(
+    source: str, path: str, line: int, message: str, ctx: RuleContext, *, warning: bool = False
+) -> None:
     from dataclasses import replace
 
     found = ctx.lines.problem(path, message[:500])
     if found.line is not None and "\n" in source.rstrip("\n"):
         found = replace(found, line=found.line + line)  # a block scalar starts one line below
-    ctx.errors.append(found)
+    (ctx.warnings if warning else ctx.errors).append(found)
 
 
 def _command_rules(command: str, path: str, label: str, ctx: RuleContext) -> None:
-    for line, explanation in templates.shell_check(command):
+    errors, warnings = templates.shell_check(command)
+    for line, explanation in errors:
         _at_line(command, path, line, f"{label}, line {line} of the command: {explanation}", ctx)
+    for line, explanation in warnings:
+        message = f"{label}, line {line} of the command: {explanation}"
+        _at_line(command, path, line, message, ctx, warning=True)
     if templates.whole_value(command):
         _, others = templates.command_sources(command)
         foreign = sorted(others - {"recipe", "loop_run"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from recipes.formats.rule_context import RuleContext
 from recipes.problems import child_path, short_repr
-from runs.engine.shell_context import shell_problems
+from runs.engine.shell_context import shell_report
 
 
 def take_block_providers(cleaned: dict, ctx: RuleContext) -> None:
@@ -79,4 +79,6 @@ def check_provider_commands(providers, ctx: RuleContext) -> None:
         if isinstance(declared, dict) and isinstance(declared.get("command"), str):
             path = child_path(child_path("providers", name), "command")
             label = f"provider {short_repr(name)}"
-            ctx.errors.extend(shell_problems(ctx.lines, path, declared["command"], label))
+            errors, warnings = shell_report(ctx.lines, path, declared["command"], label)
+            ctx.errors.extend(errors)
+            ctx.warnings.extend(warnings)

@@ -53,7 +53,7 @@ from recipes.formats.top_rules import (
 )
 from recipes.problems import child_path, short_repr
 from runs.engine.dag import find_cycles
-from runs.engine.shell_context import shell_problems
+from runs.engine.shell_context import shell_report
 
 __all__ = ["NODE_RULES", "NodeRule", "NodeSite", "check_workflow"]
 
@@ -89,7 +89,9 @@ def _shell_references(node: NodeSite, ctx: RuleContext) -> None:
             scripts.append((until_path, node.raw[block].get("until_bash")))
     for path, script in scripts:
         if isinstance(script, str):
-            ctx.errors.extend(shell_problems(ctx.lines, path, script, node.label))
+            errors, warnings = shell_report(ctx.lines, path, script, node.label)
+            ctx.errors.extend(errors)
+            ctx.warnings.extend(warnings)
 
 
 # Rules that report about every node (top level and loop_group bodies), in this order.

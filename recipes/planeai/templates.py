@@ -22,7 +22,7 @@ from jinja2 import TemplateSyntaxError, Undefined, nodes
 from jinja2.exceptions import SecurityError, TemplateError, UndefinedError
 from jinja2.sandbox import SandboxedEnvironment
 
-from runs.engine.shell_context import plan, unsafe_references
+from runs.engine.shell_context import check_script, plan
 from runs.engine.shell_kinds import SAFE, Context, explain
 
 __all__ = [
@@ -258,14 +258,17 @@ def whole_value(source: str) -> bool:
     return bool(found) and not _TAG.search(stripped)
 
 
-def shell_check(source: str) -> list[tuple[int, str]]:
-    """(line, message) for values a gate command would place where no substitution is safe
-    (single quotes, arithmetic, eval, ...): checked when the recipe is validated."""
+def shell_check(source: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """(errors, warnings) as (line, message): values a gate command would place where no
+    substitution is safe (single quotes, arithmetic, eval, ...), and places worth a warning
+    (a value that could pose as an option): checked when the recipe is validated."""
     if whole_value(source):
-        return []  # one value, run as a program and its arguments without a shell
+        return [], []  # one value, run as a program and its arguments without a shell
     probe = _TAG.sub("", _PRINT.sub("$USER_MESSAGE", source))
-    probed = unsafe_references(probe)
-    return [(f.line, explain(PRINTED, f.context)) for f in probed]
+    findings, notices = check_script(probe)
+    errors = [(f.line, explain(PRINTED, f.context)) for f in findings]
+    warnings = [(n.line, n.explanation.replace("$USER_MESSAGE", PRINTED)) for n in notices]
+    return errors, warnings
 
 
 def command_sources(source: str) -> tuple[set[str], set[str]]:

@@ -1,242 +1,284 @@
 """What a command does with its arguments, as far as running text as code is concerned.
 
 A value passed as an argument is data for most programs. It is code for `eval`, `source`,
-`trap`, a shell's `-c` string, an interpreter's `-c`/`-e` program, awk and sed programs;
-a variable name (whose subscript bash evaluates) for `printf -v`, `read`, `mapfile`,
-`test -v`; arithmetic for `let`. Wrappers (`env`, `timeout`, `xargs`, `sudo`, ...) are
-looked through to the command they run. The tables below are the whole list.
+`trap`, a shell's `-c` string, an interpreter's `-c`/`-e` program, awk and sed programs,
+`su`/`runuser`/`script` arguments; a variable name (whose subscript bash evaluates) for
+`printf -v`, `read`, `mapfile`, `test -v`; arithmetic for `let`. Wrappers (`env`,
+`timeout`, `xargs`, `sudo`, `coproc`, ...; `runs.engine.shell_wrappers`) are looked through
+to the command they run, and so are the commands `find -exec` runs. A command whose name is
+not static text (`$sh`, `"$SHELL"`, `${b}sh`) is unknown: a value among its arguments is
+refused. What a command does with its standard input is `runs.engine.shell_stdin`. The
+tables below are the whole list.
 """
 
 from __future__ import annotations
 
-import re
-
+from .shell_kinds import Role, Use
+from .shell_names import CODE_VARIABLES
+from .shell_options import OPTION_PROGRAMS, git_role, run_option_role
+from .shell_programs import language_of
 from .shell_tree import Node, command_words, program_name, static_text
+from .shell_wrappers import SHELL_HANDOFF, exec_segments, is_option, leading_text, unwrap
 
-__all__ = ["Role", "argument_role", "reads_code_from_stdin", "CODE_VARIABLES"]
+__all__ = [
+    "CODE_RUNNERS",
+    "CODE_VARIABLES",
+    "INTERPRETERS",
+    "SHELLS",
+    "CommandLine",
+    "Role",
+    "Use",
+    "argument_role",
+    "awk_program",
+    "command_line",
+    "interpreter_parts",
+    "role_in_words",
+    "shell_options",
+    "ssh_command",
+]
 
-
-class Role:
-    CODE = "code"
-    PROGRAM = "program"  # an interpreter's program: code, but not bash
-    NAME = "name"
-    ARITH = "arith"
-    COMMAND = "command"
-    SHELL_ARGS = "shell args"  # positional parameters of `sh -c CODE`: code decides
-
-
-SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "rbash", "yash", "posh", "busybox"}
+SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "rbash", "yash", "posh", "fish"}
 # Everything after the command name is code.
 CODE_RUNNERS = {"eval", "source", ".", "trap", "watch", "parallel"}
-# interpreter -> options whose next argument (or joined rest) is a program.
+# interpreter language -> options whose next argument (or joined rest) is a program.
 INTERPRETERS = {
     "python": {"-c"},
     "perl": {"-e", "-E"},
     "ruby": {"-e"},
-    "node": {"-e", "--eval", "-p", "--print"},
-    "nodejs": {"-e", "--eval", "-p", "--print"},
+    "node": {"-e", "--eval", "-p", "--print", "eval"},
     "php": {"-r"},
     "lua": {"-e"},
-    "Rscript": {"-e"},
+    "r": {"-e"},
     "osascript": {"-e"},
-    "deno": {"eval"},
+    "tcl": {"-c"},
 }
-AWKS = {"awk", "gawk", "mawk", "nawk"}
-SEDS = {"sed", "gsed"}
-# wrapper -> (options that take a value, operands before the wrapped command)
-WRAPPERS: dict[str, tuple[set[str], int]] = {
-    "env": ({"-u", "--unset", "-C", "--chdir"}, 0),
-    "exec": ({"-a"}, 0),
-    "command": (set(), 0),
-    "builtin": (set(), 0),
-    "nohup": (set(), 0),
-    "setsid": (set(), 0),
-    "time": (set(), 0),
-    "nice": ({"-n", "--adjustment"}, 0),
-    "timeout": ({"-s", "--signal", "-k", "--kill-after"}, 1),
-    "stdbuf": ({"-i", "-o", "-e"}, 0),
-    "sudo": ({"-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T"}, 0),
-    "doas": ({"-u", "-C"}, 0),
-    "chroot": ({"--userspec", "--groups"}, 1),
-    "ionice": ({"-c", "-n", "-p"}, 0),
-    "taskset": (set(), 1),
-    "flock": ({"-w", "--timeout", "-E", "--conflict-exit-code"}, 1),
-    "xargs": (
-        {"-I", "-L", "-n", "-P", "-d", "-E", "-s", "-a", "--delimiter", "--max-args"}
-        | {"--max-procs", "--arg-file", "--replace", "--max-lines"},
-        0,
-    ),
-}
-# wrapper option whose value is code (env -S splits a string into a command line)
-WRAPPER_CODE_OPTIONS = {"env": {"-S", "--split-string"}, "flock": {"-c", "--command"}}
-# Variables whose value bash or the programs it starts run as code or load as a program.
-CODE_VARIABLES = {
-    "PS0",
-    "PS1",
-    "PS2",
-    "PS3",
-    "PS4",
-    "PROMPT_COMMAND",
-    "BASH_ENV",
-    "ENV",
-    "SHELLOPTS",
-    "BASHOPTS",
-    "PATH",
-    "LD_PRELOAD",
-    "LD_LIBRARY_PATH",
-    "LD_AUDIT",
-    "BASH_LOADABLES_PATH",
-    "PYTHONSTARTUP",
-    "PYTHONPATH",
-    "PERL5OPT",
-    "NODE_OPTIONS",
-    "GIT_SSH_COMMAND",
-    "GIT_EXTERNAL_DIFF",
-    "GIT_EDITOR",
-    "GIT_PAGER",
-    "EDITOR",
-    "VISUAL",
-    "PAGER",
-}
-_ASSIGNMENT_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\+?=")
+UNKNOWN_CODE_OPTIONS = {"--command", "--eval", "--exec", "--execute"}
+MAX_DEPTH = 3
 
 
-def _interpreter(name: str) -> set[str] | None:
-    base = re.sub(r"[0-9.]+$", "", name)  # python3.11 -> python
-    return INTERPRETERS.get(name) or INTERPRETERS.get(base)
+class CommandLine:
+    """A command's words, prepared once: their positions, the wrapped command, and the
+    first word naming a shell or an interpreter (for `_wrapped_shell`)."""
+
+    __slots__ = ("words", "index", "unwrapped", "shell_at")
+
+    def __init__(self, command: Node):
+        self.words = command_words(command)
+        self.index = {word: k for k, word in enumerate(self.words)}
+        self.unwrapped = unwrap(self.words)
+        self.shell_at = _first_shell_word(self.words, self.unwrapped[0] + 1)
 
 
-def _is_option(word: Node) -> bool:
-    value = static_text(word)
-    return value is not None and len(value) > 1 and value[0] in "-+" and value != "--"
+def command_line(command: Node, cache: dict | None = None) -> CommandLine:
+    """The prepared words of `command`, kept in `cache` (one per script checked): each
+    argument is then placed without reading the whole command again."""
+    if cache is None:
+        return CommandLine(command)
+    line = cache.get(command)
+    if line is None:
+        line = cache[command] = CommandLine(command)
+    return line
 
 
-def unwrap(words: list[Node]) -> tuple[int, dict[int, str]]:
-    """Index of the command a wrapper chain runs, and wrapper words with a role of their own
-    (an `env NAME=value` of a code variable, an `env -S` string)."""
-    roles: dict[int, str] = {}
-    i = 0
-    while i < len(words):
-        name = program_name(words[i])
-        if name not in WRAPPERS:
-            return i, roles
-        takes_value, operands = WRAPPERS[name]
-        code_options = WRAPPER_CODE_OPTIONS.get(name, set())
-        i += 1
-        while i < len(words):
-            value = static_text(words[i])
-            if value == "--":
-                i += 1
-                break
-            if _is_option(words[i]):
-                if value in code_options:
-                    roles[i + 1] = Role.CODE
-                    i += 2
-                    continue
-                i += 2 if value in takes_value else 1
-                continue
-            match = _ASSIGNMENT_WORD.match(_leading_text(words[i]))
-            if name == "env" and match:
-                if match.group(1) in CODE_VARIABLES:
-                    roles[i] = Role.CODE
-                i += 1
-                continue
-            break
-        for _ in range(operands):
-            i += 1
-    return i, roles
-
-
-def _leading_text(word: Node) -> str:
-    """The static start of a word (`NAME=` of `NAME="$x"`), "" when it starts dynamic."""
-    whole = static_text(word)
-    if whole is not None:
-        return whole
-    if word.type == "concatenation" and word.named_children:
-        return static_text(word.named_children[0]) or ""
-    return ""
-
-
-def _shell_role(args: list[Node], j: int) -> str | None:
-    """`bash -c CODE NAME ARGS...`, `bash FILE ARGS...`, options in between."""
-    code_mode, operand = False, 0
-    i = 0
-    while i < len(args):
-        value = static_text(args[i])
-        if operand == 0 and value == "--":
-            i += 1
-            operand = -1  # the next word is an operand
-            continue
-        if operand == 0 and _is_option(args[i]):
-            if i == j:
-                return None
-            if value[1:2] not in "-" and "c" in value[1:]:
-                code_mode = True
-            if value in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
-                i += 1
-            i += 1
-            continue
-        if i == j:
-            if operand <= 0:  # the first operand: the program
-                return (
-                    Role.CODE
-                    if code_mode or args[i].type == "process_substitution"
-                    else (Role.COMMAND)
-                )
-            return Role.SHELL_ARGS if code_mode else None
-        operand = max(operand, 0) + 1
-        i += 1
-    return None
-
-
-def _interpreter_role(code_options: set[str], args: list[Node], j: int) -> str | None:
-    """`python -c CODE ARGS`, `perl -ne CODE`, `node -e CODE`, `python FILE ARGS`."""
-    letters = {o[1] for o in code_options if len(o) == 2}
-    i = 0
-    while i < len(args):
-        value = static_text(args[i])
-        lead = _leading_text(args[i])
-        if value in code_options or (
-            value and _is_option(args[i]) and value[1] != "-" and value[-1] in letters
-        ):
-            return Role.PROGRAM if i + 1 == j else None  # after the program: its argv
-        if value is None and any(lead.startswith(o) for o in code_options if len(o) == 2):
-            return Role.PROGRAM if i == j else None  # -c"$x", the program joined to it
-        if _is_option(args[i]):
-            i += 1
-            continue
-        if i == j:  # the first operand: a script file
-            return Role.PROGRAM if args[i].type == "process_substitution" else Role.COMMAND
+def argument_role(command: Node, child: Node, cache: dict | None = None) -> Use | None:
+    """The role of the argument `child` (a direct child of `command`) for the program run."""
+    line = command_line(command, cache)
+    k = line.index.get(child)
+    if k is None:
         return None
+    return role_in_words(line.words, k, prepared=line)
+
+
+def role_in_words(
+    words: list[Node], k: int, depth: int = 0, prepared: CommandLine | None = None
+) -> Use | None:
+    """The role of words[k] in the command line `words` (its name first)."""
+    start, roles = prepared.unwrapped if prepared else unwrap(words)
+    if k in roles:
+        return Use(roles[k])
+    if k < start or start >= len(words):
+        return None
+    if k == start:
+        return Use(Role.COMMAND)
+    name = program_name(words[start])
+    args, j = words[start + 1 :], k - start - 1
+    if name is None:
+        return _unknown_use(args)
+    if name in CODE_RUNNERS or name in SHELL_HANDOFF:
+        return Use(Role.CODE)
+    if name in SHELLS:
+        return _shell_use(args, j)
+    if name == "find":
+        for first, end in exec_segments(args):
+            if first <= j < end and depth < MAX_DEPTH:
+                return role_in_words(args[first:end], j - first, depth + 1)
+    if name == "ssh":
+        return _ssh_use(args, j)
+    if name == "git":
+        role = git_role(args, j)
+        return Use(role) if role else None
+    language = language_of(name)
+    if language in ("awk", "sed"):
+        return _awk_use(args, j, language)
+    if language in INTERPRETERS:
+        return _interpreter_use(language, args, j)
+    role = run_option_role(name, args, j) or _name_taker_role(name, args, j)
+    if role:
+        return Use(role)
+    shell_at = prepared.shell_at if prepared else _first_shell_word(words, start + 1)
+    return _wrapped_shell(words, shell_at, k, depth)
+
+
+def _unknown_use(args: list[Node]) -> Use:
+    """`$sh -c CODE`, `"$SHELL" -lc CODE`: with a code option every value is code;
+    otherwise the program may still be eval or a shell."""
+    for word in args:
+        lead = leading_text(word)
+        if lead[:1] == "-" and lead[1:2] not in ("-", "") and set(lead[1:]) & {"c", "e"}:
+            return Use(Role.CODE)
+        if lead.split("=", 1)[0] in UNKNOWN_CODE_OPTIONS:
+            return Use(Role.CODE)
+    return Use(Role.UNKNOWN)
+
+
+def shell_options(args: list[Node]) -> tuple[bool, int]:
+    """(code mode: a `-c` alone or in a cluster, index of the first operand)."""
+    code_mode, i = False, 0
+    while i < len(args):
+        value = static_text(args[i])
+        if value == "--":
+            return code_mode, i + 1
+        if value is None:
+            if leading_text(args[i])[:1] not in ("-", "+"):
+                break
+        elif not is_option(args[i]):
+            break
+        elif value[1:2] != "-" and "c" in value[1:]:
+            code_mode = True
+        if value in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+            i += 1
+        i += 1
+    return code_mode, i
+
+
+def _shell_use(args: list[Node], j: int) -> Use | None:
+    """`bash -c CODE NAME ARGS...`, `bash FILE ARGS...`, options in between."""
+    code_mode, first = shell_options(args)
+    if j < first:
+        return Use(Role.CODE) if static_text(args[j]) is None else None
+    if j == first:
+        if code_mode or args[j].type == "process_substitution":
+            return Use(Role.CODE)
+        return Use(Role.COMMAND)
+    if code_mode:
+        return Use(Role.SHELL_ARGS, static_text(args[first]), "bash")
     return None
 
 
-def _awk_role(args: list[Node], j: int, *, sed: bool) -> str | None:
-    program_given = False
+def ssh_command(args: list[Node]) -> int:
+    """Index of the first word of the command `ssh [options] HOST COMMAND...` runs on the
+    host (len(args) when there is none: ssh then runs a shell reading its input)."""
+    value_options = OPTION_PROGRAMS["ssh"]
+    i = 0
+    while i < len(args):
+        value = static_text(args[i])
+        if value == "--":
+            i += 1
+            break
+        if not is_option(args[i]):
+            break
+        i += 2 if value in value_options else 1
+    return i + 1
+
+
+def _ssh_use(args: list[Node], j: int) -> Use | None:
+    """`ssh [options] HOST [COMMAND...]`: the command runs in a shell on the host."""
+    if run_option_role("ssh", args, j):
+        return Use(Role.RUN_OPTION)
+    return Use(Role.CODE) if j >= ssh_command(args) else None
+
+
+def interpreter_parts(language: str, args: list[Node]) -> tuple[str, int, str | None]:
+    """How an interpreter is given its program: ("program", index, text) for `-c CODE` and
+    `-cCODE` (the index of the word holding the program), ("file", index of the first
+    operand, None) otherwise: a script file, `-` or none (index == len(args))."""
+    options = INTERPRETERS[language]
+    letters = {o[1] for o in options if len(o) == 2}
+    i = 0
+    while i < len(args):
+        value = static_text(args[i])
+        lead = leading_text(args[i])
+        if value == "--":
+            return "file", i + 1, None
+        clustered = bool(value) and is_option(args[i]) and value[1] != "-"
+        if value in options or (clustered and value[-1] in letters):
+            return "program", i + 1, static_text(args[i + 1]) if i + 1 < len(args) else None
+        joined = next((o for o in options if _joins(lead, value, o)), None)
+        if joined:
+            return "program", i, value[len(joined) :].lstrip("=") if value is not None else None
+        if is_option(args[i]) or (value is None and lead[:1] == "-"):
+            i += 1
+            continue
+        break
+    return "file", i, None
+
+
+def _interpreter_use(language: str, args: list[Node], j: int) -> Use | None:
+    """`python -c CODE ARGS`, `perl -ne CODE`, `node -e CODE`, `python FILE ARGS`."""
+    kind, index, program = interpreter_parts(language, args)
+    if kind == "file":
+        if j != index:
+            return None  # an option, or an argument of the author's script file
+        return Use(Role.PROGRAM if args[j].type == "process_substitution" else Role.COMMAND)
+    if j == index:
+        return Use(Role.PROGRAM, program, language)
+    return Use(Role.PROGRAM_ARGS, program, language) if j > index else None
+
+
+def _joins(lead: str, value: str | None, option: str) -> bool:
+    if option[:2] == "--":
+        return lead.startswith(option + "=")
+    if len(option) != 2 or not lead.startswith(option):
+        return False
+    return value is None or len(value) > 2
+
+
+def awk_program(args: list[Node], sed: bool) -> tuple[int | None, bool]:
+    """(index of the program operand or None, whether a program file or -e was given)."""
+    given = False
     i = 0
     while i < len(args):
         value = static_text(args[i]) or ""
-        if _is_option(args[i]):
-            if value in ("-f", "--file"):
-                program_given = True
+        if is_option(args[i]):
+            if value in ("-f", "--file") or (sed and value in ("-e", "--expression")):
+                given = True
                 i += 2
                 continue
-            if sed and value in ("-e", "--expression"):
-                if i + 1 == j:
-                    return Role.PROGRAM
-                program_given = True
-                i += 2
-                continue
-            if not sed and value in ("-F", "-v"):
-                i += 2
-                continue
-            i += 1
+            i += 2 if not sed and value in ("-F", "-v") else 1
             continue
-        if i == j:
-            return None if program_given else Role.PROGRAM
-        if not program_given:
-            program_given = True
-        i += 1
+        return (None if given else i), given
+    return None, given
+
+
+def _awk_use(args: list[Node], j: int, language: str) -> Use | None:
+    sed = language == "sed"
+    index, given = awk_program(args, sed)
+    previous = static_text(args[j - 1]) if j else None
+    if sed:
+        if j == index or previous in ("-e", "--expression"):
+            return Use(Role.PROGRAM, static_text(args[j]), language)
+        return None
+    program = static_text(args[index]) if index is not None else None
+    if j == index:
+        return Use(Role.PROGRAM, program, language)
+    if given:
+        return None  # the program is a file of the author's
+    if (
+        previous == "-v"
+        or leading_text(args[j]).startswith("-v")
+        or (index is not None and j > index)
+    ):
+        return Use(Role.PROGRAM_ARGS, program, language)
     return None
 
 
@@ -257,11 +299,15 @@ def _name_taker_role(name: str, args: list[Node], j: int) -> str | None:
         with_value = {"-d", "-i", "-n", "-N", "-p", "-t", "-u", "-O", "-s", "-c", "-C"}
         if previous == "-a" and name == "read":
             return Role.NAME
-        if previous in with_value or _is_option(args[j]):
+        if previous in with_value or is_option(args[j]):
             return None
         return Role.NAME
     if name == "unset":
-        return None if _is_option(args[j]) else Role.NAME
+        return None if is_option(args[j]) else Role.NAME
+    if name in ("compgen", "complete"):  # -W words are expanded, -C runs a command
+        return Role.CODE if previous in ("-W", "-C") else Role.COMMAND if previous == "-F" else None
+    if name in ("hash", "enable"):  # hash -p FILE NAME, enable -f LIBRARY NAME
+        return Role.COMMAND if previous in ("-p", "-f") else None
     if name == "let":
         return Role.ARITH
     if name == "alias":
@@ -269,67 +315,19 @@ def _name_taker_role(name: str, args: list[Node], j: int) -> str | None:
     return None
 
 
-def argument_role(command: Node, child: Node) -> str | None:
-    """The role of the argument `child` (a direct child of `command`) for the program run."""
-    words = command_words(command)
-    if child not in words:
+def _first_shell_word(words: list[Node], start: int) -> int | None:
+    for p in range(start, len(words)):
+        name = program_name(words[p])
+        if name in SHELLS or name == "eval" or language_of(name or "") in INTERPRETERS:
+            return p
+    return None
+
+
+def _wrapped_shell(words: list[Node], p: int | None, k: int, depth: int) -> Use | None:
+    """Any other program given a shell or an interpreter (words[p]) with its code option
+    among its arguments (`docker exec c sh -c CODE`, `setpriv bash -c CODE`): that code."""
+    if p is None or p >= k or depth >= MAX_DEPTH:
         return None
-    k = words.index(child)
-    start, roles = unwrap(words)
-    if k in roles:
-        return roles[k]
-    if k < start:
-        return None
-    if k == start:
-        return Role.COMMAND
-    name = program_name(words[start])
-    if name is None:
-        return None
-    args, j = words[start + 1 :], k - start - 1
-    if name in CODE_RUNNERS:
-        return Role.CODE
-    if name in SHELLS or name in ("su", "script") and _has(args, "-c"):
-        return _shell_role(args, j)
-    if name == "ssh":
-        return Role.CODE if any(not _is_option(a) for a in args[:j]) else None
-    if name in AWKS or name in SEDS:
-        return _awk_role(args, j, sed=name in SEDS)
-    if (options := _interpreter(name)) is not None:
-        return _interpreter_role(options, args, j)
-    return _name_taker_role(name, args, j)
-
-
-def _has(args: list[Node], option: str) -> bool:
-    return any(static_text(a) == option for a in args)
-
-
-def reads_code_from_stdin(command: Node) -> bool:
-    """Whether what reaches this command's standard input is run as code: a shell or an
-    interpreter with no program named, `source /dev/stdin`, xargs running a shell."""
-    if command.type != "command":
-        return False
-    words = command_words(command)
-    start, _ = unwrap(words)
-    if start >= len(words):
-        return False
-    name = program_name(words[start])
-    wrapped_by_xargs = any(program_name(w) == "xargs" for w in words[:start])
-    if name is None:
-        return False
-    args = words[start + 1 :]
-    if wrapped_by_xargs and (name in SHELLS or name in CODE_RUNNERS or _interpreter(name)):
-        return True
-    if name in SHELLS:
-        options = [static_text(a) or "" for a in args if _is_option(a)]
-        if any(o[1:2] != "-" and "c" in o[1:] for o in options):
-            return False
-        return "-s" in options or not [a for a in args if not _is_option(a)]
-    if name in ("source", "."):
-        return bool(args) and static_text(args[0]) in ("/dev/stdin", "-", "/proc/self/fd/0")
-    if _interpreter(name) is not None:
-        operands = [a for a in args if not _is_option(a)]
-        options = _interpreter(name) or set()
-        if any(static_text(a) in options for a in args):
-            return False
-        return not operands or static_text(operands[0]) == "-"
-    return False
+    use = role_in_words(words[p:], k - p, depth + 1)
+    code = (Role.CODE, Role.PROGRAM, Role.SHELL_ARGS, Role.PROGRAM_ARGS)
+    return use if use is not None and use.role in code else None

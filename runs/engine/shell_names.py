@@ -17,7 +17,13 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-__all__ = ["VALUE_NAMES", "is_value_name", "register_value_name", "value_name_pattern"]
+__all__ = [
+    "CODE_VARIABLES",
+    "VALUE_NAMES",
+    "is_value_name",
+    "register_value_name",
+    "value_name_pattern",
+]
 
 # The names step_env (runs/executor/context.py) and the command provider export whose
 # content a person or an agent controls, and the placeholders substitute_shell uses.
@@ -31,6 +37,56 @@ VALUE_NAMES: set[str] = {
 }
 # Patterns of whole names: substitute_shell's placeholders and per-input variables.
 VALUE_NAME_PATTERNS: list[str] = [r"LOOP_V_\d+", r"INPUTS_[A-Za-z0-9_]+"]
+
+
+# Variables whose value bash or the programs it starts run as code or load as a program:
+# a value assigned to one of them is refused, and so is setting BASH_ENV or ENV at all in
+# a script that feeds a value to a shell's standard input (BASH_ENV=/dev/stdin bash -c :).
+CODE_VARIABLES = {
+    "PS0",
+    "PS1",
+    "PS2",
+    "PS3",
+    "PS4",
+    "PROMPT_COMMAND",
+    "BASH_ENV",
+    "ENV",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "PATH",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "LD_AUDIT",
+    "BASH_LOADABLES_PATH",
+    "PYTHONSTARTUP",
+    "PYTHONPATH",
+    "PERL5OPT",
+    "NODE_OPTIONS",
+    "GIT_SSH_COMMAND",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_EDITOR",
+    "GIT_PAGER",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_PROXY_COMMAND",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "GIT_SEQUENCE_EDITOR",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+    "MANPAGER",
+    "BROWSER",
+    "LESSOPEN",
+    "LESSCLOSE",
+    "PYTHONHOME",
+    "PERL5LIB",
+    "RUBYOPT",
+    "RUBYLIB",
+    "NODE_PATH",
+    "JAVA_TOOL_OPTIONS",
+    "DYLD_INSERT_LIBRARIES",
+    "GCONV_PATH",
+}
 
 
 def register_value_name(name_or_pattern: str, *, pattern: bool = False) -> None:

@@ -4,18 +4,32 @@ Each ancestor may make the place unsafe (arithmetic, a subscript, a command that
 argument as code, a heredoc fed to a shell, ...); the nearest quoting decides how a safe
 reference is written. While walking, assignments and loops that copy a value into a
 script variable are noted (``ScriptInfo.copies``): the checker then follows those
-variables too.
+variables too. Streams fail closed: when any stage of a pipeline, or the command of a
+redirect, runs what reaches its standard input, every value in the pipeline or redirect
+(heredoc bodies included) is code.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
-from .shell_commands import CODE_VARIABLES, Role, argument_role, reads_code_from_stdin
-from .shell_kinds import Context
-from .shell_tree import Node, ancestors, command_words, program_name, static_text, text
+from .shell_commands import argument_role, command_line
+from .shell_kinds import Context, Role
+from .shell_names import CODE_VARIABLES
+from .shell_programs import runs_text
+from .shell_stdin import reads_code_from_stdin, stdin_program_language
+from .shell_tree import Node, ancestors, command_words, program_name, query, static_text, text
 
-__all__ = ["ScriptInfo", "collect_declarations", "collect_readers", "context_of"]
+__all__ = [
+    "ScriptInfo",
+    "collect_aliases",
+    "collect_declarations",
+    "collect_readers",
+    "context_of",
+    "declaration_flags",
+    "declared_name",
+]
 
 ARITH_TESTS = {"-eq", "-ne", "-lt", "-le", "-gt", "-ge"}
 ROLE_CONTEXT = {
@@ -24,7 +38,11 @@ ROLE_CONTEXT = {
     Role.NAME: Context.NAME,
     Role.ARITH: Context.ARITH,
     Role.COMMAND: Context.COMMAND,
+    Role.RUN_OPTION: Context.RUN_OPTION,
 }
+EXPANSIONS = ("simple_expansion", "expansion")
+ENV_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\+?=")
+HEREDOC_PARTS = {"<<", "<<-", "heredoc_start", "heredoc_body", "heredoc_end"}
 
 
 @dataclass
@@ -33,10 +51,16 @@ class ScriptInfo:
     associative: set[str] = field(default_factory=set)  # declared -A
     functions: set[str] = field(default_factory=set)  # defined in the script
     copies: set[str] = field(default_factory=set)  # variables a value was copied into
+    indirect: set[str] = field(default_factory=set)  # n=USER_MESSAGE: ${!n} is the value
     called_with_values: set[str] = field(default_factory=set)  # functions given a value
     positional_values: bool = False  # `set -- $value`, or an inner `sh -c` script
-    # A `sh -c CODE ... $value` whose CODE is literal: does CODE misuse its arguments?
-    shell_args_unsafe: object = None  # callable(str) -> bool, set by the analyser
+    startup_env: bool = False  # the script sets BASH_ENV or ENV: any shell may read stdin
+    aliases: set[str] = field(default_factory=set)  # alias names, with expand_aliases on
+    stdin_runs_later: bool = False  # something in the script runs its stdin or a /dev/fd
+    # A `sh -c CODE ... $value`: does CODE (None when not static) misuse its arguments?
+    shell_args_unsafe: object = None  # callable(str | None) -> bool, set by the analyser
+    feeds: dict = field(default_factory=dict)  # node -> whether it runs its stdin as code
+    lines: dict = field(default_factory=dict)  # command -> its prepared words (CommandLine)
 
 
 def declaration_flags(node: Node) -> str:
@@ -48,7 +72,7 @@ def declaration_flags(node: Node) -> str:
     return flags
 
 
-def _declared_name(assignment: Node) -> str:
+def declared_name(assignment: Node) -> str:
     name = assignment.child_by_field_name("name")
     if name is None:
         return ""
@@ -57,20 +81,103 @@ def _declared_name(assignment: Node) -> str:
     return text(name)
 
 
-def _own_expansion_context(occ: Node) -> Context | None:
-    """`${!X}` reads X's value as a variable name; `${X@P}` expands it like a prompt."""
+def _own_expansion_context(occ: Node, info: ScriptInfo) -> Context | None:
+    """`${!X}` reads X's value as a variable name (unless X statically names a value: then
+    it is the value); `${X@P}` expands it like a prompt."""
     if occ.type != "expansion":
         return None
     kinds = [c.type for c in occ.children]
     if len(kinds) > 1 and kinds[1] == "!":
+        subject = subject_name(occ)
+        if subject in info.indirect and subject not in info.copies:
+            return None
         return Context.NAME
     if "@" in kinds and kinds[kinds.index("@") + 1 : kinds.index("@") + 2] == ["P"]:
         return Context.EVAL
     return None
 
 
-def _stage(node: Node) -> Node:
-    return node.child_by_field_name("body") if node.type == "redirected_statement" else node
+def subject_name(expansion: Node) -> str | None:
+    """The variable an expansion reads (`HOME` of `${HOME:x}`), not one in its operands."""
+    for child in expansion.named_children:
+        if child.type in ("variable_name", "special_variable_name"):
+            return text(child)
+        if child.type == "subscript":
+            name = child.child_by_field_name("name")
+            return text(name) if name is not None else None
+        return None
+    return None
+
+
+def feeds_code(node: Node, info: ScriptInfo) -> bool:
+    """Whether some command inside `node` runs what reaches its standard input as code."""
+    found = info.feeds.get(node)
+    if found is None:
+        commands = query(node, "(command) @c")
+        found = any(reads_code_from_stdin(c, info.startup_env) or _alias(c, info) for c in commands)
+        info.feeds[node] = found
+    return found
+
+
+def _alias(command: Node, info: ScriptInfo) -> bool:
+    """A command named by an alias the script defines (with expand_aliases): anything."""
+    words = command_words(command) if info.aliases else []
+    return bool(words) and program_name(words[0]) in info.aliases
+
+
+def _bare_exec(command: Node) -> bool:
+    """`exec <<< TEXT`, `exec 3< FILE`: a redirect that stays for the rest of the script."""
+    words = command_words(command) if command.type == "command" else []
+    return len(words) == 1 and program_name(words[0]) == "exec"
+
+
+def _continuation(heredoc: Node) -> list[Node]:
+    """The rest of the line a heredoc starts on (`| bash` of `cat <<EOF | bash`)."""
+    return [c for c in heredoc.children if c.type not in HEREDOC_PARTS]
+
+
+def _feeds_input(redirect: Node) -> bool:
+    if redirect.type in ("heredoc_redirect", "herestring_redirect"):
+        return True
+    return redirect.type == "file_redirect" and any(
+        c.type.startswith("<") for c in redirect.children
+    )
+
+
+def _stdin_program(command: Node, redirect: Node) -> Context | None:
+    """`python3 - <<'EOF'` with a program reading os.environ: a name mentioned in it is
+    judged like one in `python3 -c '...'` (PROGRAM, or RUNNER when it runs text)."""
+    language = stdin_program_language(command)
+    if not language:
+        return None
+    if redirect.type == "heredoc_redirect":
+        body = next((c for c in redirect.children if c.type == "heredoc_body"), None)
+        program = text(body) if body is not None else None
+    else:
+        program = static_text(redirect.named_children[-1]) if redirect.named_children else None
+    return Context.RUNNER if runs_text(language, program) else Context.PROGRAM
+
+
+def _stream_rule(anc: Node, child: Node, info: ScriptInfo) -> Context | None:
+    """Fail closed on streams: when any stage of a pipeline, or the command of a redirect,
+    runs its input as code, every value in the pipeline or the redirect is code."""
+    kind = anc.type
+    if kind == "pipeline" and feeds_code(anc, info):
+        return Context.EVAL
+    if kind == "heredoc_redirect" and any(feeds_code(c, info) for c in _continuation(anc)):
+        return Context.EVAL
+    if kind == "redirected_statement":
+        body = anc.child_by_field_name("body")
+        if body is not None and child != body and _feeds_input(child):
+            if feeds_code(body, info):
+                return _stdin_program(body, child) or Context.EVAL
+            if _bare_exec(body) and info.stdin_runs_later:
+                return Context.EVAL
+        for redirect in anc.children:
+            if redirect.type == "heredoc_redirect":
+                if any(feeds_code(c, info) for c in _continuation(redirect)):
+                    return Context.EVAL
+    return None
 
 
 def _ancestor_rule(anc: Node, child: Node, occ: Node, info: ScriptInfo) -> Context | None:
@@ -107,7 +214,7 @@ def _ancestor_rule(anc: Node, child: Node, occ: Node, info: ScriptInfo) -> Conte
         if element.startswith("[") and close > 0 and occ.start_byte < child.start_byte + close:
             owner = anc.parent
             if owner is not None and owner.type == "variable_assignment":
-                if _declared_name(owner) in info.associative:
+                if declared_name(owner) in info.associative:
                     return None
             return Context.SUBSCRIPT
     if kind == "declaration_command" and child.type != "variable_assignment":
@@ -120,18 +227,8 @@ def _ancestor_rule(anc: Node, child: Node, occ: Node, info: ScriptInfo) -> Conte
         if variable is not None:
             info.copies.add(text(variable))
     if kind == "command":
-        return _command_rule(anc, child, info)
-    if kind == "redirected_statement" and child != anc.child_by_field_name("body"):
-        body = anc.child_by_field_name("body")
-        if body is not None and reads_code_from_stdin(body):
-            return Context.EVAL
-    if kind == "pipeline":
-        stages = [c for c in anc.named_children]
-        if child in stages:
-            later = stages[stages.index(child) + 1 :]
-            if any(reads_code_from_stdin(_stage(s)) for s in later if s is not None):
-                return Context.EVAL
-    return None
+        return _command_rule(anc, child, occ, info)
+    return _stream_rule(anc, child, info)
 
 
 def _in_double_bracket(node: Node) -> bool:
@@ -146,7 +243,7 @@ def _in_double_bracket(node: Node) -> bool:
 def _assignment_rule(anc: Node, child: Node, info: ScriptInfo) -> Context | None:
     if child != anc.child_by_field_name("value"):
         return None
-    name = _declared_name(anc)
+    name = declared_name(anc)
     info.copies.add(name)
     if name in CODE_VARIABLES:
         return Context.CODE_VARIABLE
@@ -163,30 +260,58 @@ def _assignment_rule(anc: Node, child: Node, info: ScriptInfo) -> Context | None
     return None
 
 
-def _command_rule(command: Node, child: Node, info: ScriptInfo) -> Context | None:
+def _command_rule(command: Node, child: Node, occ: Node, info: ScriptInfo) -> Context | None:
     if child.type in ("herestring_redirect", "file_redirect", "heredoc_redirect"):
-        return Context.EVAL if reads_code_from_stdin(command) else None
-    words = command_words(command)
+        if _feeds_input(child) and _bare_exec(command) and info.stdin_runs_later:
+            return Context.EVAL
+        if _feeds_input(child) and reads_code_from_stdin(command, info.startup_env):
+            program = _stdin_program(command, child)
+            if program is not None and occ.type in EXPANSIONS:
+                return Context.PROGRAM  # the value is part of the program text
+            return program or Context.EVAL
+        return None
+    line = command_line(command, info.lines)
+    words = line.words
     name = program_name(words[0]) if words else None
-    if name in info.functions and child in words[1:]:
+    argument = line.index.get(child, 0) > 0
+    if name in info.aliases and argument:
+        return Context.EVAL
+    if name == "env" and argument:  # env NAME=$value COMMAND: NAME is a copy
+        match = ENV_ASSIGNMENT.match(text(child))
+        if match:
+            info.copies.add(match.group(1))
+    if name in info.functions and argument:
         info.called_with_values.add(name)
-    if name == "set" and child in words[1:]:
+    if name == "set" and argument:
         info.positional_values = True
-    if name == "printf" and child in words[1:]:
-        for before, word in zip(words[1:], words[2:], strict=False):
-            if static_text(before) == "-v" and (value := static_text(word)):
-                info.copies.add(value)
-    role = argument_role(command, child)
-    if role == Role.SHELL_ARGS:
-        return Context.EVAL if info.shell_args_unsafe and info.shell_args_unsafe(command) else None
-    return ROLE_CONTEXT.get(role)
+    if name == "printf" and argument:
+        filled = info.lines.get(("printf -v", command))
+        if filled is None:  # the names it fills, read once per command
+            pairs = zip(words[1:], words[2:], strict=False)
+            filled = [static_text(w) for b, w in pairs if static_text(b) == "-v"]
+            info.lines[("printf -v", command)] = filled
+        info.copies.update(name for name in filled if name)
+    use = argument_role(command, child, info.lines)
+    if use is None:
+        return None
+    expanded = occ.type in EXPANSIONS
+    if use.role == Role.SHELL_ARGS:
+        unsafe = info.shell_args_unsafe
+        return Context.EVAL if unsafe is None or unsafe(use.program) else None
+    if use.role == Role.PROGRAM_ARGS:
+        return Context.RUNNER if expanded and runs_text(use.language, use.program) else None
+    if use.role == Role.PROGRAM and not expanded:  # a name mentioned in the program
+        return Context.RUNNER if runs_text(use.language, use.program) else Context.PROGRAM
+    if use.role == Role.UNKNOWN:
+        return Context.UNKNOWN if expanded else None
+    return ROLE_CONTEXT.get(use.role)
 
 
 def context_of(occ: Node, info: ScriptInfo) -> tuple[Context, Context | None]:
     """(quoting, danger): how a safe value is written here, and what makes the place unsafe
     (None when nothing does)."""
     quoting = None
-    danger = _own_expansion_context(occ)
+    danger = _own_expansion_context(occ, info)
     for anc, child in ancestors(occ):
         if quoting is None:
             if anc.type == "string":
@@ -206,7 +331,7 @@ def collect_declarations(declarations: list[Node], functions: list[Node], info: 
         flags = declaration_flags(node)
         for child in node.named_children:
             if child.type == "variable_assignment":
-                name = _declared_name(child)
+                name = declared_name(child)
             elif child.type == "variable_name":
                 name = text(child)
             else:
@@ -231,3 +356,16 @@ def collect_readers(commands: list[Node], info: ScriptInfo) -> None:
             value = static_text(word)
             if value and value.isidentifier():
                 info.copies.add(value)
+
+
+def collect_aliases(commands: list[Node]) -> set[str]:
+    """Names `alias NAME=...` defines (they are expanded when expand_aliases is on)."""
+    names = set()
+    for command in commands:
+        words = command_words(command)
+        if words and program_name(words[0]) == "alias":
+            for word in words[1:]:
+                match = ENV_ASSIGNMENT.match(static_text(word) or text(word))
+                if match:
+                    names.add(match.group(1))
+    return names

@@ -125,6 +125,32 @@ def command_words(command: Node) -> list[Node]:
 
 
 def program_name(word: Node) -> str | None:
-    """`eval`, `bash`, ... for a static command word (`\\eval`, `/usr/bin/bash` included)."""
+    """`eval`, `bash`, ... for a static command word (`\\eval`, `/usr/bin/bash` included).
+
+    A word whose start is dynamic but whose end is a static path (`"$ARTIFACTS_DIR/run.sh"`,
+    `$dir/bin/tool`) names the program after its last `/`; any other dynamic word (`$sh`,
+    `"$SHELL"`, `${b}sh`) is None: the checker cannot know what it runs."""
     value = static_text(word)
-    return os.path.basename(value) if value else None
+    if value is not None:
+        return os.path.basename(value) or None
+    tail = _static_tail(word)
+    if "/" in tail:
+        return tail.rsplit("/", 1)[1] or None
+    return None
+
+
+def _static_tail(word: Node) -> str:
+    """The static text at the end of a word (`/run.sh` of `"$DIR/run.sh"`)."""
+    if word.type == "command_name" and word.named_child_count:
+        return _static_tail(word.named_children[0])
+    if word.type not in ("string", "concatenation"):
+        return static_text(word) or ""
+    parts: list[str] = []
+    for child in reversed(word.named_children):
+        part = static_text(child)
+        if part is None:
+            part = _static_tail(child) if child.type == "string" else ""
+            parts.append(part)
+            break
+        parts.append(part)
+    return "".join(reversed(parts))

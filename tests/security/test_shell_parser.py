@@ -105,6 +105,15 @@ SAFE_SCRIPTS = [
     'grep -c -- "$USER_MESSAGE" /dev/null || true',
     "awk -v m=\"$USER_MESSAGE\" 'BEGIN { print m }'",
     "$ARTIFACTS_DIR/../../bin/true 2>/dev/null || true",
+    # programs that read a value as data, and commands the checker can name
+    "python3 - <<'EOF'\nimport os\nprint(os.environ['USER_MESSAGE'])\nEOF",
+    "node -e 'console.log(process.argv[1])' \"$USER_MESSAGE\"",
+    "printf %s \"$USER_MESSAGE\" | python3 -c 'import sys; print(sys.stdin.read())'",
+    "printf %s \"$USER_MESSAGE\" | perl -pe 's/a/b/'",
+    '"$ARTIFACTS_DIR/../../bin/true" "$USER_MESSAGE" || true',
+    'while IFS= read -r l; do printf "%s\\n" "$l"; done <<< "$USER_MESSAGE"',
+    'echo "$USER_MESSAGE" | grep -c bash || true',
+    'n=USER_MESSAGE; printf "%s\\n" "${!n}"',
 ]
 
 
