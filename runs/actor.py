@@ -11,12 +11,13 @@ from dataclasses import dataclass
 
 from runs.errors import NotAllowed
 
-SURFACES = ("console", "api", "cli", "engine", "sweep", "agent")
+SURFACES = ("console", "api", "cli", "mcp", "engine", "sweep", "agent")
 # What a decision or cancel without a person reads as, per surface.
 NO_PERSON = {
     "console": "console",
     "api": "api",
     "cli": "command line",
+    "mcp": "mcp",  # the orchestration MCP server (runs.orchestration), stdio without --user
     "engine": "the engine",
     "sweep": "the sweep",
     "agent": "an agent",  # a tool call from an agent's process (never a gate decision)
