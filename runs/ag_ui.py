@@ -145,7 +145,7 @@ class AgUiRun:
         self.ended = False
         self.steps: list[str] = []  # open, in the order they opened
         self.suspended: list[str] = []  # open when the run began to wait
-        self.texts: dict[str, int] = {}  # open text messages: characters sent so far
+        self.texts: dict[str, str] = {}  # open text messages: the text sent so far
         self.closed: set[str] = set()
 
     @property
@@ -307,7 +307,7 @@ class AgUiRun:
         return (
             self.active
             and target not in self.closed
-            and message.get("offset", 0) > self.texts.get(target, 0)
+            and message.get("offset", 0) > len(self.texts.get(target, ""))
         )
 
     def outputs(self, messages: list[dict]) -> list:
@@ -326,20 +326,25 @@ class AgUiRun:
         return out
 
     def _append(self, target: str, offset: int, chunk: str) -> list:
-        sent = self.texts.get(target, 0)
-        if offset > sent or offset + len(chunk) <= sent:
+        sent = self.texts.get(target, "")
+        if offset > len(sent) or offset + len(chunk) <= len(sent):
             return []
         out: list = []
         if target not in self.texts:
             out.append(TextMessageStartEvent(message_id=target, role="assistant"))
-        out.append(TextMessageContentEvent(message_id=target, delta=chunk[sent - offset :]))
-        self.texts[target] = offset + len(chunk)
+        delta = chunk[len(sent) - offset :]
+        out.append(TextMessageContentEvent(message_id=target, delta=delta))
+        self.texts[target] = sent + delta
         return out
 
     def _finish_text(self, target: str, text: str) -> list:
+        """End a message with the rest of its text from the database: what the stream has
+        not carried yet, when the stored text goes on from what was streamed (an agent may
+        store less or other text than it streamed: then what streamed stands)."""
         if target in self.closed:
             return []
-        out = self._append(target, 0, text) if len(text) > self.texts.get(target, 0) else []
+        sent = self.texts.get(target, "")
+        out = self._append(target, 0, text) if text.startswith(sent) else []
         if target in self.texts:
             out.append(TextMessageEndEvent(message_id=target))
             del self.texts[target]
