@@ -75,7 +75,7 @@ def _pointer(key) -> str:
 
 class RunState:
     """The state an AG-UI client keeps for a run, folded from its events: `run` (id,
-    status), `gates` by id (what seed 000 calls the structured gate state), `loops` by
+    status), `gates` by id (each gate's structured state), `loops` by
     loopId (every crumb's fields merged, and the last crumb's name). Each change is also
     returned as JSON Patch operations, for STATE_DELTA."""
 

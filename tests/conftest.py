@@ -1,4 +1,5 @@
-"""Shared fixtures: personas, a real Celery worker process, helpers to wait for runs."""
+"""Shared fixtures: personas, a real Celery worker process, the console served by uvicorn,
+helpers to wait for runs."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""What an orchestrating agent reads: runs, and a gate's structured state (seed 000's
-"AI approvers": the iteration, `completionSignaled`, an output excerpt, and what an
-approve would do), as plain JSON-ready data."""
+"""What an orchestrating agent reads: runs, and a gate's structured state (for an AI
+approver: the iteration, `completionSignaled`, an output excerpt, and what an approve
+would do), as plain JSON-ready data."""
 
 from __future__ import annotations
 
