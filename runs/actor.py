@@ -1,7 +1,7 @@
 """Who acts on a run, and through which surface.
 
-Built once at the edge (a view, an API endpoint, the CLI, the engine, the sweep) and passed
-down, so "who decided" and "who cancelled" read the same on every page, in the API, the
+Built once at the edge (a view, an API endpoint, the CLI, the MCP server, the engine, the
+sweep) and passed down, so "who decided" and "who cancelled" read the same on every page, in the API, the
 CLI and the admin. `Actor.operator` is where the permission to operate is checked.
 """
 
