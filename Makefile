@@ -19,6 +19,12 @@ $(VENV)/.dev-installed: $(VENV)/.installed
 	@if command -v npm >/dev/null 2>&1 && [ ! -x $(VENV)/bin/bun ]; then \
 		npm install -g --prefix $(VENV) --no-audit --no-fund --loglevel=error bun@1 >/dev/null \
 		|| echo "bun could not be installed: the tests of runtime: bun will fail"; fi
+	@# @ag-ui/client (from the npm registry) for the test that follows a run as an AG-UI client.
+	@if [ ! -d $(VENV)/lib/node_modules/@ag-ui/client ]; then \
+		if ! command -v npm >/dev/null 2>&1; then \
+			echo "npm not found: @ag-ui/client is not installed and the AG-UI client test will fail"; \
+		elif ! npm install -g --prefix $(VENV) --no-audit --no-fund --loglevel=error @ag-ui/client@1 >/dev/null; then \
+			echo "@ag-ui/client could not be installed: the AG-UI client test will fail"; fi; fi
 	@touch $@
 
 install: $(VENV)/.installed

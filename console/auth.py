@@ -30,6 +30,28 @@ def limit_to_scope(user, token: ApiToken):
     return user
 
 
+def bearer_secret(headers) -> str | None:
+    """The secret of an `Authorization: Bearer <secret>` header, or None without one."""
+    header = headers.get("Authorization") or headers.get("authorization") or ""
+    scheme, _, secret = header.partition(" ")
+    return secret.strip() if scheme.lower() == "bearer" else None
+
+
+def token_user(secret: str):
+    """The user a token acts as, narrowed to its scope; None for an unknown or revoked
+    token; TokenRefused (its message says when) for an expired one. For the views outside
+    the ninja API that take a token too: the live streams and the MCP endpoint."""
+    found = ApiToken.for_secret(secret)
+    return None if found is None else limit_to_scope(found.user, found)
+
+
+def accepts_api_token(view):
+    """Mark a page-side view that authenticates a bearer token itself (a live stream): the
+    login redirect lets a request carrying `Authorization: Bearer` through to it."""
+    view.accepts_api_token = True
+    return view
+
+
 class TokenAuth(HttpBearer):
     """`Authorization: Bearer <token>`; a revoked or unknown token is simply not a login,
     an expired one is refused with a 401 saying so."""

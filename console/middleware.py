@@ -2,6 +2,9 @@
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
+from django.urls import Resolver404, resolve
+
+from console.auth import bearer_secret
 
 # Paths that must answer without a session: the login page itself, the health probe,
 # static files and the icon, and the API and /metrics (which authenticate bearer tokens
@@ -14,9 +17,25 @@ class LoginRequiredMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        if not request.user.is_authenticated and not request.path.startswith(PUBLIC_PREFIXES):
+        if (
+            not request.user.is_authenticated
+            and not request.path.startswith(PUBLIC_PREFIXES)
+            and not _token_for_a_view_that_takes_one(request)
+        ):
             return redirect_to_login(request.get_full_path(), settings.LOGIN_URL)
         return self.get_response(request)
+
+
+def _token_for_a_view_that_takes_one(request) -> bool:
+    """A bearer token sent to a view that checks tokens itself (`accepts_api_token`: the
+    live stream): that view answers it, with 401 when the token is bad."""
+    if bearer_secret(request.headers) is None:
+        return False
+    try:
+        view = resolve(request.path_info).func
+    except Resolver404:
+        return False
+    return getattr(view, "accepts_api_token", False)
 
 
 CSP = "; ".join(

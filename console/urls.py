@@ -7,6 +7,7 @@ from django.views.generic import RedirectView
 from console import views
 from console.api import api
 from console.forms import LoginForm
+from runs.ag_ui_views import run_ag_ui
 
 admin.site.site_header = "Loop Console"
 admin.site.site_title = "Loop Console admin"
@@ -29,6 +30,8 @@ urlpatterns = [
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    # A stream, outside the ninja API (whose schema it is not part of); same credentials.
+    path("api/runs/<int:run_id>/ag-ui", run_ag_ui, name="run_ag_ui"),
     path("api/", api.urls),
     path("", include("runs.urls")),
     path("", include("recipes.urls")),

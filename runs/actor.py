@@ -1,7 +1,7 @@
 """Who acts on a run, and through which surface.
 
-Built once at the edge (a view, an API endpoint, the CLI, the engine, the sweep) and passed
-down, so "who decided" and "who cancelled" read the same on every page, in the API, the
+Built once at the edge (a view, an API endpoint, the CLI, the MCP server, the engine, the
+sweep) and passed down, so "who decided" and "who cancelled" read the same on every page, in the API, the
 CLI and the admin. `Actor.operator` is where the permission to operate is checked.
 """
 
@@ -11,12 +11,13 @@ from dataclasses import dataclass
 
 from runs.errors import NotAllowed
 
-SURFACES = ("console", "api", "cli", "engine", "sweep", "agent")
+SURFACES = ("console", "api", "cli", "mcp", "engine", "sweep", "agent")
 # What a decision or cancel without a person reads as, per surface.
 NO_PERSON = {
     "console": "console",
     "api": "api",
     "cli": "command line",
+    "mcp": "mcp",  # the orchestration MCP server (runs.orchestration), stdio without --user
     "engine": "the engine",
     "sweep": "the sweep",
     "agent": "an agent",  # a tool call from an agent's process (never a gate decision)

@@ -1,13 +1,16 @@
-"""Shared fixtures: personas, a real Celery worker process, helpers to wait for runs."""
+"""Shared fixtures: personas, a real Celery worker process, the console served by uvicorn,
+helpers to wait for runs."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from django.conf import settings
 
@@ -321,3 +324,59 @@ def wait_run(run, *states, timeout: float = 60):
 def pending_gate(run):
     """The run's gate waiting for a decision, if any."""
     return run.gates.filter(status="pending").select_related("iteration").first()
+
+
+# --- the console served by uvicorn ----------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def console_server(worker_env, tmp_path_factory):
+    """`uvicorn console.asgi:application` on a free port, on the test database."""
+    port = _free_port()
+    log_path: Path = tmp_path_factory.mktemp("web") / "uvicorn.log"
+    log = open(log_path, "ab")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "console.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        # Not labelled as a worker: tests that count the workers' connections see only theirs.
+        env={**worker_env, "PGAPPNAME": "loop-console-test-web"},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start:\n" + log_path.read_text()[-3000:])
+        time.sleep(0.1)
+    yield url
+    os.killpg(proc.pid, 15)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+    log.close()

@@ -175,6 +175,17 @@ def status_line(fired: list[str], declared: list[str], *, signal: str = "", fiel
     return f"{STATUS_NOT_MET} (it would end when {hint})."
 
 
+def excerpt(output: str, chars: int = 2000) -> str:
+    """The bounded tail of an iteration's output a gate shows (and the MCP server reports);
+    ``(no output)`` for an empty one."""
+    body = output.rstrip()
+    if not body.strip():
+        return "(no output)"
+    if len(body) > chars:
+        return "…" + body[-chars:] if chars > 0 else "…"
+    return body
+
+
 def gate_text(
     *,
     fired: list[str],
@@ -189,14 +200,10 @@ def gate_text(
 
     An empty output is shown as ``(no output)``; an empty gate message is omitted.
     """
-    body = output.rstrip()
-    if not body.strip():
-        excerpt = "(no output)"
-    elif len(body) > excerpt_chars:
-        excerpt = "…" + body[-excerpt_chars:] if excerpt_chars > 0 else "…"
-    else:
-        excerpt = body
-    parts = [status_line(fired, declared, signal=signal, field=field), excerpt]
+    parts = [
+        status_line(fired, declared, signal=signal, field=field),
+        excerpt(output, excerpt_chars),
+    ]
     if gate_message:
         parts.append(gate_message)
     return "\n\n".join(parts)

@@ -70,6 +70,7 @@ class Gate(models.Model):
         CONSOLE = "console"
         API = "api"
         CLI = "cli"
+        MCP = "mcp"  # an orchestrating agent, through the MCP server
         ENGINE = "engine"
         SWEEP = "sweep"
 

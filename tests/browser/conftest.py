@@ -1,17 +1,11 @@
 """Chromium (Debian's, driven by Playwright) against the console served by uvicorn — the
 same ASGI server `make run` uses, so the live stream is tested as users get it — with a
-real worker behind it."""
+real worker behind it (`console_server`, in tests/conftest.py)."""
 
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.conftest import ROOT
@@ -30,59 +24,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 SCREENSHOTS = ROOT / "test-output" / "screenshots"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def console_server(worker_env, tmp_path_factory):
-    """`uvicorn console.asgi:application` on a free port, on the test database."""
-    port = _free_port()
-    log_path: Path = tmp_path_factory.mktemp("web") / "uvicorn.log"
-    log = open(log_path, "ab")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "console.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        # Not labelled as a worker: tests that count the workers' connections see only theirs.
-        env={**worker_env, "PGAPPNAME": "loop-console-test-web"},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start:\n" + log_path.read_text()[-3000:])
-        time.sleep(0.1)
-    yield url
-    os.killpg(proc.pid, 15)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
-        proc.wait()
-    log.close()
 
 
 @pytest.fixture(scope="session")

@@ -338,3 +338,54 @@ def test_the_last_event_id_header_wins_over_the_page_url(viewer, gated_run):
         until="still here",
     )
     assert "run-changed" not in text  # nothing missed: no refresh asked for
+
+
+def test_the_live_stream_takes_an_api_token(viewer, gated_run):
+    """A script follows a run with a token (read scope) as a browser does with its session;
+    a bad token is refused with 401, not sent to the login page."""
+    from datetime import timedelta
+
+    from django.test import Client
+    from django.utils import timezone
+
+    from console.models import ApiToken
+
+    run, _ = gated_run
+    url = reverse("run_live", args=[run.pk])
+    read = ApiToken.issue(viewer, scope="read")[1]
+    answer = Client().get(url, headers={"Authorization": f"Bearer {read}"})
+    assert answer.status_code == 200 and answer["Content-Type"] == "text/event-stream"
+    assert b"run-changed" in b"".join(answer.streaming_content)
+
+    wrong = Client().get(url, headers={"Authorization": "Bearer lc_not-a-token"})
+    assert wrong.status_code == 401 and wrong["WWW-Authenticate"] == "Bearer"
+    old = ApiToken.issue(viewer, expires_at=timezone.now() - timedelta(days=1))[1]
+    expired = Client().get(url, headers={"Authorization": f"Bearer {old}"})
+    assert expired.status_code == 401 and "expired" in expired.json()["detail"]
+    metrics = ApiToken.issue(viewer, scope="metrics")[1]
+    assert Client().get(url, headers={"Authorization": f"Bearer {metrics}"}).status_code == 403
+    # No credentials at all: the login page, as for every page.
+    assert Client().get(url).status_code == 302
+
+
+def test_the_ag_ui_stream_answers_as_the_api_does(viewer, gated_run):
+    from django.test import Client
+
+    from console.models import ApiToken
+
+    run, _ = gated_run
+    url = reverse("run_ag_ui", args=[run.pk])
+    read = ApiToken.issue(viewer, scope="read")[1]
+    answer = Client().get(url, headers={"Authorization": f"Bearer {read}"})
+    assert answer.status_code == 200 and answer["Content-Type"] == "text/event-stream"
+    text = b"".join(answer.streaming_content).decode()
+    assert text.startswith('data: {"type":"RUN_STARTED","threadId":"run-')
+    assert Client().get(url).status_code == 401
+    assert Client().get(url, headers={"Authorization": "Bearer lc_nope"}).status_code == 401
+    missing = Client().get(
+        reverse("run_ag_ui", args=[10**9]), headers={"Authorization": f"Bearer {read}"}
+    )
+    assert missing.status_code == 404
+    session = Client()
+    session.force_login(viewer)
+    assert session.get(url).status_code == 200

@@ -36,7 +36,7 @@ FLOOD = 150
 
 @pytest.fixture
 def web_server(worker_env, tmp_path):
-    from tests.browser.conftest import _free_port
+    from tests.conftest import _free_port
 
     port = _free_port()
     log_path = tmp_path / "uvicorn.log"

@@ -21,6 +21,7 @@ READ_ONLY_NAMES = {
     "run_iterations",
     "run_events",
     "run_live",
+    "run_ag_ui",  # a POST is AG-UI's HttpAgent asking to follow the run: it changes nothing
     "inbox_live",
     "recipe_list",
     "recipe_detail",

@@ -1,0 +1,268 @@
+"""The orchestration MCP server: tools an outside agent uses to follow and steer runs.
+
+Built on the official MCP SDK (`mcp`, its MCPServer). Served over stdio by `manage.py mcp`
+and over streamable HTTP at /mcp (runs.orchestration.http). Every change goes through
+runs.services with surface "mcp", like every other surface; who calls is the caller the
+transport gives (`Caller`): the API token's person over HTTP, `--user` over stdio. A
+read needs the viewer role (a token's read scope), a change the operator role (a token's
+operate scope).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from django.db.models import Prefetch
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from console.api_errors import require
+from runs import services
+from runs.actor import Actor
+from runs.models import Gate, Run
+from runs.orchestration.state import gate_state, run_row, run_state, run_url
+from runs.queries import take_page
+
+INSTRUCTIONS = """Loop Console runs loops of AI agent iterations that pause at gates for a
+decision. Use list_gates to find runs waiting for you, get_gate to read a gate's
+structured state (the iteration, completionSignaled, an output excerpt and what an
+approve would do), then approve with accept: true to finalize a completed iteration, or
+with feedback to run another iteration; reject fails the step. start_run starts a recipe,
+cancel_run stops a run."""
+
+RunId = Annotated[int, Field(ge=1, description="The run's id")]
+GateId = Annotated[
+    int | None,
+    Field(ge=1, description="The gate you read; refused if it is no longer pending"),
+]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who calls the tools: `user` (None for a stdio server with no account: the command
+    line itself, named `label`)."""
+
+    user: object | None
+    label: str = "mcp"
+
+    def may_read(self) -> None:
+        if self.user is not None:
+            require(self.user, "runs.view_run")
+
+    def actor(self) -> Actor:
+        if self.user is None:
+            return Actor("mcp", label=self.label)
+        require(self.user, "runs.operate_run")  # says which scope a token lacks
+        return Actor("mcp", self.user)
+
+
+class CallerOf:
+    """How the tools learn their caller: over HTTP each request carries its own (set by
+    runs.orchestration.http on the request's scope), over stdio it is fixed."""
+
+    SCOPE_KEY = "loop_console.caller"
+
+    def __init__(self, fixed: Caller | None = None):
+        self.fixed = fixed
+
+    def __call__(self, ctx: Context) -> Caller:
+        request = ctx.request_context.request
+        scope = getattr(request, "scope", None)
+        caller = scope.get(self.SCOPE_KEY) if scope is not None else self.fixed
+        if caller is None:
+            raise ToolError("Not authenticated.")
+        return caller
+
+
+def _done(fn):
+    """Run a tool body: a service's refusal becomes the tool's error message, and the
+    database connection of the SDK's worker thread is given back afterwards."""
+    from functools import wraps
+
+    from django.db import close_old_connections, connection
+
+    @wraps(fn)
+    def wrapped(*args, **kwargs):
+        close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        except services.InputError as exc:
+            detail = "; ".join(f"{k}: {v}" for k, v in exc.errors.items())
+            raise ToolError(f"{exc} {detail}".strip()) from None
+        except services.ServiceError as exc:
+            raise ToolError(str(exc)) from None
+        finally:
+            if not connection.in_atomic_block:
+                connection.close()
+
+    return wrapped
+
+
+def _run(run_id: int) -> Run:
+    run = Run.objects.select_related("recipe", "recipe_version").filter(pk=run_id).first()
+    if run is None:
+        raise ToolError(f"No run {run_id}.")
+    return run
+
+
+def _outcome(gate: Gate, run: Run) -> dict:
+    run.refresh_from_db()
+    return {
+        "run": run.pk,
+        "gate": gate.pk,
+        "outcome": gate.status,
+        "decidedBy": gate.decider,
+        "surface": gate.surface,
+        "runStatus": run.status,
+        "url": run_url(run.pk),
+    }
+
+
+def build_server(caller_of: CallerOf) -> MCPServer:
+    server = MCPServer("loop-console", version="1", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    @server.tool()
+    @_done
+    def list_runs(
+        ctx: Context,
+        status: Annotated[str | None, Field(description="e.g. paused, running, failed")] = None,
+        recipe: Annotated[str | None, Field(description="A recipe's slug")] = None,
+        limit: Annotated[int, Field(ge=1, le=200)] = 20,
+        cursor: Annotated[
+            int | None, Field(ge=1, description="next_cursor of the last page")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Runs, newest first, each with the id of the gate it waits at (if any)."""
+        caller_of(ctx).may_read()
+        runs = Run.objects.select_related("recipe", "started_by").order_by("-id")
+        if status:
+            runs = runs.filter(status=status)
+        if recipe:
+            runs = runs.filter(recipe__slug=recipe)
+        if cursor:
+            runs = runs.filter(id__lt=cursor)
+        pending = Gate.objects.filter(status=Gate.Status.PENDING)
+        runs = runs.prefetch_related(Prefetch("gates", pending, to_attr="waiting_gates"))
+        page, more = take_page(runs, limit)
+        return {"runs": [run_row(r) for r in page], "next_cursor": page[-1].pk if more else None}
+
+    @server.tool()
+    @_done
+    def list_gates(ctx: Context, limit: Annotated[int, Field(ge=1, le=200)] = 50) -> dict[str, Any]:
+        """Gates waiting for a decision, oldest first, with their structured state."""
+        caller_of(ctx).may_read()
+        gates = (
+            Gate.objects.filter(status=Gate.Status.PENDING)
+            .select_related("iteration")
+            .order_by("created_at", "id")[:limit]
+        )
+        return {"gates": [gate_state(g) for g in gates]}
+
+    @server.tool()
+    @_done
+    def get_run(ctx: Context, run_id: RunId) -> dict[str, Any]:
+        """A run: status, nodes (iterations done and allowed, output), the gate it waits at."""
+        caller_of(ctx).may_read()
+        return run_state(_run(run_id))
+
+    @server.tool()
+    @_done
+    def get_gate(ctx: Context, run_id: RunId, gate_id: GateId = None) -> dict[str, Any]:
+        """A gate's structured state: the iteration, completionSignaled, an output excerpt,
+        the gate message and what approve would do. Without gate_id, the gate the run
+        waits at (or, when none waits, the last one decided)."""
+        caller_of(ctx).may_read()
+        run = _run(run_id)
+        gates = run.gates.select_related("iteration", "decided_by")
+        if gate_id is not None:
+            gate = gates.filter(pk=gate_id).first()
+        else:
+            gate = gates.filter(status=Gate.Status.PENDING).first() or gates.order_by("-id").first()
+        if gate is None:
+            raise ToolError(
+                f"Run {run_id} has no gate {gate_id}." if gate_id else f"Run {run_id} has no gate."
+            )
+        return gate_state(gate)
+
+    @server.tool()
+    @_done
+    def start_run(
+        ctx: Context,
+        recipe: Annotated[str, Field(description="The recipe's slug")],
+        message: Annotated[str, Field(description="What the run is about")] = "",
+        inputs: Annotated[dict[str, Any] | None, Field(description="Declared inputs")] = None,
+    ) -> dict[str, Any]:
+        """Start a run of a recipe."""
+        from recipes.models import Recipe
+
+        actor = caller_of(ctx).actor()
+        found = Recipe.objects.filter(slug=recipe).first()
+        if found is None:
+            raise ToolError(f"No recipe '{recipe}'.")
+        run = services.start_run(found, actor=actor, message=message, inputs=inputs or {})
+        return {"id": run.pk, "status": run.status, "url": run_url(run.pk)}
+
+    @server.tool()
+    @_done
+    def approve(
+        ctx: Context,
+        run_id: RunId,
+        accept: Annotated[
+            bool, Field(description="true: finalize (accept the iteration, or the approval)")
+        ] = False,
+        feedback: Annotated[
+            str, Field(description="Iterate: run another iteration with this feedback")
+        ] = "",
+        gate_id: GateId = None,
+        decision: Annotated[str, Field(description="At an approval declaring decisions")] = "",
+    ) -> dict[str, Any]:
+        """Decide at the gate a run waits at: accept: true finalizes (the node completes with
+        the iteration's output); feedback runs another iteration with it. A gate whose
+        iteration met no completion condition has nothing to finalize: approving iterates."""
+        actor = caller_of(ctx).actor()
+        run = _run(run_id)
+        gate = services.gate_for_decision(run, gate_id)
+        if gate.kind == Gate.Kind.LOOP:
+            if accept and feedback.strip():
+                raise ToolError(
+                    "Give accept: true to finalize, or feedback to run another iteration; not both."
+                )
+            if not accept and not feedback.strip():
+                raise ToolError(
+                    "Nothing decided: give accept: true to finalize, or feedback to iterate."
+                )
+        elif not accept and not decision:
+            raise ToolError("Give accept: true (and a decision, if the gate declares them).")
+        gate = services.approve(gate.pk, actor, comment=feedback, decision=decision)
+        return _outcome(gate, run)
+
+    @server.tool()
+    @_done
+    def reject(
+        ctx: Context,
+        run_id: RunId,
+        reason: Annotated[str, Field(description="Why; kept on the run")] = "",
+        gate_id: GateId = None,
+    ) -> dict[str, Any]:
+        """Reject at the gate a run waits at: the step fails."""
+        actor = caller_of(ctx).actor()
+        run = _run(run_id)
+        gate = services.gate_for_decision(run, gate_id)
+        gate = services.reject(gate.pk, actor, reason=reason)
+        return _outcome(gate, run)
+
+    @server.tool()
+    @_done
+    def cancel_run(
+        ctx: Context,
+        run_id: RunId,
+        reason: Annotated[str, Field(description="Why; kept on the run")] = "",
+    ) -> dict[str, Any]:
+        """Cancel a run: its agents are stopped, its gates closed."""
+        actor = caller_of(ctx).actor()
+        run = services.cancel_run(_run(run_id), actor, reason=reason)
+        return {"run": run.pk, "runStatus": run.status, "url": run_url(run.pk)}
+
+    return server
