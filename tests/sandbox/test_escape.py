@@ -247,3 +247,18 @@ def test_the_sandbox_is_what_started_them(escape_worker, make_recipe):
     wait_run(run, "completed", "failed")
     assert not run.events.filter(kind="sandbox_off").exists()
     assert "run sandboxed (bubblewrap" in escape_worker.log_path.read_text()
+
+
+def test_a_value_run_where_the_checker_cannot_see_is_contained(escape_worker, victim, make_recipe):
+    """The checker is a lint: a script that writes a value to a file and sources it is only
+    warned about. The value (an operator's message: here, the whole probe) then runs as
+    code, inside the sandbox, and finds nothing."""
+    source = (
+        "name: sources-a-value\nnodes:\n  - id: probe\n"
+        "    bash: |\n      printf '%s\\n' \"$USER_MESSAGE\" > given.sh\n      . ./given.sh\n"
+    )
+    recipe = make_recipe(source, slug="sources-a-value")
+    run = services.start_run(recipe, message=probe_script(escape_worker, victim))
+    wait_run(run, "completed", "failed")
+    assert run.status == "completed", run.error
+    assert_nothing_escaped(run.nodes.get(node_id="probe").output)
