@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 
 import httpx2
 import pytest
@@ -15,6 +16,25 @@ from mcp.client.streamable_http import streamable_http_client
 
 from console.models import ApiToken
 from tests.conftest import ROOT
+
+
+def run_async(make_coroutine):
+    """`asyncio.run` on a thread of its own: in a process that also ran the browser tests,
+    Playwright keeps an event loop running on this one, where asyncio.run refuses."""
+    outcome: dict = {}
+
+    def go():
+        try:
+            outcome["value"] = asyncio.run(make_coroutine())
+        except BaseException as exc:  # noqa: BLE001 - raised again on the test's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=go, name="mcp-client")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def token(user, scope: str = "operate", **fields) -> str:
@@ -35,13 +55,13 @@ class McpHttp:
                 return await work(client)
 
     def call(self, tool: str, **arguments):
-        return asyncio.run(self._with_client(lambda c: c.call_tool(tool, arguments)))
+        return run_async(lambda: self._with_client(lambda c: c.call_tool(tool, arguments)))
 
     def tool_names(self) -> list[str]:
         async def names(client):
             return [t.name for t in (await client.list_tools()).tools]
 
-        return asyncio.run(self._with_client(names))
+        return run_async(lambda: self._with_client(names))
 
 
 def stdio_parameters(worker_env: dict, *args: str) -> StdioServerParameters:
@@ -61,7 +81,7 @@ def stdio_calls(parameters: StdioServerParameters, calls: list[tuple[str, dict]]
         async with Client(parameters, read_timeout_seconds=120) as client:
             return [await client.call_tool(name, args) for name, args in calls]
 
-    return asyncio.run(go())
+    return run_async(go)
 
 
 @pytest.fixture

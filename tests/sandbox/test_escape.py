@@ -205,7 +205,7 @@ tr '\0' '\n' < /proc/$$/environ | grep -qx "WORKFLOW_ID=$WORKFLOW_ID" && echo "O
 ls "$OTHER_FOLDER" >/dev/null 2>&1 && echo "LEAK the other run's folder"
 python3 -c 'import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' "$OTHER_SOCKET" 2>/dev/null && echo "LEAK the other run's socket"
 echo "probe done"
-$LOOP_HANDOFF_CMD --status completed --summary "own $WORKFLOW_ID"
+$LOOP_HANDOFF_CMD --status completed --summary own
 """
 
 
@@ -213,8 +213,14 @@ def test_two_agents_running_at_once_cannot_see_each_other(escape_worker, plane_r
     ProviderConfig.objects.create(name="peer-agent", kind="command", command=PEER_AGENT)
     runs = [services.start_run(plane_recipe(PEER.format(name=n)), user=operator) for n in "ab"]
     folders = [Path(_wait_agent_folder(r)) for r in runs]
-    for folder in folders:
-        wait_for(lambda f=folder: (f / "ready").exists(), message="both agents ready")
+    for run, folder in zip(runs, folders, strict=True):
+        try:
+            wait_for(lambda f=folder: (f / "ready").exists(), message="both agents ready")
+        except AssertionError as exc:
+            turns = [
+                (t.status, t.error, t.output[-500:]) for t in Iteration.objects.filter(run=run)
+            ]
+            raise AssertionError(f"{exc}: run {run.pk} {_refreshed(run).status} {turns}") from None
     calls = [Path(wait_for(lambda f=f: call_folder_of(f), message="a call")) for f in folders]
     for me, other in ((0, 1), (1, 0)):
         (folders[me] / "other.env").write_text(
@@ -236,7 +242,7 @@ def test_two_agents_running_at_once_cannot_see_each_other(escape_worker, plane_r
         (turn,) = Iteration.objects.filter(run=run)
         assert_nothing_escaped(turn.output)
         (handoff,) = Handoff.objects.filter(run=run)
-        assert handoff.summary == f"own {run.pk}"
+        assert handoff.summary == "own" and handoff.recorded_by_name == "the agent agent"
 
 
 def test_the_sandbox_is_what_started_them(escape_worker, make_recipe):
