@@ -40,19 +40,32 @@ if _NEVER_TO_CHILDREN & set(LOOP_CHILD_ENV):
         + ", ".join(sorted(_NEVER_TO_CHILDREN & set(LOOP_CHILD_ENV)))
         + ": child processes never see the console's own secrets"
     )
-# Environment variables an API provider's `api_key_env` may name, besides OPENAI_API_KEY and
-# ANTHROPIC_API_KEY; the console's own secrets are refused whatever this says.
+# Environment variables an API provider's `api_key_env` may name, besides OPENAI_API_KEY (on
+# openai providers) and ANTHROPIC_API_KEY (on anthropic ones): `NAME` for a provider of any
+# kind, `KIND:NAME` for one kind only (`openai:ANTHROPIC_API_KEY`). The console's own
+# secrets are refused whatever this says.
 LOOP_PROVIDER_ENV = env_list("LOOP_PROVIDER_ENV", [])
-if _NEVER_TO_CHILDREN & set(LOOP_PROVIDER_ENV):
+_provider_env_names = {entry.rpartition(":")[2] for entry in LOOP_PROVIDER_ENV}
+if _NEVER_TO_CHILDREN & _provider_env_names:
     raise ImproperlyConfigured(
         "LOOP_PROVIDER_ENV may not name "
-        + ", ".join(sorted(_NEVER_TO_CHILDREN & set(LOOP_PROVIDER_ENV)))
+        + ", ".join(sorted(_NEVER_TO_CHILDREN & _provider_env_names))
         + ": providers never receive the console's own secrets"
     )
+for _entry in LOOP_PROVIDER_ENV:
+    _kind, _, _name = _entry.rpartition(":")
+    if _kind not in ("", "openai", "anthropic") or not _name:
+        raise ImproperlyConfigured(
+            f"LOOP_PROVIDER_ENV: {_entry!r} is neither NAME nor KIND:NAME with KIND openai "
+            "or anthropic (e.g. OPENROUTER_KEY or openai:ANTHROPIC_API_KEY)"
+        )
 # Hosts a recipe's inline `providers:` may send requests to (`base_url`).
 # Public API hosts only: an inline provider on an internal address (127.0.0.1, a private
 # network) would let a recipe author reach services behind the worker.
 LOOP_PROVIDER_HOSTS = env_list("LOOP_PROVIDER_HOSTS", ["api.openai.com", "api.anthropic.com"])
+# Hosts an inline provider may reach over plain http and on any port (a model server on this
+# machine or the local network; they are allowed hosts too). Any other host: https, no port.
+LOOP_PROVIDER_HTTP_HOSTS = env_list("LOOP_PROVIDER_HTTP_HOSTS", [])
 
 # --- Notifications (notifications/) -----------------------------------------------------------
 # Where people reach the console: links in notifications are built on it.
