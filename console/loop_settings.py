@@ -26,6 +26,15 @@ LOOP_USER_RECIPE_DIR = Path(
     or Path(os.getenv("XDG_CONFIG_HOME") or Path.home() / ".config") / "loop-console" / "recipes"
 )
 
+# The most of one iteration's or one node's output kept in the database, in bytes (UTF-8):
+# a longer output keeps its end there and goes whole to a file in the run's data folder
+# (runs/outputs.py). What pages, the API and later steps read is bounded by it.
+LOOP_MAX_OUTPUT_BYTES = env_int("LOOP_MAX_OUTPUT_BYTES", 4 * 1024 * 1024)
+if LOOP_MAX_OUTPUT_BYTES < 1024:
+    raise ImproperlyConfigured(
+        f"LOOP_MAX_OUTPUT_BYTES must be at least 1024 bytes, got {LOOP_MAX_OUTPUT_BYTES}"
+    )
+
 # --- Agents and child processes ----------------------------------------------------------------
 # The agent for nodes that name no provider; none by default, so a recipe that forgets
 # `provider:` is told so instead of silently talking to the demo agent.
