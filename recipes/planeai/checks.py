@@ -100,6 +100,7 @@ def execute(run, row: NodeRun, attempt: int, step, commands, *, workdir: str, ti
             if verdict != "pass":
                 break
     stream.flush()
+    stream.close()
     return GateResult(verdict, cut(path), str(path), results)
 
 

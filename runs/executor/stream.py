@@ -141,6 +141,10 @@ class OutputStream:
             raise Cancelled("the work was cancelled or taken over")
         self._announce_if_cut()
 
+    def close(self) -> None:
+        """The output ended without a final answer to keep (a gate command's log)."""
+        self.capture.close()
+
     def keep_after_cancel(self) -> None:
         """The work was cancelled while the agent ran: keep everything it printed on the
         cancelled row (the cancel itself kept only what the last flush had written)."""
