@@ -105,13 +105,18 @@ def execute(run, row: NodeRun, attempt: int, step, commands, *, workdir: str, ti
 
 
 def cut(path: Path) -> str:
-    """The log's end, read from the file (a long log is never read whole)."""
+    """The log's end, read from the file (a long log is never read whole), its line
+    breaks as a text read gives them (`\r` and `\r\n` become `\n`)."""
     with open(path, "rb") as log:
         size = log.seek(0, 2)
         log.seek(max(0, size - OUTPUT_LIMIT))
         data = log.read()
     if size <= OUTPUT_LIMIT:
-        return data.decode("utf-8", errors="replace")
+        return _lines(data.decode("utf-8", errors="replace"))
     # The end of a test run says what failed: keep that, and say where the rest is.
-    kept = data.decode("utf-8", errors="ignore")
+    kept = _lines(data.decode("utf-8", errors="ignore"))
     return kept + f"\n[output truncated to its last 100 KB; full log: {path}]"
+
+
+def _lines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
