@@ -75,7 +75,8 @@ class RunPageOut(Schema):
 
 
 OUTPUT_HELP = (
-    "The end of the output: at most LOOP_MAX_OUTPUT_BYTES, and an answer's outputs share that much"
+    "The end of the output: an answer's outputs and prompts share 512 KB (or "
+    "LOOP_MAX_OUTPUT_BYTES if smaller)"
 )
 TRUNCATED_HELP = "The output is longer than `output`: output_url gives all of it"
 URL_HELP = "The whole output as a text file (same read permission as the run)"

@@ -1,9 +1,10 @@
 """Outputs as the web process reads them: bounded for the API, whole only as a download.
 
 The database keeps at most LOOP_MAX_OUTPUT_BYTES of each output (runs/outputs.py); an API
-answer carries at most about that much output in all, whatever its number of rows: when
-its rows' outputs together are longer, each keeps its end, the longest cut first (a row
-within its fair share is never cut), and says `output_truncated`. The database sends only
+answer carries at most ANSWER_BYTES (512 KB, or the cap if smaller) of outputs and prompts
+in all, whatever its number of rows: when its texts together are longer, each output keeps
+its end and each prompt its start, the longest cut first (a text within its fair share is
+never cut), and says `output_truncated` / `prompt_truncated`. The database sends only
 those ends (`Right`), so the web process never holds a whole long output. The full output
 is a download, streamed from the file (or from the database in slices for a row that has
 no file), never read into memory at once.
@@ -26,6 +27,15 @@ from runs.models import Iteration, NodeRun
 from runs.outputs import max_bytes, path_of, tail
 
 DOWNLOAD_SLICE = 1 << 20  # characters read per query for a row without a file
+# The most text (outputs and prompts together) one API answer carries, whatever the cap:
+# the web process holds an answer two or three times over while it encodes it, and its
+# database connections keep buffers as large as the largest row they fetched. Measured in
+# docs/performance.md ("Long outputs and the web process's memory").
+ANSWER_BYTES = 512 * 1024
+
+
+def answer_bytes() -> int:
+    return min(max_bytes(), ANSWER_BYTES)
 
 
 def level(lengths: list[int], budget: int) -> int:
@@ -66,7 +76,7 @@ def bounded(rows, *names: str):
     rows = rows.defer(*HEAVY[rows.model])
     lengths = {f"{name}_chars": Length(texts[name][0]) for name in names}
     found = rows.annotate(**lengths).values_list(*lengths)
-    most = max(1, level([n or 0 for row in found for n in row], max_bytes()))
+    most = max(1, level([n or 0 for row in found for n in row], answer_bytes()))
     cuts = {f"{name}_part": texts[name][1](texts[name][0], most) for name in names}
     return rows.annotate(**lengths, **cuts)
 
@@ -84,7 +94,7 @@ HEAVY = {Iteration: ("output", "raw_output", "prompt"), NodeRun: ("output", "sta
 
 def api_output(row) -> dict:
     """A row's `output` for an API answer, `output_truncated`, and where the whole is."""
-    text = tail(row.output_part or "")  # within the cap in bytes, too
+    text = tail(row.output_part or "", answer_bytes())  # within the bound in bytes, too
     return {
         "output": text,
         "output_truncated": row.output_truncated or (row.output_chars or 0) > len(text),
@@ -95,7 +105,7 @@ def api_output(row) -> dict:
 def api_prompt(row) -> dict:
     """A row's `prompt` (its start) for an API answer, and `prompt_truncated`."""
     text = row.prompt_part or ""
-    text = text.encode("utf-8", "replace")[: max_bytes()].decode("utf-8", "ignore")
+    text = text.encode("utf-8", "replace")[: answer_bytes()].decode("utf-8", "ignore")
     return {"prompt": text, "prompt_truncated": (row.prompt_chars or 0) > len(text)}
 
 

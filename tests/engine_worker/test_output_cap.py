@@ -11,10 +11,12 @@ from django.test import Client
 
 from runs import live, services
 from runs.models import Iteration, RunEvent
+from runs.output_reads import ANSWER_BYTES
 from tests.api.conftest import client_for
 from tests.conftest import wait_run
 
 CAP = settings.LOOP_MAX_OUTPUT_BYTES
+ANSWER = ANSWER_BYTES  # what one API answer carries of outputs and prompts together
 LINES = 300
 # 300 numbered lines of 100,001 bytes: 30,000,300 bytes, then the completion signal.
 PRINT_30_MB = (
@@ -67,16 +69,17 @@ def test_thirty_megabytes_are_kept_within_the_cap_and_downloadable_whole(
     api = client_for(viewer)
     # The API: bounded answers that say so, and the whole output byte for byte.
     listed = api.get(f"/api/runs/{run.pk}/iterations")
-    assert listed.status_code == 200 and len(listed.content) < CAP + 100_000
+    assert listed.status_code == 200 and len(listed.content) < ANSWER + 10_000
     # The first output and the second prompt (which quotes it) share the answer's bound.
     item, after = listed.body["items"]
     assert item["output_truncated"] is True and first.output.endswith(item["output"])
+    assert len(item["output"]) > ANSWER // 2 - 1000  # half each: the rest is a few bytes
     assert item["output_url"] == f"/api/runs/{run.pk}/iterations/{first.pk}/output"
     assert after["prompt_truncated"] is True and second.prompt.startswith(after["prompt"])
     assert after["output_truncated"] is False and after["output"] == second.output
-    alone = api.get(f"/api/runs/{run.pk}/iterations", limit=1)  # all the run kept of it
-    assert alone.body["items"][0]["output"] == first.output and alone.body["next_cursor"]
-    assert len(alone.content) < CAP + 100_000
+    alone = api.get(f"/api/runs/{run.pk}/iterations", limit=1)
+    assert alone.body["items"][0]["output"] == first.output[-ANSWER:]
+    assert alone.body["next_cursor"] and len(alone.content) < ANSWER + 10_000
     download = api.client.get(item["output_url"], headers=api.headers)
     assert download.status_code == 200
     assert download["Content-Type"] == "text/plain; charset=utf-8"
@@ -84,9 +87,9 @@ def test_thirty_megabytes_are_kept_within_the_cap_and_downloadable_whole(
     assert b"".join(download.streaming_content) == whole
 
     detail = api.get(f"/api/runs/{run.pk}")
-    assert detail.status_code == 200 and len(detail.content) < CAP + 100_000
+    assert detail.status_code == 200 and len(detail.content) < ANSWER + 10_000
     steps = api.get(f"/api/runs/{run.pk}/steps")
-    assert steps.status_code == 200 and len(steps.content) < CAP + 100_000
+    assert steps.status_code == 200 and len(steps.content) < ANSWER + 10_000
 
     # The console: the card says it and links the download (the same file).
     page = Client()
