@@ -87,7 +87,8 @@ class OutputStream:
             self.flush()
 
     def reset(self) -> None:
-        """A step's next attempt starts its output afresh (the live view goes on after it)."""
+        """A step's next attempt starts its output afresh (open pages see it after the
+        earlier attempt's, unless that one already passed the cap and closed the live view)."""
         self.capture.reset()
         self.announced = False
 
