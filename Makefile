@@ -46,6 +46,7 @@ test: dev
 	@mkdir -p $(LOOP_TEST_DATA)
 	LOOP_TESTING=1 LOOP_DATA_DIR=$(LOOP_TEST_DATA) LOOP_QUEUE=loop-console-test-$$$$ \
 		LOOP_PROVIDER_HOSTS=api.openai.com,api.anthropic.com,127.0.0.1,localhost \
+		LOOP_PROVIDER_HTTP_HOSTS=127.0.0.1,localhost \
 		$(VENV)/bin/pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS)) $(PYTEST_ARGS)
 
 lint: dev

@@ -10,6 +10,7 @@ from runs.api import router as runs_router
 from runs.api_gates import router as gates_router
 from runs.api_history import iterations_router
 from runs.api_history import router as history_router
+from runs.api_outputs import router as outputs_router
 from runs.api_stepmachine import router as step_machine_router
 from runs.api_steps import router as steps_router
 
@@ -34,6 +35,7 @@ api.add_router("/runs", runs_router, tags=["runs"])
 api.add_router("/runs", gates_router, tags=["runs"])
 api.add_router("/runs", steps_router, tags=["runs"])
 api.add_router("/runs", history_router, tags=["runs"])
+api.add_router("/runs", outputs_router, tags=["runs"])
 api.add_router("/iterations", iterations_router, tags=["runs"])
 api.add_router("/loops", loops_router, tags=["loops"])
 api.add_router("/runs", step_machine_router, tags=["step machines"])

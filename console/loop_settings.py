@@ -26,6 +26,15 @@ LOOP_USER_RECIPE_DIR = Path(
     or Path(os.getenv("XDG_CONFIG_HOME") or Path.home() / ".config") / "loop-console" / "recipes"
 )
 
+# The most of one iteration's or one node's output kept in the database, in bytes (UTF-8):
+# a longer output keeps its end there and goes whole to a file in the run's data folder
+# (runs/outputs.py). What pages, the API and later steps read is bounded by it.
+LOOP_MAX_OUTPUT_BYTES = env_int("LOOP_MAX_OUTPUT_BYTES", 4 * 1024 * 1024)
+if LOOP_MAX_OUTPUT_BYTES < 1024:
+    raise ImproperlyConfigured(
+        f"LOOP_MAX_OUTPUT_BYTES must be at least 1024 bytes, got {LOOP_MAX_OUTPUT_BYTES}"
+    )
+
 # --- Agents and child processes ----------------------------------------------------------------
 # The agent for nodes that name no provider; none by default, so a recipe that forgets
 # `provider:` is told so instead of silently talking to the demo agent.
@@ -40,19 +49,32 @@ if _NEVER_TO_CHILDREN & set(LOOP_CHILD_ENV):
         + ", ".join(sorted(_NEVER_TO_CHILDREN & set(LOOP_CHILD_ENV)))
         + ": child processes never see the console's own secrets"
     )
-# Environment variables an API provider's `api_key_env` may name, besides OPENAI_API_KEY and
-# ANTHROPIC_API_KEY; the console's own secrets are refused whatever this says.
+# Environment variables an API provider's `api_key_env` may name, besides OPENAI_API_KEY (on
+# openai providers) and ANTHROPIC_API_KEY (on anthropic ones): `NAME` for a provider of any
+# kind, `KIND:NAME` for one kind only (`openai:ANTHROPIC_API_KEY`). The console's own
+# secrets are refused whatever this says.
 LOOP_PROVIDER_ENV = env_list("LOOP_PROVIDER_ENV", [])
-if _NEVER_TO_CHILDREN & set(LOOP_PROVIDER_ENV):
+_provider_env_names = {entry.rpartition(":")[2] for entry in LOOP_PROVIDER_ENV}
+if _NEVER_TO_CHILDREN & _provider_env_names:
     raise ImproperlyConfigured(
         "LOOP_PROVIDER_ENV may not name "
-        + ", ".join(sorted(_NEVER_TO_CHILDREN & set(LOOP_PROVIDER_ENV)))
+        + ", ".join(sorted(_NEVER_TO_CHILDREN & _provider_env_names))
         + ": providers never receive the console's own secrets"
     )
+for _entry in LOOP_PROVIDER_ENV:
+    _kind, _, _name = _entry.rpartition(":")
+    if _kind not in ("", "openai", "anthropic") or not _name:
+        raise ImproperlyConfigured(
+            f"LOOP_PROVIDER_ENV: {_entry!r} is neither NAME nor KIND:NAME with KIND openai "
+            "or anthropic (e.g. OPENROUTER_KEY or openai:ANTHROPIC_API_KEY)"
+        )
 # Hosts a recipe's inline `providers:` may send requests to (`base_url`).
 # Public API hosts only: an inline provider on an internal address (127.0.0.1, a private
 # network) would let a recipe author reach services behind the worker.
 LOOP_PROVIDER_HOSTS = env_list("LOOP_PROVIDER_HOSTS", ["api.openai.com", "api.anthropic.com"])
+# Hosts an inline provider may reach over plain http and on any port (a model server on this
+# machine or the local network; they are allowed hosts too). Any other host: https, no port.
+LOOP_PROVIDER_HTTP_HOSTS = env_list("LOOP_PROVIDER_HTTP_HOSTS", [])
 
 # --- The sandbox of child processes (runs/sandbox/, docs/security.md) ------------------------
 # auto: sandbox with bubblewrap when it works here, else run unsandboxed and say so;

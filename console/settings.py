@@ -245,9 +245,11 @@ SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", SECURE_HSTS_SECONDS > 0)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
-SECURE_PROXY_SSL_HEADER = (
-    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("BEHIND_PROXY", False) else None
-)
+# A proxy in front says which scheme and which client address a request came from; without
+# one those headers are a client's own words and trusted for nothing (the web server is
+# started without proxy headers: console/management/commands/serve.py, console/throttle.py).
+BEHIND_PROXY = env_bool("BEHIND_PROXY", False)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_PROXY else None
 
 # --- i18n, static ---------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

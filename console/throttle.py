@@ -34,10 +34,27 @@ def _keys(request, username: str | None) -> list[tuple[str, int]]:
     if username:
         name = hashlib.sha256(username.strip().lower().encode()).hexdigest()[:32]
         keys.append((f"login:user:{name}", settings.LOOP_LOGIN_FAILURES_PER_ACCOUNT))
-    address = (request.META.get("REMOTE_ADDR") or "") if request is not None else ""
+    address = client_address(request) if request is not None else ""
     if address:
         keys.append((f"login:addr:{address}", settings.LOOP_LOGIN_FAILURES_PER_ADDRESS))
     return keys
+
+
+# Headers a proxy (or a client pretending to be one) adds to name the original client.
+FORWARDING_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")
+
+
+def client_address(request) -> str:
+    """The address failed sign-ins are counted against. Behind a proxy (BEHIND_PROXY) the
+    client's, as the web server took it from the proxy's header. Otherwise the connection's
+    peer: `manage.py serve` starts uvicorn without proxy headers, so REMOTE_ADDR is the
+    peer; but a server started by hand with uvicorn's default believes X-Forwarded-For from
+    a local peer, so a request that carries a forwarding header (no browser sends one
+    unasked) is counted under one shared name, and naming a new address on each attempt
+    gains nothing."""
+    if not settings.BEHIND_PROXY and any(h in request.META for h in FORWARDING_HEADERS):
+        return "forwarded"
+    return request.META.get("REMOTE_ADDR") or ""
 
 
 def seconds_locked(request, username: str | None) -> int:

@@ -15,6 +15,7 @@ from ninja import Path as PathParam
 from console.api_errors import errors, require
 from recipes.api import Text
 from runs.api import MAX_ID, refuse_unknown_parameters
+from runs.output_reads import output_url
 
 from . import queries
 from .models import Loop
@@ -60,7 +61,11 @@ class StepOut(Schema):
     iteration: int | None = Field(..., description="The step's id in /api/runs/{id}/iterations")
     number: int | None
     status: str | None
-    output: str | None
+    output: str | None = Field(..., description="The end of the step's output")
+    output_truncated: bool = Field(
+        False, description="The output is longer than `output`: output_url gives all of it"
+    )
+    output_url: str | None = Field(None, description="The whole output as a text file")
     structured: Any = None
     error: str | None
     duration_ms: int | None
@@ -72,6 +77,11 @@ class LoopIterationOut(Schema):
     input: Any = None
     feedback: str
     output: Any = None
+    output_truncated: bool = Field(
+        False,
+        description="The last step's output was longer than what the run kept: its steps' "
+        "output_url gives all of it",
+    )
     shown_output: Any = Field(
         None, description="What the host saw, when on_iteration_end replaced it"
     )
@@ -129,10 +139,19 @@ def step_out(step) -> dict:
         "number": it.number if it else None,
         "status": it.status if it else None,
         "output": it.output_tail if it else None,
+        "output_truncated": _cut(it),
+        "output_url": output_url(it) if it else None,
         "structured": it.structured if it else None,
         "error": it.error if it else None,
         "duration_ms": it.duration_ms if it else None,
     }
+
+
+def _cut(it) -> bool:
+    """A step's output is longer than what the answer carries (or the run kept)."""
+    if it is None:
+        return False
+    return it.output_truncated or (it.output_length or 0) > len(it.output_tail or "")
 
 
 def iteration_out(view) -> dict:
@@ -143,6 +162,7 @@ def iteration_out(view) -> dict:
         "input": row.input,
         "feedback": row.feedback,
         "output": row.output,
+        "output_truncated": bool(view.steps) and _cut(view.steps[-1].iteration),
         "shown_output": row.shown_output,
         "replaced": row.replaced,
         "error": row.error,

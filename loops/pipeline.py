@@ -112,20 +112,21 @@ def run_step(driver, loop_iteration, agent_id: str, value):
         iteration=it.number,
     )
     try:
-        outcome = call_agent(provider, request, on_chunk, agent.output_schema)
+        # What goes on to the next step (or back to the host) is what the run keeps.
+        outcome = stream.keep(call_agent(provider, request, on_chunk, agent.output_schema))
         stream.publish()
     except Cancelled:
         stream.keep_after_cancel()
         raise
     except (StepFailed, ProviderError) as exc:
-        on_fresh_connection(_failed, it, str(exc), stream.text)
+        on_fresh_connection(_failed, it, str(exc), stream)
         raise StepError(f"{agent_id}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - an agent's crash is this step's error
         log.exception("driven step %s of run %s crashed", agent_id, run.pk)
-        on_fresh_connection(_failed, it, f"{type(exc).__name__}: {exc}", stream.text)
+        on_fresh_connection(_failed, it, f"{type(exc).__name__}: {exc}", stream)
         raise StepError(f"{agent_id}: {type(exc).__name__}: {exc}") from None
     if outcome.result.timed_out:
-        on_fresh_connection(_failed, it, "the agent went silent (idle timeout)", stream.text)
+        on_fresh_connection(_failed, it, "the agent went silent (idle timeout)", stream)
         raise StepError(f"{agent_id}: the agent went silent for {request.idle_timeout:.0f}s")
     on_fresh_connection(_done, it, outcome)
     return outcome.payload if agent.output_schema else outcome.text
@@ -144,11 +145,12 @@ def _done(it: Iteration, outcome) -> None:
             tokens_in=result.tokens_in,
             tokens_out=result.tokens_out,
             cost_usd=result.cost_usd,
+            **outcome.fields,
         ):
             raise Cancelled("the step was cancelled")
         record_call(run, it.node_id, it.number, result, outcome.provider)
         NodeRun.objects.filter(pk=it.node_run_id).update(
-            output=outcome.text, structured=outcome.payload
+            output=outcome.text, structured=outcome.payload, **outcome.fields
         )
         run.append_event(
             "iteration_completed",
@@ -160,8 +162,11 @@ def _done(it: Iteration, outcome) -> None:
         )
 
 
-def _failed(it: Iteration, error: str, raw: str) -> None:
+def _failed(it: Iteration, error: str, stream: OutputStream) -> None:
+    raw = stream.text
     with transaction.atomic():
         run = lock_run(it.run_id, with_recipe=False)
-        if it.finish(Iteration.Status.FAILED, error=error, raw_output=raw, output=raw):
+        if it.finish(
+            Iteration.Status.FAILED, error=error, raw_output=raw, output=raw, **stream.fields()
+        ):
             run.append_event("iteration_failed", it.node_id, iteration=it.number, error=error)

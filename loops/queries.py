@@ -12,7 +12,7 @@ from django.db.models import Q
 from django.db.models.functions import Length, Right
 
 from runs.models import Iteration
-from runs.queries import take_page
+from runs.queries import take_page, with_output_ends
 
 from .models import Loop, LoopIteration
 
@@ -127,7 +127,9 @@ def run_panel(run) -> dict:
     """What the run page shows of a driven run: its latest loops, and the host's turn."""
     views, earlier = run_loops(run)
     host = (
-        Iteration.objects.filter(run=run, node_run__kind="driven", node_run__iteration=0)
+        with_output_ends(
+            Iteration.objects.filter(run=run, node_run__kind="driven", node_run__iteration=0)
+        )
         .select_related("node_run")
         .order_by("-id")
         .first()

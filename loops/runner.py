@@ -64,7 +64,7 @@ def execute(run: Run, row: NodeRun) -> None:
     if turn is None:
         return
     if problem is not None:
-        on_fresh_connection(_turn_failed, row, turn, problem, "")
+        on_fresh_connection(_turn_failed, row, turn, problem, None)
         return
     lease = NodeLease(row.pk, row.attempts)
     env = step_env(run, build_context(run, spec, row))
@@ -97,7 +97,7 @@ def execute(run: Run, row: NodeRun) -> None:
         tools=driver.toolbox,
     )
     try:
-        outcome = call_agent(provider, request, on_chunk, host.output_schema)
+        outcome = stream.keep(call_agent(provider, request, on_chunk, host.output_schema))
         stream.publish()
     except Cancelled:
         stream.keep_after_cancel()
@@ -105,18 +105,18 @@ def execute(run: Run, row: NodeRun) -> None:
         return
     except (StepFailed, ProviderError) as exc:
         driver.close_open(failed=True, error=f"the host's turn failed: {exc}")
-        on_fresh_connection(_turn_failed, row, turn, str(exc), stream.text)
+        on_fresh_connection(_turn_failed, row, turn, str(exc), stream)
         return
     except Exception as exc:  # noqa: BLE001 - the host's crash fails its node, with the reason
         log.exception("driven host of run %s crashed", run.pk)
         error = f"{type(exc).__name__}: {exc}"
         driver.close_open(failed=True, error=f"the host's turn failed: {error}")
-        on_fresh_connection(_turn_failed, row, turn, error, stream.text)
+        on_fresh_connection(_turn_failed, row, turn, error, stream)
         return
     if outcome.result.timed_out:
         error = f"the host went silent for {request.idle_timeout:.0f}s (idle timeout)"
         driver.close_open(failed=True, error=error)
-        on_fresh_connection(_turn_failed, row, turn, error, stream.text)
+        on_fresh_connection(_turn_failed, row, turn, error, stream)
         return
     if Run.objects.filter(pk=run.pk, status__in=Run.TERMINAL).exists():
         # Cancelled while the host was between calls and wrote nothing: its loop ends
@@ -196,6 +196,7 @@ def _turn_done(row: NodeRun, turn: Iteration, outcome) -> None:
             tokens_in=result.tokens_in,
             tokens_out=result.tokens_out,
             cost_usd=result.cost_usd,
+            **outcome.fields,
         ):
             return
         record_call(run, row.node_id, turn.number, result, outcome.provider)
@@ -212,14 +213,17 @@ def _turn_done(row: NodeRun, turn: Iteration, outcome) -> None:
         if budget.HOLD in row.state:
             return  # stopped by the run's budget during this turn: it waits for a resume
         loops = Loop.objects.filter(host_iteration=turn).count()
+        row.output_file = outcome.fields.get("output_file", "")
+        row.output_bytes = outcome.fields.get("output_bytes")
         row.complete(run, outcome.text, outcome.payload, attempt=row.attempts, loops=loops)
 
 
-def _turn_failed(row: NodeRun, turn: Iteration, error: str, raw: str) -> None:
+def _turn_failed(row: NodeRun, turn: Iteration, error: str, stream: OutputStream | None) -> None:
+    raw, fields = (stream.text, stream.fields()) if stream is not None else ("", {})
     with transaction.atomic():
         run = lock_run(row.run_id, with_recipe=False)
         if run.is_terminal or not turn.finish(
-            Iteration.Status.FAILED, error=error, raw_output=raw, output=raw
+            Iteration.Status.FAILED, error=error, raw_output=raw, output=raw, **fields
         ):
             return
         run.append_event("iteration_failed", row.node_id, iteration=turn.number, error=error)

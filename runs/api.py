@@ -21,6 +21,7 @@ from recipes.models import Recipe
 from runs import services
 from runs.actor import Actor
 from runs.models import Iteration, Run
+from runs.output_reads import api_output, api_prompt, bounded_page
 from runs.queries import one_snapshot, take_page
 from runs.serializers import run_summary
 
@@ -73,13 +74,24 @@ class RunPageOut(Schema):
     next_cursor: int | None
 
 
+OUTPUT_HELP = (
+    "The end of the output: an answer's outputs and prompts share 512 KB (or "
+    "LOOP_MAX_OUTPUT_BYTES if smaller)"
+)
+TRUNCATED_HELP = "The output is longer than `output`: output_url gives all of it"
+URL_HELP = "The whole output as a text file (same read permission as the run)"
+PROMPT_HELP = "The prompt as sent (its start, when the answer's texts pass their bound)"
+
+
 class NodeOut(Schema):
     node: str
     kind: str
     status: str
     iterations: int
     max_iterations: int | None
-    output: str
+    output: str = Field(..., description=OUTPUT_HELP)
+    output_truncated: bool = Field(..., description=TRUNCATED_HELP)
+    output_url: str = Field(..., description=URL_HELP)
     error: str
     child_runs: list[int] = []
 
@@ -129,10 +141,13 @@ class IterationOut(Schema):
     number: int
     generation: int
     status: str
-    prompt: str
+    prompt: str = Field(..., description=PROMPT_HELP)
+    prompt_truncated: bool
     feedback: str
     after_gate: bool
-    output: str
+    output: str = Field(..., description=OUTPUT_HELP)
+    output_truncated: bool = Field(..., description=TRUNCATED_HELP)
+    output_url: str = Field(..., description=URL_HELP)
     structured: Any = None
     channels: list[str]
     error: str
@@ -298,7 +313,7 @@ def list_iterations(request, filters: Query[IterationFilters], run_id: int = Run
         rows = rows.filter(node_id=filters.node)
     if filters.cursor:
         rows = rows.filter(id__gt=filters.cursor)
-    page, more = take_page(rows, filters.limit)
+    page, more = bounded_page(rows, filters.limit, "output", "prompt")
     items = [
         {
             "id": it.pk,
@@ -306,10 +321,10 @@ def list_iterations(request, filters: Query[IterationFilters], run_id: int = Run
             "number": it.number,
             "generation": it.generation,
             "status": it.status,
-            "prompt": it.prompt,
+            **api_prompt(it),
             "feedback": it.feedback,
             "after_gate": it.after_gate,
-            "output": it.output,
+            **api_output(it),
             "structured": it.structured,
             "channels": it.channels or [],
             "error": it.error,

@@ -6,13 +6,23 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 
+from django.db.models.fields.json import KT
 from ninja import Field, Query, Router, Schema
 
 from console.api_errors import errors
 from recipes.api import Text
-from runs.api import MAX_ID, RunId, readable_run, refuse_unknown_parameters
+from runs.api import (
+    MAX_ID,
+    OUTPUT_HELP,
+    PROMPT_HELP,
+    TRUNCATED_HELP,
+    URL_HELP,
+    RunId,
+    readable_run,
+    refuse_unknown_parameters,
+)
 from runs.models import NodeRun
-from runs.queries import take_page
+from runs.output_reads import api_output, api_prompt, bounded_page
 
 router = Router()
 
@@ -24,8 +34,11 @@ class StepOut(Schema):
     group_iteration: int | None = Field(..., description="The loop_group iteration, if a body step")
     generation: int
     status: str
-    prompt: str
-    output: str
+    prompt: str = Field(..., description=PROMPT_HELP)
+    prompt_truncated: bool
+    output: str = Field(..., description=OUTPUT_HELP)
+    output_truncated: bool = Field(..., description=TRUNCATED_HELP)
+    output_url: str = Field(..., description=URL_HELP)
     error: str
     tokens_in: int | None
     tokens_out: int | None
@@ -45,6 +58,13 @@ class StepFilters(Schema):
     limit: int = Field(100, ge=1, le=500)
 
 
+def _count(value) -> int | None:
+    try:
+        return int(value) if value not in (None, "") else None
+    except (TypeError, ValueError):
+        return None
+
+
 def _cost(value) -> Decimal | None:
     try:
         return Decimal(value) if value is not None else None
@@ -53,7 +73,8 @@ def _cost(value) -> Decimal | None:
 
 
 def step_dict(row: NodeRun) -> dict:
-    state = row.state or {}
+    """One step for the API. Its state (which holds its prompt and raw output) is not
+    loaded: the few values it needs are read from it by the database."""
     return {
         "id": row.pk,
         "node": row.node_id,
@@ -61,12 +82,12 @@ def step_dict(row: NodeRun) -> dict:
         "group_iteration": row.iteration or None,
         "generation": row.generation,
         "status": row.status,
-        "prompt": state.get("prompt") or state.get("script") or "",
-        "output": row.output,
+        **api_prompt(row),
+        **api_output(row),
         "error": row.error,
-        "tokens_in": state.get("tokens_in"),
-        "tokens_out": state.get("tokens_out"),
-        "cost_usd": _cost(state.get("cost_usd")),
+        "tokens_in": _count(row.used_in),
+        "tokens_out": _count(row.used_out),
+        "cost_usd": _cost(row.used_cost),
         "started_at": row.started_at,
         "finished_at": row.finished_at,
     }
@@ -85,5 +106,10 @@ def list_steps(request, filters: Query[StepFilters], run_id: int = RunId):
         rows = rows.filter(node_id=filters.node)
     if filters.cursor:
         rows = rows.filter(id__gt=filters.cursor)
-    page, more = take_page(rows, filters.limit)
+    rows = rows.annotate(
+        used_in=KT("state__tokens_in"),
+        used_out=KT("state__tokens_out"),
+        used_cost=KT("state__cost_usd"),
+    )
+    page, more = bounded_page(rows, filters.limit, "output", "prompt")
     return {"items": [step_dict(row) for row in page], "next_cursor": page[-1].pk if more else None}

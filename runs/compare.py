@@ -50,7 +50,9 @@ def iteration(pk) -> Iteration:
         pk = int(pk)
     except (TypeError, ValueError):
         raise NotFound(f"No iteration {pk!r}.") from None
-    found = Iteration.objects.select_related("run__recipe").filter(pk=pk).first()
+    found = (
+        Iteration.objects.select_related("run__recipe").defer("raw_output").filter(pk=pk).first()
+    )
     if found is None:
         raise NotFound(f"No iteration {pk}.")
     return found

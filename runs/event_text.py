@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from runs.engine.durations import say_duration
 from runs.models import RunEvent
+from runs.outputs import size_words
 
 CHANNEL_WORDS = {
     "until": "the agent said it was done",
@@ -136,6 +137,12 @@ def describe(event: RunEvent) -> str:
         return f"{data.get('by') or 'Someone'} set the budget: {limits}."
     if kind == "worktree_diff":
         return f"{where} changed files in the worktree."
+    if kind == "output_truncated":
+        cap = size_words(int(data.get("at_bytes") or 0))
+        return (
+            f"The output of {where} passed {cap}: the run keeps its last {cap}, and the whole "
+            "output as a file to download."
+        )
     return f"{kind.replace('_', ' ').capitalize()}{' at ' + step if step else ''}."
 
 

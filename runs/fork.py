@@ -260,6 +260,8 @@ def continue_node(new: Run, point: ForkPoint, **state) -> NodeRun:
         status=NodeRun.Status.RUNNING,
         iteration_count=point.number,
         output=point.it.output,
+        output_file=point.it.output_file,
+        output_bytes=point.it.output_bytes,
         structured=point.it.structured,
         error="",
         state={**kept, **state},

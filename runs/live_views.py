@@ -59,7 +59,11 @@ def sse(event: str, data: str = "", event_id: int | None = None) -> str:
 def run_change_events(kinds: set[str]) -> list[str]:
     """Which fragments a batch of run events invalidates."""
     names = ["run-changed"]
-    if any(k.startswith(("iteration_", "run_", "loop_", *CRUMB_PREFIXES)) for k in kinds):
+    # An output that passed the cap redraws its card: the live view stopped, a link to the
+    # whole output appears.
+    if "output_truncated" in kinds or any(
+        k.startswith(("iteration_", "run_", "loop_", *CRUMB_PREFIXES)) for k in kinds
+    ):
         names.append("iterations-changed")
     if any(is_crumb(k) for k in kinds) or "run_catch_up" in kinds:
         names.append("loops-changed")

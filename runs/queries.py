@@ -15,7 +15,7 @@ from decimal import Decimal
 
 from django.db import connection, transaction
 from django.db.models import Count, Exists, OuterRef, Q, Sum
-from django.db.models.functions import Length, Right
+from django.db.models.functions import Left, Length, Right
 
 from recipes.models import Recipe
 from runs.models import Gate, Iteration, NodeRun, Run, RunEvent
@@ -132,6 +132,17 @@ def _with_output_tail(rows):
     )
 
 
+def with_output_ends(iterations):
+    """Iterations without their outputs: each text's length and its last NODE_OUTPUT_SHOWN
+    characters (`raw_length`, `raw_tail`, `output_length`, `output_tail`)."""
+    return iterations.defer("output", "raw_output").annotate(
+        raw_length=Length("raw_output"),
+        raw_tail=Right("raw_output", NODE_OUTPUT_SHOWN),
+        output_length=Length("output"),
+        output_tail=Right("output", NODE_OUTPUT_SHOWN),
+    )
+
+
 def nodes(run: Run, *, after: int | None = None) -> dict:
     """A page of the run's top-level nodes in order, from the one after id ``after``."""
     rows = _with_output_tail(run.nodes.filter(iteration=0)).order_by("id")
@@ -216,8 +227,18 @@ def iterations(run: Run, *, before: int | None = None) -> tuple[list[Iteration],
     """A page of the run's iterations, newest first, each with the diff against the
     previous iteration of the same node."""
     # Prefetched, not joined: the cards of one node share its row, which caches what
-    # can_fork asks of it (loops.forking.is_driven_step).
-    rows = run.iterations.prefetch_related("node_run").order_by("-id")
+    # can_fork asks of it (loops.forking.is_driven_step). Each card gets the ends of its
+    # outputs and the start the diff compares, never a whole output (up to the cap each).
+    rows = (
+        with_output_ends(run.iterations.defer("prompt"))
+        .annotate(
+            output_head=Left("output", DIFF_INPUT_LIMIT),
+            prompt_length=Length("prompt"),
+            prompt_head=Left("prompt", NODE_OUTPUT_SHOWN),
+        )
+        .prefetch_related("node_run")
+        .order_by("-id")
+    )
     if before:
         rows = rows.filter(pk__lt=before)
     page, more = take_page(rows, TIMELINE_PAGE)
@@ -300,20 +321,23 @@ def _attach_previous_outputs(run: Run, page: list[Iteration]) -> None:
         wanted = Q()
         for node_run_id, generation, number in missing:
             wanted |= Q(node_run_id=node_run_id, generation=generation, number=number)
-        for node_run_id, generation, number, output in run.iterations.filter(wanted).values_list(
-            "node_run_id", "generation", "number", "output"
-        ):
-            earlier[(node_run_id, generation, number)] = output
+        found = (
+            run.iterations.filter(wanted)
+            .annotate(head=Left("output", DIFF_INPUT_LIMIT))
+            .values_list("node_run_id", "generation", "number", "head")
+        )
+        for node_run_id, generation, number, head in found:
+            earlier[(node_run_id, generation, number)] = head
     for it in page:
         previous_key = (it.node_run_id, it.generation, it.number - 1)
         if previous_key in key:
-            previous = key[previous_key].output
+            previous = key[previous_key].output_head
         else:
             previous = earlier.get(previous_key)
         # A failed or cancelled iteration has no answer to compare: no diff against it.
         answered = it.status in (Iteration.Status.COMPLETED, Iteration.Status.TIMED_OUT)
         it.has_previous = previous is not None and answered
-        it.diff_lines = output_diff(previous, it.output) if it.has_previous else []
+        it.diff_lines = output_diff(previous, it.output_head) if it.has_previous else []
 
 
 def output_diff(before: str, after: str) -> list[tuple[str, str]]:

@@ -1,9 +1,12 @@
 """Plain-data views of runs, shared by the API and the command line."""
 
 from runs.models import Gate, Run
+from runs.output_reads import api_output, bounded
 
 
 def run_summary(run: Run) -> dict:
+    """The run and its top-level nodes, whose outputs together are bounded
+    (runs/output_reads.py: the ends of the longest are cut, `output_truncated` says so)."""
     nodes = [
         {
             "node": n.node_id,
@@ -12,13 +15,12 @@ def run_summary(run: Run) -> dict:
             "iteration": n.iteration or None,
             "iterations": n.iteration_count,
             "max_iterations": n.max_iterations,
-            "output": n.output,
+            **api_output(n),
             "error": n.error,
             # A workflow node's child runs, in item order (the latest of each item).
             "child_runs": _children(n) if n.kind == "workflow" else [],
         }
-        for n in run.nodes.order_by("id")
-        if n.iteration == 0
+        for n in bounded(run.nodes.filter(iteration=0).order_by("id"))
     ]
     gate = (
         run.gates.filter(status=Gate.Status.PENDING)

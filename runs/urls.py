@@ -1,7 +1,7 @@
 from django.urls import path
 
 from recipes.planeai import views as step_machine_views
-from runs import live_views, views, views_history
+from runs import live_views, views, views_history, views_output
 
 urlpatterns = [
     path("runs/", views.run_list, name="run_list"),
@@ -11,6 +11,16 @@ urlpatterns = [
     path("runs/<int:run_id>/part/<slug:part>/", views.run_part, name="run_part"),
     path("runs/<int:run_id>/iterations/", views.run_iterations, name="run_iterations"),
     path("runs/<int:run_id>/events/", views.run_events, name="run_events"),
+    path(
+        "runs/<int:run_id>/iterations/<int:iteration_id>/output/",
+        views_output.iteration_output,
+        name="iteration_output",
+    ),
+    path(
+        "runs/<int:run_id>/nodes/<int:node_id>/output/",
+        views_output.node_output,
+        name="node_output",
+    ),
     path("runs/<int:run_id>/live/", live_views.run_stream, name="run_live"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/resume/", views.run_resume, name="run_resume"),

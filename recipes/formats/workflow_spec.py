@@ -68,10 +68,10 @@ class ProviderSpec(_Spec):
 
     @field_validator("api_key_env")
     @classmethod
-    def _allowed_key_env(cls, value: str | None) -> str | None:
+    def _allowed_key_env(cls, value: str | None, info: ValidationInfo) -> str | None:
         from runs.providers.policy import key_env_problem
 
-        if problem := key_env_problem(value):
+        if problem := key_env_problem(value, info.data.get("kind")):
             raise ValueError(problem)
         return value
 

@@ -105,14 +105,23 @@ def execute(run, row: NodeRun, attempt: int, step, commands, *, workdir: str, ti
             if verdict != "pass":
                 break
     stream.flush()
-    text = path.read_text(encoding="utf-8", errors="replace")
-    return GateResult(verdict, cut(text, path), str(path), results)
+    stream.close()
+    return GateResult(verdict, cut(path), str(path), results)
 
 
-def cut(text: str, path: Path) -> str:
-    data = text.encode("utf-8")
-    if len(data) <= OUTPUT_LIMIT:
-        return text
+def cut(path: Path) -> str:
+    """The log's end, read from the file (a long log is never read whole), its line
+    breaks as a text read gives them (`\r` and `\r\n` become `\n`)."""
+    with open(path, "rb") as log:
+        size = log.seek(0, 2)
+        log.seek(max(0, size - OUTPUT_LIMIT))
+        data = log.read()
+    if size <= OUTPUT_LIMIT:
+        return _lines(data.decode("utf-8", errors="replace"))
     # The end of a test run says what failed: keep that, and say where the rest is.
-    kept = data[-OUTPUT_LIMIT:].decode("utf-8", errors="ignore")
+    kept = _lines(data.decode("utf-8", errors="ignore"))
     return kept + f"\n[output truncated to its last 100 KB; full log: {path}]"
+
+
+def _lines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")

@@ -165,6 +165,8 @@ def _carry_sessions(new, point) -> dict[int, NodeRun]:
             state=state,
             iteration_count=last.number if last else 0,
             output=last.output if last else "",
+            output_file=last.output_file if last else "",
+            output_bytes=last.output_bytes if last else None,
             **(
                 {"status": NodeRun.Status.RUNNING, "finished_at": None, "error": ""} if live else {}
             ),

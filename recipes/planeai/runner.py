@@ -155,7 +155,9 @@ def _one_tick(run_id: int, report: TickReport):
             state.gates_step = step.id
             state.save(row)
             lease = timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS)
-            NodeRun.objects.filter(pk=row.pk).update(lease_expires_at=lease, output="")
+            NodeRun.objects.filter(pk=row.pk).update(
+                lease_expires_at=lease, output="", output_file="", output_bytes=None
+            )
             row.lease_expires_at = lease
             run.append_event("gates_started", step.id, gates=[name for name, _ in outcome.commands])
             return run, row, step, outcome.commands, outcome.workdir, number

@@ -14,6 +14,7 @@ Pure Python: the recipe format validates with it, the runner renders with it.
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from dataclasses import dataclass
@@ -37,6 +38,10 @@ __all__ = [
 ]
 
 MAX_RENDERED = 1_000_000
+# `**` and `*` of whole numbers: a result longer than this many bits (about 30,000 decimal
+# digits) is refused before it is computed. Python cannot even print an integer of more
+# than 4,300 digits, so nothing a template may print is lost.
+MAX_INTEGER_BITS = 100_000
 
 
 class RenderError(Exception):
@@ -99,8 +104,63 @@ class TextList(list):
         return "\n".join(f"- {item}" for item in self)
 
 
+class BoundedEnvironment(SandboxedEnvironment):
+    """The sandbox, with `*` and `**` sized before they run: `'a' * 100000000` or
+    `9 ** 9 ** 9` would allocate (or compute) for seconds before the length of the rendered
+    text could refuse it."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context, operator, left, right):
+        problem = _repeat_problem(left, right) if operator == "*" else _power_problem(left, right)
+        if problem:
+            raise SecurityError(problem)
+        return super().call_binop(context, operator, left, right)
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int)  # bool included: True * 'a' repeats too
+
+
+def _repeat_problem(left, right) -> str | None:
+    """Why `left * right` is refused, or None: a text or list repeated past the limit of a
+    rendered text, or whole numbers whose product is too long to be of use."""
+    for sequence, count in ((left, right), (right, left)):
+        if isinstance(sequence, (str, list, tuple)) and _whole(count):
+            size = len(sequence) * max(count, 0)
+            if size > MAX_RENDERED:
+                what, unit = (
+                    ("text", "characters") if isinstance(sequence, str) else ("list", "items")
+                )
+                return (
+                    f"repeating a {what} {count:,} times would make {size:,} {unit}, more "
+                    f"than the {MAX_RENDERED:,} a rendered text may have"
+                )
+            return None
+    if _whole(left) and _whole(right):
+        bits = abs(left).bit_length() + abs(right).bit_length()
+        if bits > MAX_INTEGER_BITS:
+            return f"a product of about {bits:,} bits is larger than templates may compute"
+    return None
+
+
+def _power_problem(base, exponent) -> str | None:
+    """Why `base ** exponent` is refused, or None: estimated from the base's bit length
+    times the exponent, before anything is computed."""
+    if not (_whole(base) and _whole(exponent)) or exponent <= 1 or abs(base) <= 1:
+        return None  # a float (it overflows at once), a root, or a result of one or zero
+    # |base| >= 2: at least `exponent` bits (checked first, so the float below cannot overflow)
+    bits = exponent if exponent > MAX_INTEGER_BITS else math.ceil(math.log2(abs(base)) * exponent)
+    if bits > MAX_INTEGER_BITS:
+        return (
+            f"{base:,} ** {exponent:,} would have about {bits:,} bits, more than the "
+            f"{MAX_INTEGER_BITS:,} templates may compute"
+        )
+    return None
+
+
 def _environment(**options) -> SandboxedEnvironment:
-    return SandboxedEnvironment(
+    return BoundedEnvironment(
         undefined=ClearUndefined,
         autoescape=False,
         trim_blocks=True,

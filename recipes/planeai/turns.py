@@ -87,7 +87,7 @@ def run_turn(it: Iteration) -> None:
             network=agent_network(role.network),
             limits=limits_of(spec.limits),
         )
-        outcome = call_agent(provider, request, stream, None)
+        outcome = stream.keep(call_agent(provider, request, stream, None))
         stream.publish()
     except Cancelled:
         stream.keep_after_cancel()
@@ -95,11 +95,11 @@ def run_turn(it: Iteration) -> None:
     except (OperationalError, InterfaceError):
         raise
     except (StepFailed, ProviderError) as exc:
-        on_fresh_connection(_failed, it, str(exc), stream.text)
+        on_fresh_connection(_failed, it, str(exc), stream)
         return
     except Exception as exc:  # noqa: BLE001 - a turn that raises crashes its session
         log.exception("turn %s crashed", it.pk)
-        on_fresh_connection(_failed, it, f"{type(exc).__name__}: {exc}", stream.text)
+        on_fresh_connection(_failed, it, f"{type(exc).__name__}: {exc}", stream)
         return
     changes = None
     if writes:
@@ -131,11 +131,14 @@ def _done(it: Iteration, outcome, changes: dict | None) -> None:
             tokens_in=result.tokens_in,
             tokens_out=result.tokens_out,
             cost_usd=result.cost_usd,
+            **outcome.fields,
         ):
             return
         row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
         row.state = {**row.state, "session_id": result.session_id or row.state.get("session_id")}
-        NodeRun.objects.filter(pk=row.pk).update(state=row.state, output=outcome.text)
+        NodeRun.objects.filter(pk=row.pk).update(
+            state=row.state, output=outcome.text, **outcome.fields
+        )
         run.append_event(
             "iteration_completed",
             row.node_id,
@@ -155,10 +158,13 @@ def _done(it: Iteration, outcome, changes: dict | None) -> None:
         _after_turn(run, row)
 
 
-def _failed(it: Iteration, error: str, raw: str) -> None:
+def _failed(it: Iteration, error: str, stream: OutputStream) -> None:
+    raw = stream.text
     with transaction.atomic():
         run = lock_run(it.run_id)
-        if not it.finish(Iteration.Status.FAILED, error=error, raw_output=raw, output=raw):
+        if not it.finish(
+            Iteration.Status.FAILED, error=error, raw_output=raw, output=raw, **stream.fields()
+        ):
             return
         row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
         run.append_event("iteration_failed", row.node_id, iteration=it.number, error=error)

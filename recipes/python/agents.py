@@ -116,9 +116,12 @@ def call_provider(
     on_chunk,
     run_id=None,
     node_id: str = "",
+    keep=None,
 ) -> AgentResult:
     """One blocking agent call through the console's structured-output path (schema in the
-    prompt or enforced by the provider, re-asked when the answer does not fit)."""
+    prompt or enforced by the provider, re-asked when the answer does not fit). `keep`: the
+    recording host's `OutputStream.keep`, so the script gets the text the run keeps
+    (LOOP_MAX_OUTPUT_BYTES) — the same a replay of this call reads back."""
     from runs.executor.agent import StepFailed, call_agent, prepare_prompt
     from runs.providers.base import AgentRequest, ProviderError
 
@@ -137,6 +140,8 @@ def call_provider(
         outcome = call_agent(provider, request, on_chunk, schema)
     except (StepFailed, ProviderError) as exc:
         raise AgentFailed(f"agent {agent.name!r}: {exc}") from None
+    if keep is not None:
+        outcome = keep(outcome)
     result = outcome.result
     return AgentResult(
         agent=agent.name,

@@ -185,17 +185,18 @@ class RecordingHost:
                 on_chunk=stream,
                 run_id=self.run.pk,
                 node_id=node_id,
+                keep=stream.keep,
             )
         except Cancelled:
             stream.keep_after_cancel()
             raise RunCancelled("the run was cancelled") from None
         except Exception as exc:
-            self._call_failed(it, str(exc), stream.text)
+            self._call_failed(it, str(exc), stream)
             if isinstance(exc, WorkflowError):
                 raise
             raise AgentFailed(f"agent {agent.name!r}: {type(exc).__name__}: {exc}") from exc
         stream.publish()
-        self._call_done(it, result, stream.text)
+        self._call_done(it, result, stream)
         return result
 
     def _begin(self, agent: Agent, node_id: str, scope: Scope, prompt: str):
@@ -229,13 +230,15 @@ class RecordingHost:
             run.append_event("iteration_started", node_id, iteration=it.number, attempt=it.attempts)
             return it
 
-    def _call_done(self, it: Iteration, result: AgentResult, raw: str) -> None:
+    def _call_done(self, it: Iteration, result: AgentResult, stream: OutputStream) -> None:
+        fields = stream.fields()
         with transaction.atomic():
             run = lock_run(self.run.pk, with_recipe=False)
             if run.is_terminal or not it.finish(
                 Iteration.Status.COMPLETED,
-                raw_output=raw or result.text,
+                raw_output=stream.text or result.text,
                 output=result.text,
+                **fields,
                 structured=jsonable(result.structured),
                 tokens_in=result.usage.tokens_in,
                 tokens_out=result.usage.tokens_out,
@@ -247,7 +250,7 @@ class RecordingHost:
                 record_call(run, it.node_id, it.number, *result.record)
             # The agent's latest answer, as its node shows it (not a status change).
             NodeRun.objects.filter(pk=it.node_run_id).update(
-                output=result.text, structured=jsonable(result.structured)
+                output=result.text, structured=jsonable(result.structured), **fields
             )
             run.append_event(
                 "iteration_completed",
@@ -258,11 +261,11 @@ class RecordingHost:
                 timed_out=False,
             )
 
-    def _call_failed(self, it: Iteration, error: str, raw: str) -> None:
+    def _call_failed(self, it: Iteration, error: str, stream: OutputStream) -> None:
         with transaction.atomic():
             run = lock_run(self.run.pk, with_recipe=False)
             if run.is_terminal or not it.finish(
-                Iteration.Status.FAILED, error=error, raw_output=raw
+                Iteration.Status.FAILED, error=error, raw_output=stream.text, **stream.fields()
             ):
                 return
             run.append_event("iteration_failed", it.node_id, iteration=it.number, error=error)

@@ -215,13 +215,33 @@ def _references(template: str, ctx: VarContext) -> list[tuple[int, int, str]]:
     return found
 
 
+# Linux passes at most 128 KiB in one environment string (MAX_ARG_STRLEN, "NAME=value"
+# included): a longer value would stop the process from starting at all.
+ENV_VALUE_LIMIT = 128 * 1024 - 64
+
+
+def _check_env_size(template: str, start: int, end: int, value: str) -> None:
+    if len(value) * 4 <= ENV_VALUE_LIMIT:
+        return
+    size = len(value.encode("utf-8", "replace"))
+    if size <= ENV_VALUE_LIMIT:
+        return
+    line = template.count("\n", 0, start) + 1
+    raise VariableError(
+        f"line {line}: {template[start:end]} is {size:,} bytes, more than one environment "
+        f"variable can carry ({ENV_VALUE_LIMIT:,} bytes on Linux), so the script could not "
+        "start: have the step that makes it write it to a file (in $ARTIFACTS_DIR) and "
+        "read the file here"
+    )
+
+
 def substitute_shell(template: str, ctx: VarContext) -> tuple[str, dict[str, str]]:
     """A bash script and the environment that carries its values.
 
     No value ever becomes script text. Environment strings cannot hold NUL, and neither
     can bash variables, so NUL bytes are dropped from values. A reference, or any other
     spelling of a value-carrying variable, in a place where bash would run it as code is
-    a VariableError naming the line.
+    a VariableError naming the line; so is a value too long for the environment.
     """
     refs = _references(template, ctx)
     contexts, findings = plan(template, [(start, end) for start, end, _ in refs])
@@ -246,6 +266,7 @@ def substitute_shell(template: str, ctx: VarContext) -> tuple[str, dict[str, str
             continue
         name = f"LOOP_V_{number}"
         env[name] = value.replace("\0", "")
+        _check_env_size(template, start, end, env[name])
         parts.append(f"${{{name}}}" if context is not Context.BARE else f'"${{{name}}}"')
     parts.append(template[pos:])
     return "".join(parts), env

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from runs import worktree
 from runs.engine.completion import strip_signal_tags
@@ -14,6 +14,7 @@ from runs.engine.structured import (
     schema_prompt_suffix,
     validate_payload,
 )
+from runs.outputs import max_bytes, size_words, utf8_size
 from runs.providers.base import AgentRequest, AgentResult, Provider, ProviderError
 
 from .lease import keep_lease, renewer
@@ -34,6 +35,8 @@ class AgentOutcome:
     payload: object | None = None
     reasks: int = 0
     provider: str = ""  # the provider's name, for the conversation it returned
+    # The row's output_file / output_bytes once OutputStream.keep recorded it (runs/outputs.py)
+    fields: dict = field(default_factory=dict)
 
 
 def prepare_prompt(prompt: str, provider: Provider, schema: dict | None) -> str:
@@ -79,8 +82,15 @@ def call_agent(
         _add_usage(result, answer)
     if errors:
         raise StepFailed("structured output does not match output_format: " + "; ".join(errors))
+    text = json.dumps(payload, ensure_ascii=False)
+    if utf8_size(text) > max_bytes():
+        # Kept whole or not at all: the end of a JSON document is not an answer.
+        raise StepFailed(
+            f"the structured output is {size_words(utf8_size(text))}, more than the "
+            f"{size_words(max_bytes())} an output may keep (LOOP_MAX_OUTPUT_BYTES)"
+        )
     outcome.payload = payload
-    outcome.text = json.dumps(payload, ensure_ascii=False)
+    outcome.text = text
     outcome.reasks = reasks
     return outcome
 

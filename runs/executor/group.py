@@ -97,6 +97,12 @@ def finish_group_iteration(group_row_id: int, number: int) -> None:
     terminal = body.get(terminal_body_id(group_spec))
     output = terminal.output if terminal and terminal.status == NodeRun.Status.COMPLETED else ""
     raw = (terminal.state.get("raw") if terminal else None) or output
+    # The iteration's output is its last body step's, with the file of its full output.
+    done = terminal is not None and terminal.status == NodeRun.Status.COMPLETED
+    kept = {
+        "output_file": terminal.output_file if done else "",
+        "output_bytes": terminal.output_bytes if done else None,
+    }
     fired: list[str] = []
     error = None
     if failed is None:
@@ -131,9 +137,11 @@ def finish_group_iteration(group_row_id: int, number: int) -> None:
             raw_output=raw,
             structured=terminal.structured if terminal else None,
             channels=fired,
+            **kept,
         ):
             return
         group.output, group.structured = output, it.structured
+        group.output_file, group.output_bytes = kept["output_file"], kept["output_bytes"]
         run.append_event("iteration_completed", group.node_id, iteration=number, channels=fired)
         settle_loop(run, group, group_spec, it, fired)
         if group.status == NodeRun.Status.RUNNING and group.iteration_count > number:

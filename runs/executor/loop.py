@@ -125,6 +125,9 @@ def run_iteration(iteration_id: int) -> None:
                 fired.append("until")
             if loop.until_field and until_field_met(outcome.payload, loop.until_field):
                 fired.append("until_field")
+            # Signals were looked for in the whole output; from here on only its end is kept
+            # (LOOP_MAX_OUTPUT_BYTES) and the rest is in the file.
+            stream.keep(outcome)
         if (
             loop.until_bash
             and not fired
@@ -137,12 +140,12 @@ def run_iteration(iteration_id: int) -> None:
     except (OperationalError, InterfaceError):
         raise  # the database is unreachable, not the agent at fault: the sweep re-runs it
     except (StepFailed, VariableError, ProviderError) as exc:
-        on_fresh_connection(_iteration_failed, it, str(exc), stream.text)
+        on_fresh_connection(_iteration_failed, it, str(exc), stream)
         return
     except Exception as exc:  # an iteration that raises fails the node at once
         log.exception("iteration %s crashed", it.pk)
         error = f"{plain_cause(exc)} (details in the worker's log)"
-        on_fresh_connection(_iteration_failed, it, error, stream.text)
+        on_fresh_connection(_iteration_failed, it, error, stream)
         return
     on_fresh_connection(_iteration_done, it, node, outcome, fired)
 
@@ -169,13 +172,14 @@ def _until_bash(script: str, ctx, run, stream: OutputStream, sandbox) -> bool:
     return result.exit_code == 0
 
 
-def _iteration_failed(it: Iteration, error: str, raw: str) -> None:
+def _iteration_failed(it: Iteration, error: str, stream: OutputStream) -> None:
+    raw = stream.text
     with transaction.atomic():
         run = lock_run(it.run_id)
         # What the agent printed is kept and shown (once: the error is one line); the node
         # fails, so nothing downstream takes it for an answer.
         if run.is_terminal or not it.finish(
-            Iteration.Status.FAILED, error=error, raw_output=raw, output=raw
+            Iteration.Status.FAILED, error=error, raw_output=raw, output=raw, **stream.fields()
         ):
             return
         row = NodeRun.objects.get(pk=it.node_run_id)
@@ -196,6 +200,7 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
         tokens_in=result.tokens_in,
         tokens_out=result.tokens_out,
         cost_usd=result.cost_usd,
+        **outcome.fields,
     )
     goes_on = not fired and not loop.interactive and it.number < loop.max_iterations
     # The one-statement path skips what only the full transaction does: keeping a call's
@@ -215,6 +220,7 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
                 "output": outcome.text,
                 "structured": outcome.payload,
                 "session_id": result.session_id or None,
+                **outcome.fields,
             },
             completed={"channels": fired, "timed_out": result.timed_out},
             **fields,
@@ -228,6 +234,8 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
         record_call(run, row.node_id, it.number, result, outcome.provider)
         row.output = outcome.text
         row.structured = outcome.payload
+        row.output_file = outcome.fields.get("output_file", "")
+        row.output_bytes = outcome.fields.get("output_bytes")
         row.state = {**row.state, "session_id": result.session_id or row.state.get("session_id")}
         # Not saved here: every outcome of settle_loop writes the row (one write, not two).
         run.append_event(

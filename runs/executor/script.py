@@ -112,4 +112,5 @@ def run_script(run, spec, node, row, stream):
     if result.exit_code != 0:
         raise StepFailed(f"script exited with status {result.exit_code}")
     shown = node.script if node.script_path is None else node.script_path
-    return result.output.rstrip("\n"), None, {"script": shown, "runtime": Path(argv[0]).name}
+    output = stream.keep_text(result.output.rstrip("\n"))  # what the row keeps of it
+    return output, None, {"script": shown, "runtime": Path(argv[0]).name}

@@ -90,12 +90,13 @@ def start_node(node_run_id: int) -> None:
             run.cancel(ENGINE, f"cancelled by node '{row.node_id}'", error=node.cancel or "")
 
 
-def _fail(row: NodeRun, error: str, output: str | None = None) -> None:
+def _fail(row: NodeRun, error: str, stream: OutputStream | None = None) -> None:
     with transaction.atomic():
         run = lock_run(row.run_id)
         row.refresh_from_db()
-        if output is not None:  # everything the step printed, not only what was flushed
-            row.output = output
+        if stream is not None:  # everything the step printed, not only what was flushed
+            row.output = stream.text
+            row.output_file, row.output_bytes = stream.fields().values()
         if not run.is_terminal:
             row.fail(run, error, attempt=row.attempts)
 
@@ -121,7 +122,7 @@ def _run_step(run: Run, spec, node, row: NodeRun) -> None:
     delay = retry_delay_seconds(node)
     stream = OutputStream(NodeRun, row.pk, row.attempts, run.pk, field="output")
     for attempt in range(1, attempts + 1):
-        stream.parts.clear()
+        stream.reset()
         try:
             output, structured, extra, outcome = _execute(run, spec, node, row, stream)
         except Cancelled:
@@ -134,7 +135,7 @@ def _run_step(run: Run, spec, node, row: NodeRun) -> None:
                 except Cancelled:
                     return
                 continue
-            _fail(row, str(exc), stream.text)
+            _fail(row, str(exc), stream)
             return
         with transaction.atomic():
             locked = lock_run(run.pk)
@@ -142,6 +143,7 @@ def _run_step(run: Run, spec, node, row: NodeRun) -> None:
                 return
             row.refresh_from_db()
             row.state = {**row.state, **extra}
+            row.output_file, row.output_bytes = stream.fields().values()
             owned = row.status == NodeRun.Status.RUNNING and row.attempts == stream.attempt
             if outcome is not None and owned:  # the run's lock keeps it so until we commit
                 record_call(
@@ -174,7 +176,8 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
         if result.exit_code != 0:
             # The output is the node's (shown once, there); the error says what happened.
             raise StepFailed(f"bash exited with status {result.exit_code}")
-        return result.output.rstrip("\n"), None, {"script": script}, None
+        # What later steps read as $node.output is what the row keeps (LOOP_MAX_OUTPUT_BYTES).
+        return stream.keep_text(result.output.rstrip("\n")), None, {"script": script}, None
     provider = registry.resolve(node.provider or _group_default(spec, row, "provider"), spec)
     prompt = prepare_prompt(substitute(node.prompt, ctx), provider, node.output_format)
     session_id = _group_session(spec, row)
@@ -192,7 +195,7 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
         network=agent_network(node.network),
         limits=limits_of(spec.limits, node.limits),
     )
-    outcome = call_agent(provider, request, stream, node.output_format)
+    outcome = stream.keep(call_agent(provider, request, stream, node.output_format))
     stream.publish()
     result = outcome.result
     extra = {

@@ -14,6 +14,7 @@ import json
 
 from django.db import transaction
 
+from runs import outputs
 from runs.engine.variables import VariableError, render_value, substitute
 from runs.errors import ServiceError
 from runs.models import NodeRun, Run
@@ -215,7 +216,11 @@ def _join(run: Run, node, row: NodeRun, ended: list[Run]) -> None:
         else {FAILED_MARK: True, "error": c.error, "status": c.status}
         for c in ended
     ]
-    row.output = json.dumps(results, ensure_ascii=False)
+    # The children's answers together may pass the cap: the row keeps the end of the list
+    # and the file all of it, like any output.
+    text = json.dumps(results, ensure_ascii=False)
+    row.output, kept = outputs.keep_text(run.pk, f"node-{row.pk}-{row.attempts}", text)
+    row.output_file, row.output_bytes = kept["output_file"], kept["output_bytes"]
     row.structured = results
     summary = {"children": [c.pk for c in ended], "failed": len(failed)}
     if failed and node.fan_out.join == "all_success":

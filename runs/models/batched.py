@@ -78,7 +78,7 @@ def claim_logged(it, prompt: str, session_id: str | None, lease_until) -> bool:
             f"claimed AS (UPDATE {iterations} SET status = 'running', "
             "attempts = attempts + 1, started_at = %s, finished_at = NULL, "
             "lease_expires_at = %s, prompt = %s, session_id = %s, raw_output = '', "
-            "output = '', error = '' "
+            "output = '', error = '', output_file = '', output_bytes = NULL "
             "WHERE id = %s AND status = 'pending' AND EXISTS (SELECT 1 FROM locked) "
             "RETURNING attempts), "
             f"bumped AS (UPDATE {runs} SET last_seq = last_seq + 1 WHERE id = %s "
@@ -110,8 +110,8 @@ def claim_logged(it, prompt: str, session_id: str | None, lease_until) -> bool:
     attempts, seq, data = claimed
     it.attempts, it.status, it.started_at = attempts, "running", now
     it.prompt, it.session_id, it.lease_expires_at = prompt, session_id or "", lease_until
-    it.raw_output = it.output = it.error = ""
-    it.finished_at = None
+    it.raw_output = it.output = it.error = it.output_file = ""
+    it.output_bytes = it.finished_at = None
     if isinstance(data, str):
         import json
 
@@ -159,7 +159,7 @@ def finish_then_next(it, status: str, fields: dict, *, node_fields: dict, comple
             "AND EXISTS (SELECT 1 FROM locked) AND EXISTS (SELECT 1 FROM node) "
             "RETURNING id), "
             f"moved AS (UPDATE {nodes} SET output = %s, structured = %s, "
-            "iteration_count = %s, "
+            "output_file = %s, output_bytes = %s, iteration_count = %s, "
             "state = CASE WHEN %s::text IS NULL THEN state "
             "ELSE state || jsonb_build_object('session_id', %s::text) END "
             "WHERE id = %s AND EXISTS (SELECT 1 FROM finished) RETURNING id), "
@@ -181,6 +181,8 @@ def finish_then_next(it, status: str, fields: dict, *, node_fields: dict, comple
                 it.attempts,
                 node_fields["output"],
                 _node_structured(node_fields["structured"]),
+                node_fields.get("output_file", ""),
+                node_fields.get("output_bytes"),
                 number,
                 session,
                 session,

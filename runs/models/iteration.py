@@ -37,7 +37,8 @@ class IterationQuerySet(models.QuerySet):
             cursor.execute(
                 f"UPDATE {Iteration._meta.db_table} SET status = %s, attempts = attempts + 1, "
                 "started_at = %s, finished_at = NULL, lease_expires_at = %s, prompt = %s, "
-                "session_id = %s, raw_output = '', output = '', error = '' "
+                "session_id = %s, raw_output = '', output = '', error = '', output_file = '', "
+                "output_bytes = NULL "
                 f"WHERE id = %s AND {fence} RETURNING attempts",
                 [
                     Iteration.Status.RUNNING,
@@ -54,8 +55,8 @@ class IterationQuerySet(models.QuerySet):
             return False
         it.attempts, it.status, it.started_at = claimed[0], Iteration.Status.RUNNING, now
         it.prompt, it.session_id, it.lease_expires_at = prompt, session_id or "", lease
-        it.raw_output = it.output = it.error = ""
-        it.finished_at = None
+        it.raw_output = it.output = it.error = it.output_file = ""
+        it.output_bytes = it.finished_at = None
         return True
 
     def claim_logged(self, it: "Iteration", prompt: str, session_id: str | None) -> bool:
@@ -117,6 +118,10 @@ class Iteration(models.Model):
     after_gate = models.BooleanField(default=False, help_text="First iteration after a gate.")
     raw_output = models.TextField(blank=True)
     output = models.TextField(blank=True, help_text="Cleaned output (signal tags stripped).")
+    # An output longer than LOOP_MAX_OUTPUT_BYTES: the file (under LOOP_DATA_DIR) that holds
+    # all of it, and its size; the text fields above keep its end (runs/outputs.py).
+    output_file = models.CharField(max_length=300, blank=True)
+    output_bytes = models.PositiveBigIntegerField(null=True, blank=True)
     structured = models.JSONField(null=True, blank=True)
     channels = models.JSONField(default=list, blank=True, help_text="Completion channels fired.")
     error = models.TextField(blank=True)
@@ -152,6 +157,19 @@ class Iteration(models.Model):
 
     def __str__(self):
         return f"{self.node_id} iteration {self.number} [{self.status}]"
+
+    @property
+    def output_download_url(self) -> str:
+        """The run page's link to the whole output (runs/views_output.py)."""
+        from django.urls import reverse
+
+        return reverse("iteration_output", args=[self.run_id, self.pk])
+
+    @property
+    def output_truncated(self) -> bool:
+        """The output passed LOOP_MAX_OUTPUT_BYTES: `raw_output` and `output` are its end,
+        the file all of it."""
+        return bool(self.output_file)
 
     @property
     def can_fork(self) -> bool:

@@ -70,6 +70,10 @@ class NodeRun(models.Model):
     generation = models.PositiveIntegerField(default=0, help_text="Bumped by a failure resume.")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     output = models.TextField(blank=True)
+    # An output longer than LOOP_MAX_OUTPUT_BYTES: the file (under LOOP_DATA_DIR) that holds
+    # all of it, and its size; the text fields above keep its end (runs/outputs.py).
+    output_file = models.CharField(max_length=300, blank=True)
+    output_bytes = models.PositiveBigIntegerField(null=True, blank=True)
     structured = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     skip_reason = models.CharField(max_length=300, blank=True)
@@ -102,6 +106,18 @@ class NodeRun(models.Model):
     def __str__(self):
         suffix = f" #{self.iteration}" if self.iteration else ""
         return f"{self.node_id}{suffix} [{self.status}]"
+
+    @property
+    def output_download_url(self) -> str:
+        """The run page's link to the whole output (runs/views_output.py)."""
+        from django.urls import reverse
+
+        return reverse("node_output", args=[self.run_id, self.pk])
+
+    @property
+    def output_truncated(self) -> bool:
+        """The output passed LOOP_MAX_OUTPUT_BYTES: `output` is its end, the file all of it."""
+        return bool(self.output_file)
 
     @property
     def is_terminal(self) -> bool:

@@ -76,7 +76,7 @@ class ProviderConfig(models.Model):
             raise ValidationError(
                 {"api_key_env": "Give the NAME of an environment variable, e.g. OPENAI_API_KEY."}
             )
-        if problem := key_env_problem(self.api_key_env):
+        if problem := key_env_problem(self.api_key_env, self.kind):
             raise ValidationError({"api_key_env": problem[0].upper() + problem[1:] + "."})
         if self.kind == self.Kind.OPENAI and not self.base_url:
             raise ValidationError({"base_url": "An OpenAI-compatible provider needs a base URL."})

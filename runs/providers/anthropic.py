@@ -67,7 +67,7 @@ class AnthropicProvider:
             raise ProviderError(
                 f"provider '{self.name}': no model: set `model:` on the provider, recipe or node"
             )
-        key = api_key(self.name, self.api_key_env, required=True)
+        key = api_key(self.name, self.api_key_env, required=True, kind="anthropic")
         session_id, earlier = history.load(request.session_id)
         messages = [*earlier, {"role": "user", "content": request.prompt}]
         tokens_in = tokens_out = None

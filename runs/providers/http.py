@@ -38,7 +38,7 @@ class SseEvent:
     data: str
 
 
-def api_key(provider: str, env_name: str | None, *, required: bool) -> str:
+def api_key(provider: str, env_name: str | None, *, required: bool, kind: str | None) -> str:
     """The key from the environment variable the configuration names (never stored)."""
     if not env_name:
         if required:
@@ -49,7 +49,7 @@ def api_key(provider: str, env_name: str | None, *, required: bool) -> str:
         return ""
     # Checked again here (validation and the admin form refuse it first) so that a recipe
     # stored before the rule, or a row written around the form, still cannot read a secret.
-    if problem := key_env_problem(env_name):
+    if problem := key_env_problem(env_name, kind):
         raise ProviderError(f"provider '{provider}': api_key_env refused: {problem}")
     value = os.environ.get(env_name, "")
     if not value and required:

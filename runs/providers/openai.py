@@ -63,7 +63,7 @@ class OpenAIProvider:
             raise ProviderError(
                 f"provider '{self.name}': no model: set `model:` on the provider, recipe or node"
             )
-        key = api_key(self.name, self.api_key_env, required=bool(self.api_key_env))
+        key = api_key(self.name, self.api_key_env, required=bool(self.api_key_env), kind="openai")
         session_id, earlier = history.load(request.session_id)
         messages = list(earlier)
         if not messages and self.options.get("system"):

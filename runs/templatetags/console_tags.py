@@ -41,6 +41,22 @@ def markdown_inline(text):
     return mark_safe(cleaned)  # noqa: S308 - sanitised by nh3 just above
 
 
+@register.filter(name="size_words")
+def size_words_filter(value):
+    """A size in bytes as people read it: 31457280 -> "30 MB"."""
+    from runs.outputs import size_words
+
+    return size_words(int(value or 0))
+
+
+@register.simple_tag
+def output_cap():
+    """How much of an output a run keeps (LOOP_MAX_OUTPUT_BYTES), as people read it."""
+    from runs.outputs import max_bytes, size_words
+
+    return size_words(max_bytes())
+
+
 @register.filter
 def duration(value):
     """A short human duration from milliseconds (int) or a timedelta: 850 ms, 4.2 s, 3 min 5 s."""

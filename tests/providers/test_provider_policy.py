@@ -16,13 +16,15 @@ from runs.providers.http import api_key
 from runs.providers.registry import resolve
 
 
-def inline(key: str = "OPENAI_API_KEY", url: str = "https://api.openai.com/v1") -> str:
+def inline(
+    key: str = "OPENAI_API_KEY", url: str = "https://api.openai.com/v1", kind: str = "openai"
+) -> str:
     return textwrap.dedent(f"""\
         name: p
         provider: agent
         providers:
           agent:
-            kind: openai
+            kind: {kind}
             base_url: {url}
             api_key_env: {key}
         nodes:
@@ -40,7 +42,9 @@ def only_error(source: str):
 
 def test_allowed_key_and_host_validate():
     assert load_recipe(inline()).ok
-    assert load_recipe(inline("ANTHROPIC_API_KEY", "http://127.0.0.1:9999/v1")).ok
+    assert load_recipe(inline("ANTHROPIC_API_KEY", "https://api.anthropic.com", "anthropic")).ok
+    # A host on LOOP_PROVIDER_HTTP_HOSTS (make test lists 127.0.0.1): plain http, any port.
+    assert load_recipe(inline("ANTHROPIC_API_KEY", "http://127.0.0.1:9999/v1", "anthropic")).ok
 
 
 @pytest.mark.parametrize("name", ["DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY"])
@@ -68,6 +72,94 @@ def test_inline_base_url_on_other_hosts_is_refused_with_the_line(url):
     assert "not an allowed provider host" in problem.message
 
 
+@pytest.mark.parametrize(
+    ("url", "fixed"),
+    [
+        ("http://api.openai.com/v1", "https://api.openai.com/v1"),
+        ("HTTP://API.OPENAI.COM/v1?x=1", "https://api.openai.com/v1?x=1"),
+        ("http://api.openai.com:443/v1", "https://api.openai.com/v1"),
+    ],
+)
+def test_plain_http_is_refused_saying_what_to_write(url, fixed, settings):
+    settings.LOOP_PROVIDER_HTTP_HOSTS = ["127.0.0.1"]
+    problem = only_error(inline(url=url))
+    assert problem.line == 6 and problem.path == "providers.agent.base_url"
+    assert "uses plain http, which would send the API key unencrypted" in problem.message
+    assert f"write {fixed!r}" in problem.message
+    assert "LOOP_PROVIDER_HTTP_HOSTS" in problem.message
+
+
+@pytest.mark.parametrize("url", ["https://api.openai.com:9/v1", "https://api.openai.com:443/v1"])
+def test_an_explicit_port_is_refused_off_the_local_list(url):
+    problem = only_error(inline(url=url))
+    assert problem.path == "providers.agent.base_url"
+    assert "names a port: write 'https://api.openai.com/v1'" in problem.message
+
+
+def test_the_local_list_allows_http_and_ports_and_is_an_allowed_host(settings):
+    settings.LOOP_PROVIDER_HOSTS = ["api.openai.com"]
+    settings.LOOP_PROVIDER_HTTP_HOSTS = ["models.lan"]
+    assert load_recipe(inline(url="http://models.lan:11434/v1")).ok
+    assert load_recipe(inline(url="https://models.lan:8443/v1")).ok
+    settings.LOOP_PROVIDER_HTTP_HOSTS = []
+    problem = only_error(inline(url="http://models.lan:11434/v1"))
+    assert "not an allowed provider host" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "instead"),
+    [
+        ("openai", "ANTHROPIC_API_KEY", "write api_key_env: OPENAI_API_KEY"),
+        ("anthropic", "OPENAI_API_KEY", "write api_key_env: ANTHROPIC_API_KEY"),
+        ("command", "OPENAI_API_KEY", "remove api_key_env"),
+    ],
+)
+def test_a_vendor_key_goes_only_to_its_own_kind(kind, key, instead):
+    url = "https://api.anthropic.com" if kind == "anthropic" else "https://api.openai.com/v1"
+    problem = only_error(inline(key, url, kind))
+    assert problem.line == 7 and problem.path == "providers.agent.api_key_env"
+    assert f"{key} is the key of" in problem.message and instead in problem.message
+    assert f"LOOP_PROVIDER_ENV={kind}:{key}" in problem.message
+
+
+def test_the_administrator_may_allow_a_key_for_one_kind_or_for_every_kind(settings):
+    settings.LOOP_PROVIDER_ENV = ["openai:ANTHROPIC_API_KEY", "anthropic:ROUTER_KEY"]
+    assert load_recipe(inline("ANTHROPIC_API_KEY")).ok
+    url = "https://api.anthropic.com"
+    assert load_recipe(inline("ROUTER_KEY", url, "anthropic")).ok
+    problem = only_error(inline("ROUTER_KEY"))  # an openai provider: not for it
+    assert problem.message.startswith(
+        "ROUTER_KEY is not an allowed API key variable (allowed for an openai provider: "
+        "OPENAI_API_KEY, ANTHROPIC_API_KEY)"
+    )
+    settings.LOOP_PROVIDER_ENV = ["OPENAI_API_KEY"]  # a plain name: any kind
+    assert load_recipe(inline("OPENAI_API_KEY", url, "anthropic")).ok
+
+
+def test_run_time_refuses_a_key_of_another_kind(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-canary")
+    with pytest.raises(ProviderError, match="api_key_env refused: ANTHROPIC_API_KEY is the key"):
+        api_key("agent", "ANTHROPIC_API_KEY", required=True, kind="openai")
+    assert api_key("agent", "ANTHROPIC_API_KEY", required=True, kind="anthropic") == (
+        "sk-ant-canary"
+    )
+
+
+@pytest.mark.django_db
+def test_run_time_refuses_plain_http_to_a_public_host():
+    declared = SimpleNamespace(
+        kind="openai",
+        base_url="http://api.openai.com/v1",
+        model="m",
+        api_key_env="OPENAI_API_KEY",
+        command=None,
+        options={},
+    )
+    spec = SimpleNamespace(provider="agent", providers={"agent": declared})
+    with pytest.raises(ProviderError, match="base_url refused: .* uses plain http"):
+        resolve(None, spec)
+
+
 def test_provider_hosts_setting_replaces_the_list(settings):
     settings.LOOP_PROVIDER_HOSTS = ["llm.example.org"]
     assert load_recipe(inline(url="https://llm.example.org/v1")).ok
@@ -77,11 +169,11 @@ def test_provider_hosts_setting_replaces_the_list(settings):
 def test_run_time_refuses_secret_key_names(monkeypatch):
     monkeypatch.setenv("DATABASE_URL", "postgres://user:pw@db/x")
     with pytest.raises(ProviderError, match="api_key_env refused") as caught:
-        api_key("agent", "DATABASE_URL", required=True)
+        api_key("agent", "DATABASE_URL", required=True, kind="openai")
     assert "pw@db" not in str(caught.value)
     monkeypatch.setenv("HOME_TOKEN", "sk-home")
     with pytest.raises(ProviderError, match="not an allowed API key variable"):
-        api_key("agent", "HOME_TOKEN", required=True)
+        api_key("agent", "HOME_TOKEN", required=True, kind="openai")
 
 
 @pytest.mark.django_db
@@ -114,6 +206,7 @@ def test_admin_form_refuses_key_names_off_the_list(client, admin_user):
     for name, says in [
         ("DATABASE_URL", b"console&#x27;s own secrets"),
         ("HOME_TOKEN", b"not an allowed API key variable"),
+        ("ANTHROPIC_API_KEY", b"ANTHROPIC_API_KEY is the key of anthropic providers"),
     ]:
         page = client.post(url, {**form, "api_key_env": name})
         assert page.status_code == 200 and says in page.content, name
@@ -123,25 +216,49 @@ def test_admin_form_refuses_key_names_off_the_list(client, admin_user):
     assert ProviderConfig.objects.get(name="local").api_key_env == "OPENAI_API_KEY"
 
 
-def test_by_default_inline_providers_may_use_only_the_public_api_hosts():
-    """Internal addresses (127.0.0.1, localhost, a private network) are refused unless an
-    administrator lists them; the test suite adds 127.0.0.1 and localhost for its fake API servers."""
+def fresh_settings(expression: str, **changed: str | None):
+    """`expression` of django.conf.settings in a new process whose environment has `changed`
+    (None removes a variable): what the console starts with. (exit status, output)"""
     import os
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "LOOP_PROVIDER_HOSTS"}
-    shown = subprocess.run(
+    env = {k: v for k, v in os.environ.items() if k not in changed}
+    env.update({k: v for k, v in changed.items() if v is not None})
+    done = subprocess.run(
         [
             sys.executable,
             "-c",
-            "import django; django.setup(); from django.conf import settings;"
-            " print(','.join(settings.LOOP_PROVIDER_HOSTS))",
+            f"import django; django.setup(); from django.conf import settings; print({expression})",
         ],
         env={**env, "DJANGO_SETTINGS_MODULE": "console.settings"},
         capture_output=True,
         text=True,
-        check=True,
         timeout=120,
-    ).stdout.strip()
-    assert shown == "api.openai.com,api.anthropic.com"
+    )
+    return done.returncode, (done.stdout + done.stderr).strip()
+
+
+def test_by_default_inline_providers_may_use_only_the_public_api_hosts_over_https():
+    """Internal addresses (127.0.0.1, localhost, a private network) are refused unless an
+    administrator lists them, and no host may be reached over plain http; the test suite
+    adds 127.0.0.1 and localhost to both lists for its fake API servers."""
+    status, shown = fresh_settings(
+        "','.join(settings.LOOP_PROVIDER_HOSTS), settings.LOOP_PROVIDER_HTTP_HOSTS",
+        LOOP_PROVIDER_HOSTS=None,
+        LOOP_PROVIDER_HTTP_HOSTS=None,
+    )
+    assert (status, shown) == (0, "api.openai.com,api.anthropic.com []")
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("openai:SECRET_KEY", "LOOP_PROVIDER_ENV may not name SECRET_KEY"),
+        ("command:ROUTER_KEY", "'command:ROUTER_KEY' is neither NAME nor KIND:NAME"),
+        ("openai:", "'openai:' is neither NAME nor KIND:NAME"),
+    ],
+)
+def test_the_console_refuses_to_start_with_a_malformed_provider_env(value, says):
+    status, shown = fresh_settings("1", LOOP_PROVIDER_ENV=value)
+    assert status != 0 and "ImproperlyConfigured" in shown and says in shown

@@ -40,6 +40,9 @@ READ_ONLY_NAMES = {
     "run_loops_part",
     "list_loops",
     "get_loop",
+    "iteration_output",
+    "node_output",
+    "step_output",
 }
 STREAMS = {"run_live", "inbox_live"}
 # A well-formed body for every API write, so that only permissions can refuse it.
@@ -85,14 +88,18 @@ def console_and_api_urls():
 def objects(db, make_recipe, operator):
     from loops.models import Loop
     from runs import services
-    from runs.models import Gate, NodeRun
+    from runs.models import Gate, Iteration, NodeRun
 
     recipe = make_recipe("name: t\nnodes:\n  - id: a\n    bash: echo hi\n", slug="authz")
     run = services.start_run(recipe, actor=Actor.operator(operator, "console"), message="m")
     node = NodeRun.objects.create(run=run, node_id="a", kind="approval", status="paused")
     gate = Gate.objects.create(run=run, node_run=node, node_id="a", kind="approval", message="ok?")
     loop = Loop.objects.create(run=run, agent="a", pipeline=["a"], max_iterations=1)
+    it = Iteration.objects.create(run=run, node_run=node, node_id="a", number=1, raw_output="x")
     return {
+        "iteration_id": it.pk,
+        "node_id": node.pk,
+        "step_id": node.pk,
         "run_id": run.pk,
         "gate_id": gate.pk,
         "slug": recipe.slug,

@@ -48,6 +48,14 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def proxy_options() -> list[str]:
+    """uvicorn's options for the client address and scheme: by default it believes
+    X-Forwarded-For and X-Forwarded-Proto from any peer on 127.0.0.1, so a local client could
+    sign in under any address it names. Only behind a proxy (BEHIND_PROXY) are they read,
+    from the peers FORWARDED_ALLOW_IPS names (uvicorn's own setting; default 127.0.0.1)."""
+    return ["--proxy-headers"] if settings.BEHIND_PROXY else ["--no-proxy-headers"]
+
+
 class Command(BaseCommand):
     help = "Run the web server and a worker together (and the embedded broker when no REDIS_URL)."
 
@@ -141,6 +149,7 @@ class Command(BaseCommand):
                 str(fd),
                 "--log-level",
                 "warning",
+                *proxy_options(),
             ],
             pass_fds=(fd,),
             start_new_session=True,
