@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from recipes.models import Recipe
-from runs import dispatch
+from runs import dispatch, resuming
 from runs.actor import Actor, can_operate
 from runs.errors import (
     AlreadyDecided,
@@ -252,13 +252,10 @@ def resume_run(run: Run, actor: Actor) -> Run:
                 "A step-machine run cannot be resumed (its sessions and handoffs belong to "
                 "that run): re-run it instead."
             )
-        spec = spec_for(run)
         reset = []
-        for row in NodeRun.objects.filter(run=run, iteration=0):
-            always = getattr(node_spec(spec, row.node_id), "always_run", False)
-            if row.status != NodeRun.Status.COMPLETED or always:
-                row.reset_for_resume()
-                reset.append(row.node_id)
+        for row in resuming.resumed_nodes(run):
+            row.reset_for_resume()
+            reset.append(row.node_id)
         run.reopen(actor, reset=reset)
         dispatch.send_on_commit("advance_run", run.pk)
     return run

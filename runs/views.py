@@ -70,9 +70,9 @@ def run_detail(request, run_id):
 
 def _history(run, query) -> dict:
     """Fork links, the budget panel and the convergence chart (runs.views_history)."""
-    from runs.views_history import budget_context, fork_links
+    from runs.views_history import budget_context, fork_links, resume_context
 
-    return {**fork_links(run), **budget_context(run), **_chart(run, query)}
+    return {**fork_links(run), **resume_context(run), **budget_context(run), **_chart(run, query)}
 
 
 def _chart(run, query) -> dict:
@@ -104,9 +104,9 @@ PARTS = {
 
 
 def _history_part(run):
-    from runs.views_history import budget_context, fork_links
+    from runs.views_history import budget_context, fork_links, resume_context
 
-    return {**fork_links(run), **budget_context(run)}
+    return {**fork_links(run), **resume_context(run), **budget_context(run)}
 
 
 def _step_machine(run):

@@ -12,7 +12,7 @@ from console.permissions import operator_required, viewer_required
 from recipes.formats.budget import LABELS, LIMITS
 from runs import budget as run_budget
 from runs import compare as comparing
-from runs import services
+from runs import resuming, services
 from runs.actor import Actor
 from runs.fork import check_fork_point
 from runs.models import Iteration, Run
@@ -30,6 +30,17 @@ def budget_context(run: Run) -> dict:
 
 def fork_links(run: Run) -> dict:
     return {"forks": list(run.forks.only("pk", "fork_point").order_by("id")[:20])}
+
+
+def resume_context(run: Run) -> dict:
+    """What the Resume confirmation says will run again, and where a fork could continue
+    instead (runs.resuming): only for a failed or cancelled run."""
+    if run.status not in resuming.STOPPED:
+        return {}
+    return {
+        "resume_restarts": resuming.resume_restarts(run),
+        "continue_from": resuming.continue_point(run),
+    }
 
 
 # --- fork ----------------------------------------------------------------------------------

@@ -54,7 +54,10 @@ class Command(BaseCommand):
         helps = {
             "status": "Show a run: its nodes, progress and the gate it waits at",
             "cancel": "Cancel a run (the agent is stopped)",
-            "resume": "Resume a failed or cancelled run",
+            "resume": (
+                "Resume a failed or cancelled run: what did not finish runs again from its "
+                "start, a loop from iteration 1 (`run fork` goes on from an iteration instead)"
+            ),
             "approve": "Approve the gate a run waits at (or iterate, with --comment)",
             "reject": "Reject the gate a run waits at",
         }
