@@ -78,6 +78,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "console.middleware.ContentSecurityPolicyMiddleware",
+    "console.middleware.PagesAreNotStoredMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"

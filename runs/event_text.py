@@ -36,6 +36,14 @@ def _channels(data: dict) -> str:
 
 def _run_status(kind: str, data: dict) -> str:
     status = kind.removeprefix("run_")
+    previous = data.get("previous")
+    by = data.get("by")
+    if status == "running" and previous in ("failed", "cancelled", "budget_exceeded"):
+        return f"{by or 'Someone'} resumed the run."
+    if status == "running" and previous not in (None, "", "pending"):
+        return "The run goes on."  # after a decision at a gate (said just before), ...
+    if status == "merged":
+        return f"{by or 'Someone'} merged the review request: the run is done."
     sentence = {
         "running": "The run started.",
         "completed": "The run completed.",
@@ -136,6 +144,9 @@ def describe(event: RunEvent) -> str:
         return f"{data.get('by') or 'Someone'} set the budget: {limits}."
     if kind == "worktree_diff":
         return f"{where} changed files in the worktree."
+    if kind == "python_iteration_checked":
+        met = "was met" if data.get("condition_met") else "was not met"
+        return f"After iteration {data.get('iteration')} of {step}, the stop condition {met}."
     return f"{kind.replace('_', ' ').capitalize()}{' at ' + step if step else ''}."
 
 

@@ -99,6 +99,7 @@ def start_run(
         raise InputError(exc.errors) from None
     # A child run is the engine's doing, on behalf of whoever started the parent.
     starter = parent_node.run.started_by if parent_node is not None else actor.person
+    starter_name = parent_node.run.started_by_name if parent_node is not None else actor.name
     try:
         given = clean_budget(budget, allow_empty_values=True)
         limits = given if budget_replaces_recipe else merged(getattr(spec, "budget", None), given)
@@ -120,6 +121,7 @@ def start_run(
             inputs=cleaned,
             budget=limits,
             started_by=starter,
+            started_by_name=starter_name,
             rerun_of=rerun_of,
             forked_from=forked["from"] if forked else None,
             fork_point=forked["point"] if forked else {},
