@@ -196,7 +196,7 @@ def run_events(request, run_id):
 # --- actions -------------------------------------------------------------------------------
 
 
-def _act(request, run, action, part, draft=None):
+def _act(request, run, action, part, draft=None, draft_reason=None):
     """Call a service; answer htmx with the refreshed part, a plain POST with a redirect."""
     notice, level = "", messages.SUCCESS
     try:
@@ -226,6 +226,7 @@ def _act(request, run, action, part, draft=None):
                 "notice_level": level,
                 # refused input comes back in its box, so nothing typed is lost
                 "draft": draft if level == messages.ERROR else None,
+                "draft_reason": draft_reason if level == messages.ERROR else None,
             },
         )
         if part == "header":
@@ -345,7 +346,7 @@ def gate_reject(request, run_id, gate_id):
         services.reject(gate.pk, request.actor, reason=reason)
         return f"Rejected at {gate.node_id}: {reason}"
 
-    return _act(request, run, reject, "gate", draft=request.POST.get("reason", ""))
+    return _act(request, run, reject, "gate", draft_reason=request.POST.get("reason", ""))
 
 
 def _decision_notice(gate: Gate) -> str:
