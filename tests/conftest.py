@@ -200,6 +200,12 @@ def worker_env(django_db_setup, django_db_blocker, tmp_path_factory):
 def fresh_live_buffers():
     """Live output buffers are keyed by run id, and a new test database numbers runs from
     1 again: a buffer left by an earlier session must not show up on this one's pages."""
+    clear_live_buffers()
+
+
+def clear_live_buffers() -> None:
+    """Drop every live output buffer (also between tests where run ids repeat: on SQLite a
+    rolled-back test gives its run's id back to the next one)."""
     if not settings.LIVE_REDIS_URL:
         return
     import redis

@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from runs import live
 from runs.live_views import merge_output, run_change_events, sse
+from tests.conftest import clear_live_buffers
 
 pytestmark = pytest.mark.django_db
 
@@ -20,6 +21,15 @@ def broker():
         from console import embedded
 
         embedded.start()
+
+
+@pytest.fixture(autouse=True)
+def no_output_left_by_an_earlier_test(broker):
+    """A test here publishes output for its run; on SQLite the next test's run gets the same
+    id (its insert was rolled back), so that buffer would reach the next stream."""
+    clear_live_buffers()
+    yield
+    clear_live_buffers()
 
 
 def read_stream(user, url, *, until, then=None, headers=None):
