@@ -26,8 +26,14 @@ class LineText(forms.CharField):
 
 
 class RunFilterForm(forms.Form):
-    status = forms.ChoiceField(required=False, choices=[("", "Any status"), *Run.Status.choices])
-    recipe = forms.ChoiceField(required=False)
+    status = forms.ChoiceField(
+        required=False,
+        choices=[("", "Any status"), *Run.Status.choices],
+        error_messages={"invalid_choice": "No run has the status “%(value)s”."},
+    )
+    recipe = forms.ChoiceField(
+        required=False, error_messages={"invalid_choice": "There is no recipe “%(value)s”."}
+    )
     q = forms.CharField(required=False, max_length=200, label="Search messages")
     before = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 

@@ -32,13 +32,18 @@ def _run_or_404(run_id: int) -> Run:
 def run_list(request):
     recipes = queries.recipe_choices()
     form = RunFilterForm(request.GET or None, recipes=recipes)
-    filters = form.cleaned_data if form.is_valid() else {}
-    runs, next_before = queries.run_list(
-        status=filters.get("status", ""),
-        recipe=filters.get("recipe", ""),
-        search=filters.get("q", ""),
-        before=filters.get("before"),
-    )
+    if form.is_bound and not form.is_valid():
+        # A filter that cannot hold (a status no run has) matches nothing, and says why.
+        runs, next_before = [], None
+        filters = {}
+    else:
+        filters = form.cleaned_data if form.is_bound else {}
+        runs, next_before = queries.run_list(
+            status=filters.get("status", ""),
+            recipe=filters.get("recipe", ""),
+            search=filters.get("q", ""),
+            before=filters.get("before"),
+        )
     query = request.GET.copy()
     query.pop("before", None)
     newest_query = query.urlencode()
@@ -344,7 +349,7 @@ def gate_reject(request, run_id, gate_id):
             # The reason is what the run shows afterwards: a reject without one says nothing.
             raise services.ServiceError("Say why you reject: the reason stays on the run.")
         services.reject(gate.pk, request.actor, reason=reason)
-        return f"Rejected at {gate.node_id}: {reason}"
+        return f"Rejected at {gate.node_id}."  # the reason: once, in the run's header
 
     return _act(request, run, reject, "gate", draft_reason=request.POST.get("reason", ""))
 

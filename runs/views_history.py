@@ -9,7 +9,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console.permissions import operator_required, viewer_required
-from recipes.formats.budget import LABELS, LIMITS
+from recipes.formats.budget import LIMITS
+from recipes.formats.budget import title as budget_title
 from runs import budget as run_budget
 from runs import compare as comparing
 from runs import resuming, services
@@ -22,9 +23,7 @@ from runs.views import _run_or_404
 def budget_context(run: Run) -> dict:
     return {
         "budget_limits": run_budget.limits(run),
-        "budget_fields": [
-            (name, LABELS[name].capitalize(), run.budget.get(name, "")) for name in LIMITS
-        ],
+        "budget_fields": [(name, budget_title(name), run.budget.get(name, "")) for name in LIMITS],
     }
 
 
@@ -165,6 +164,8 @@ def iteration_compare(request):
             context["diffs"] = comparing.compare(a, b)
         except services.ServiceError as exc:
             context["error"], context["b"], status = str(exc), None, exc.status
+            # The "To" pickers offer this recipe's runs and their iterations only.
+            context["b_choices"] = comparing.choices(b_run)
     return render(request, "runs/compare.html", context, status=status)
 
 
@@ -219,5 +220,5 @@ def run_budget_change(request, run_id):
         "notice_level_tag": level,
     }
     if level == "error":  # what was typed comes back in its boxes
-        context["budget_fields"] = [(n, LABELS[n].capitalize(), limits[n]) for n in LIMITS]
+        context["budget_fields"] = [(n, budget_title(n), limits[n]) for n in LIMITS]
     return render(request, "runs/_budget.html", context)

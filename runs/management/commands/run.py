@@ -7,9 +7,10 @@ import time
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from ninja.responses import NinjaJSONEncoder
 
+from console.cli import JsonErrorsCommand
 from recipes import editing
 from recipes.models import Recipe
 from recipes.sync import slug_for
@@ -19,7 +20,7 @@ from runs.models import Run
 from runs.serializers import run_summary
 
 
-class Command(BaseCommand):
+class Command(JsonErrorsCommand):
     help = "Start and steer runs from the command line."
 
     def add_arguments(self, parser):
