@@ -190,6 +190,9 @@ def _decision(step: str, data: dict) -> str:
     }.get(status, status or "decided")
     if status == "accepted" and data.get("decision"):
         verb = f"chose “{data['decision']}” at"
+    elif status == "accepted" and data.get("iteration"):
+        verb = "accepted"  # a loop's iteration
+        step = f"{step}{_iteration(data)}"
     elif status == "accepted":
         verb = "approved"
     comment = _short(data.get("comment"))

@@ -186,6 +186,10 @@ def _int(raw) -> int:
 # --- budget --------------------------------------------------------------------------------
 
 
+def _limit_title(name: str) -> str:
+    return budget_title(name) if name in LIMITS else name
+
+
 @require_POST
 @operator_required
 def run_budget_change(request, run_id):
@@ -201,7 +205,8 @@ def run_budget_change(request, run_id):
     except services.NotAllowed:
         raise PermissionDenied from None
     except services.InputError as exc:
-        errors, level = {k.removeprefix("budget."): v for k, v in exc.errors.items()}, "error"
+        errors = {_limit_title(k.removeprefix("budget.")): v for k, v in exc.errors.items()}
+        level = "error"
     except services.ServiceError as exc:
         notice, level = str(exc), "error"
     if not request.htmx:

@@ -240,6 +240,7 @@ class Gate(models.Model):
             surface=actor.surface,
             comment=comment,
             decision=decision,
+            iteration=self.iteration_number,
         )
         return status
 
