@@ -57,7 +57,8 @@
   // A browser may restore typed text after a back/forward navigation; a refused decision
   // comes back with its text in the box.
   document.addEventListener("DOMContentLoaded", function () { refresh(document); });
-  document.addEventListener("htmx:afterSwap", function () { refresh(document); });
+  // After the settle: htmx then puts back the classes the server rendered.
+  document.addEventListener("htmx:afterSettle", function () { refresh(document); });
   // A live refresh that brings the same gate in the same state changes nothing a reviewer
   // could want, and would wipe what they typed and close an open "Reject…": keep the panel.
   // A form's own answer (a POST: a notice, an error) always replaces it.

@@ -199,6 +199,7 @@ def test_feedback_over_the_limit_is_counted_and_refused_never_cut(
     expect(page.locator("#gate-panel .notice")).to_contain_text("The gate is still waiting.")
     assert page.evaluate(length) == 100_001  # given back whole
     expect(counter).to_contain_text("1 too many")
+    expect(counter).to_have_class(re.compile("over-limit"))  # still marked, after the swap
     gate = run.gates.get()
     assert gate.status == "pending"
 
