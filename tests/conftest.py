@@ -166,11 +166,28 @@ class Worker:
 
 
 @pytest.fixture(scope="session")
-def worker_env(django_db_setup, django_db_blocker, tmp_path_factory):
-    if settings.EMBEDDED_BROKER:
-        from console import embedded
+def embedded_broker():
+    """The bundled Redis when nothing names one: started once for the session (unless one
+    already answers on its socket) and stopped at its end — after the workers and servers
+    that use it, which depend on this — so `make test` leaves no process behind."""
+    if not settings.EMBEDDED_BROKER:
+        yield None
+        return
+    from console import embedded
 
-        embedded.start()
+    started = embedded.start()
+    yield started
+    if started is not None:
+        started.terminate()
+        try:
+            started.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            started.kill()
+            started.wait()
+
+
+@pytest.fixture(scope="session")
+def worker_env(embedded_broker, django_db_setup, django_db_blocker, tmp_path_factory):
     # The values below are already this xdist process's own (console/settings.py): the
     # children must not add the xdist suffix a second time to a queue a test chose. And a
     # worker is no web process: importing console.wsgi or console.asgi (the API fuzz test

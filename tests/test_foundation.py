@@ -56,13 +56,7 @@ def test_embedded_default_uses_sqlite_and_a_local_broker(tmp_path):
 
 
 @pytest.mark.django_db
-def test_healthz_reports_database_and_broker(client):
-    from django.conf import settings
-
-    from console import embedded
-
-    if settings.EMBEDDED_BROKER:
-        embedded.start()
+def test_healthz_reports_database_and_broker(client, embedded_broker):
     response = client.get("/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok", "database": "ok", "broker": "ok"}

@@ -16,11 +16,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def broker():
-    if settings.EMBEDDED_BROKER:
-        from console import embedded
-
-        embedded.start()
+def broker(embedded_broker):
+    return embedded_broker
 
 
 @pytest.fixture(autouse=True)
