@@ -38,12 +38,17 @@ run: install
 	@$(PY) manage.py ensure_admin
 	@$(PY) manage.py serve --port $(PORT)
 
-## The whole suite (PostgreSQL + Redis when DATABASE_URL / REDIS_URL are set).
+## The whole suite (PostgreSQL + Redis when DATABASE_URL / REDIS_URL are set), browser
+## tests included: a Chromium is found on the machine or installed first.
 ## TEST_WORKERS (default 4): pytest-xdist processes, each with its own database, queue,
 ## Celery worker and data folder; TEST_WORKERS=0 runs serially (docs/performance.md).
 TEST_WORKERS ?= 4
 test: dev
 	@mkdir -p $(LOOP_TEST_DATA)
+	@# A Chromium for the browser tests: the machine's, else installed (tests/find_chromium.py).
+	@$(if $(findstring not browser,$(PYTEST_ARGS)),true,$(PY) -m tests.find_chromium)
+	@# bubblewrap, so that the suite runs sandboxed (tests/ensure_bubblewrap.py).
+	@$(PY) -m tests.ensure_bubblewrap
 	LOOP_TESTING=1 LOOP_DATA_DIR=$(LOOP_TEST_DATA) LOOP_QUEUE=loop-console-test-$$$$ \
 		LOOP_PROVIDER_HOSTS=api.openai.com,api.anthropic.com,127.0.0.1,localhost \
 		LOOP_PROVIDER_HTTP_HOSTS=127.0.0.1,localhost \

@@ -111,17 +111,12 @@ def main() -> None:
 
         latencies = []
         with sync_playwright() as pw:
+            from tests import find_chromium
+
             browser = pw.chromium.launch(
-                executable_path="/usr/bin/chromium",
+                executable_path=find_chromium.executable(),
                 headless=True,
-                args=[
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                    "--no-first-run",
-                ],
+                args=find_chromium.ARGS,
             )
             # The page's CSP forbids eval; the probe below is the benchmark's, not the page's.
             page = browser.new_context(bypass_csp=True).new_page()

@@ -1,4 +1,5 @@
-"""Login everywhere, and a Content-Security-Policy that allows only our own scripts."""
+"""Login everywhere, a Content-Security-Policy that allows only our own scripts, and pages
+that the browser does not keep (they show live state)."""
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
@@ -63,4 +64,20 @@ class ContentSecurityPolicyMiddleware:
             # The interactive API docs load their own bundled assets inline.
             return response
         response.headers.setdefault("Content-Security-Policy", CSP)
+        return response
+
+
+class PagesAreNotStoredMiddleware:
+    """A page shows live state (gates waiting, a run's status): Back must not bring a stale
+    copy out of the browser's cache. HTML answers are `no-store` unless a view said
+    otherwise; static files and JSON keep their own caching. (A page the back/forward cache
+    restores reloads itself: static/js/console-page.js.)"""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if response.get("Content-Type", "").startswith("text/html"):
+            response.headers.setdefault("Cache-Control", "no-store")
         return response

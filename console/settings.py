@@ -79,6 +79,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "console.middleware.ContentSecurityPolicyMiddleware",
+    "console.middleware.PagesAreNotStoredMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -191,6 +192,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # visibility timeout only needs to outlast the longest task.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 600}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# What a task prints (the e-mail a machine without EMAIL_HOST prints instead of sending)
+# reaches the worker's output as it is, not as WARNING lines of celery.redirected.
+CELERY_WORKER_REDIRECT_STDOUTS = False
 # Celery closes every database connection before and after each task unless told to keep
 # them: a new PostgreSQL connection per task cost more than the task's own writes. Workers
 # keep theirs for this many tasks (console/celery.py checks them only after an error).

@@ -169,7 +169,9 @@ def _carry_loops(new, point, cutoff, copies: dict, loop_it: LoopIteration | None
             last_output=_shown(its[-1]) if going_on and its else loop.last_output,
             result=None if going_on else loop.result,
             error="" if going_on else loop.error,
-            started_at=loop.started_at,
+            # The loop that goes on is the fork's own from now: its start and duration are
+            # the fork's (a carried loop that had ended keeps its history's).
+            started_at=new.created_at if going_on else loop.started_at,
             finished_at=None if going_on else loop.finished_at,
         )
         loop_map[loop.pk] = copy

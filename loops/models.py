@@ -78,6 +78,15 @@ class Loop(models.Model):
         return self.status == self.Status.OPEN
 
     @property
+    def outcome(self) -> str:
+        """How a loop that ended ended, in the words its card and its page use."""
+        if self.status == self.Status.COMPLETED:
+            return "the host was satisfied"
+        if self.status == self.Status.EXHAUSTED:
+            return "the cap was reached"
+        return "" if self.is_open else "it failed"
+
+    @property
     def can_iterate(self) -> bool:
         return self.is_open and self.iteration_count < self.max_iterations
 

@@ -12,7 +12,8 @@ class SubscriptionAdmin(admin.ModelAdmin):
     list_display = ["name", "channel", "target", "recipe", "user", "enabled", "created_at"]
     list_filter = ["channel", "enabled", "recipe"]
     search_fields = ["name", "url", "email", "user__username"]
-    raw_id_fields = ["user"]
+    # Pick the person by name (a search box over the accounts), not by a raw id.
+    autocomplete_fields = ["user"]
     actions = ["send_test"]
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     fieldsets = [

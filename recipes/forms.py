@@ -9,7 +9,8 @@ import re
 
 from django import forms
 
-from recipes.formats.budget import LABELS, LIMITS
+from recipes.formats.budget import LIMITS
+from recipes.formats.budget import title as budget_title
 
 FIELD_PREFIX = "input_"
 BUDGET_PREFIX = "budget_"
@@ -89,7 +90,7 @@ class StartRunForm(forms.Form):
         for name in LIMITS:  # the recipe's limits, which a person may change for this run
             self.fields[BUDGET_PREFIX + name] = forms.CharField(
                 required=False,
-                label=f"Budget: {LABELS[name]}",
+                label=budget_title(name),
                 initial=(budget or {}).get(name, ""),
                 help_text="Empty: no limit." if name == LIMITS[-1] else "",
                 widget=forms.TextInput(attrs={"inputmode": "decimal", "size": 12}),

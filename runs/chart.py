@@ -250,6 +250,6 @@ def sparklines(loop_rows) -> dict[int, Series]:
             continue
         _choose(series, None)
         _layout(series, SPARK_W, SPARK_H, 2, 2, 3)
-        if series.path:
+        if series.path and len(series.drawn) > 1:  # one point is no line: nothing is drawn
             lines[pk] = series
     return lines

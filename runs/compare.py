@@ -25,6 +25,7 @@ class FieldDiff:
     split: list
     stats: dict
     cut: bool
+    empty: bool = False  # neither iteration has any (no structured output, say)
 
     @property
     def same(self) -> bool:
@@ -70,7 +71,11 @@ def compare(a: Iteration, b: Iteration) -> list[FieldDiff]:
         cut = len(old) > INPUT_LIMIT or len(new) > INPUT_LIMIT
         old, new = old[:INPUT_LIMIT], new[:INPUT_LIMIT]
         rows = unified(old, new, label(a), label(b))
-        diffs.append(FieldDiff(name, title, rows, side_by_side(old, new), stats(rows), cut))
+        diffs.append(
+            FieldDiff(
+                name, title, rows, side_by_side(old, new), stats(rows), cut, empty=not (old or new)
+            )
+        )
     return diffs
 
 

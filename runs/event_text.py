@@ -37,6 +37,14 @@ def _channels(data: dict) -> str:
 
 def _run_status(kind: str, data: dict) -> str:
     status = kind.removeprefix("run_")
+    previous = data.get("previous")
+    by = data.get("by")
+    if status == "running" and previous in ("failed", "cancelled", "budget_exceeded"):
+        return f"{by or 'Someone'} resumed the run."
+    if status == "running" and previous not in (None, "", "pending"):
+        return "The run goes on."  # after a decision at a gate (said just before), ...
+    if status == "merged":
+        return f"{by or 'Someone'} merged the review request: the run is done."
     sentence = {
         "running": "The run started.",
         "completed": "The run completed.",
@@ -143,6 +151,9 @@ def describe(event: RunEvent) -> str:
             f"The output of {where} passed {cap}: the run keeps its last {cap}, and the whole "
             "output as a file to download."
         )
+    if kind == "python_iteration_checked":
+        met = "was met" if data.get("condition_met") else "was not met"
+        return f"After iteration {data.get('iteration')} of {step}, the stop condition {met}."
     return f"{kind.replace('_', ' ').capitalize()}{' at ' + step if step else ''}."
 
 
@@ -186,6 +197,9 @@ def _decision(step: str, data: dict) -> str:
     }.get(status, status or "decided")
     if status == "accepted" and data.get("decision"):
         verb = f"chose “{data['decision']}” at"
+    elif status == "accepted" and data.get("iteration"):
+        verb = "accepted"  # a loop's iteration
+        step = f"{step}{_iteration(data)}"
     elif status == "accepted":
         verb = "approved"
     comment = _short(data.get("comment"))

@@ -3,15 +3,37 @@ from django import forms
 from runs.models import Run
 from runs.models.gate import COMMENT_LIMIT
 
-TOO_LONG = (
-    f"Feedback is limited to {COMMENT_LIMIT:,} characters; this has %(show_value)s. "
-    "Shorten it and send again."
-)
+
+class LineText(forms.CharField):
+    """Text from a textarea: browsers send each line break as CRLF; it is one character, as
+    the page's counter counts it (static/js/console-gate.js), and is kept as a newline."""
+
+    def __init__(self, *, what: str, limit: int = COMMENT_LIMIT, **kwargs):
+        self.what, self.limit = what, limit
+        super().__init__(required=False, **kwargs)
+
+    def to_python(self, value):
+        return super().to_python(value).replace("\r\n", "\n")
+
+    def validate(self, value):
+        super().validate(value)
+        if len(value) > self.limit:
+            raise forms.ValidationError(
+                f"{self.what} is limited to {self.limit:,} characters; this has "
+                f"{len(value):,}. Shorten it and send again.",
+                code="max_length",
+            )
 
 
 class RunFilterForm(forms.Form):
-    status = forms.ChoiceField(required=False, choices=[("", "Any status"), *Run.Status.choices])
-    recipe = forms.ChoiceField(required=False)
+    status = forms.ChoiceField(
+        required=False,
+        choices=[("", "Any status"), *Run.Status.choices],
+        error_messages={"invalid_choice": "No run has the status “%(value)s”."},
+    )
+    recipe = forms.ChoiceField(
+        required=False, error_messages={"invalid_choice": "There is no recipe “%(value)s”."}
+    )
     q = forms.CharField(required=False, max_length=200, label="Search messages")
     before = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 
@@ -21,13 +43,9 @@ class RunFilterForm(forms.Form):
 
 
 class ApproveForm(forms.Form):
-    comment = forms.CharField(
-        required=False, max_length=COMMENT_LIMIT, error_messages={"max_length": TOO_LONG}
-    )
+    comment = LineText(what="Feedback")
     decision = forms.CharField(required=False, max_length=100)
 
 
 class RejectForm(forms.Form):
-    reason = forms.CharField(
-        required=False, max_length=COMMENT_LIMIT, error_messages={"max_length": TOO_LONG}
-    )
+    reason = LineText(what="A reason")

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from recipes.models import Recipe
-from runs import dispatch
+from runs import dispatch, resuming
 from runs.actor import Actor, can_operate
 from runs.errors import (
     AlreadyDecided,
@@ -99,6 +99,7 @@ def start_run(
         raise InputError(exc.errors) from None
     # A child run is the engine's doing, on behalf of whoever started the parent.
     starter = parent_node.run.started_by if parent_node is not None else actor.person
+    starter_name = parent_node.run.started_by_name if parent_node is not None else actor.name
     try:
         given = clean_budget(budget, allow_empty_values=True)
         limits = given if budget_replaces_recipe else merged(getattr(spec, "budget", None), given)
@@ -120,6 +121,7 @@ def start_run(
             inputs=cleaned,
             budget=limits,
             started_by=starter,
+            started_by_name=starter_name,
             rerun_of=rerun_of,
             forked_from=forked["from"] if forked else None,
             fork_point=forked["point"] if forked else {},
@@ -252,13 +254,10 @@ def resume_run(run: Run, actor: Actor) -> Run:
                 "A step-machine run cannot be resumed (its sessions and handoffs belong to "
                 "that run): re-run it instead."
             )
-        spec = spec_for(run)
         reset = []
-        for row in NodeRun.objects.filter(run=run, iteration=0):
-            always = getattr(node_spec(spec, row.node_id), "always_run", False)
-            if row.status != NodeRun.Status.COMPLETED or always:
-                row.reset_for_resume()
-                reset.append(row.node_id)
+        for row in resuming.resumed_nodes(run):
+            row.reset_for_resume()
+            reset.append(row.node_id)
         run.reopen(actor, reset=reset)
         dispatch.send_on_commit("advance_run", run.pk)
     return run

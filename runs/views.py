@@ -32,13 +32,18 @@ def _run_or_404(run_id: int) -> Run:
 def run_list(request):
     recipes = queries.recipe_choices()
     form = RunFilterForm(request.GET or None, recipes=recipes)
-    filters = form.cleaned_data if form.is_valid() else {}
-    runs, next_before = queries.run_list(
-        status=filters.get("status", ""),
-        recipe=filters.get("recipe", ""),
-        search=filters.get("q", ""),
-        before=filters.get("before"),
-    )
+    if form.is_bound and not form.is_valid():
+        # A filter that cannot hold (a status no run has) matches nothing, and says why.
+        runs, next_before = [], None
+        filters = {}
+    else:
+        filters = form.cleaned_data if form.is_bound else {}
+        runs, next_before = queries.run_list(
+            status=filters.get("status", ""),
+            recipe=filters.get("recipe", ""),
+            search=filters.get("q", ""),
+            before=filters.get("before"),
+        )
     query = request.GET.copy()
     query.pop("before", None)
     newest_query = query.urlencode()
@@ -70,9 +75,9 @@ def run_detail(request, run_id):
 
 def _history(run, query) -> dict:
     """Fork links, the budget panel and the convergence chart (runs.views_history)."""
-    from runs.views_history import budget_context, fork_links
+    from runs.views_history import budget_context, fork_links, resume_context
 
-    return {**fork_links(run), **budget_context(run), **_chart(run, query)}
+    return {**fork_links(run), **resume_context(run), **budget_context(run), **_chart(run, query)}
 
 
 def _chart(run, query) -> dict:
@@ -104,9 +109,9 @@ PARTS = {
 
 
 def _history_part(run):
-    from runs.views_history import budget_context, fork_links
+    from runs.views_history import budget_context, fork_links, resume_context
 
-    return {**fork_links(run), **budget_context(run)}
+    return {**fork_links(run), **resume_context(run), **budget_context(run)}
 
 
 def _step_machine(run):
@@ -196,7 +201,7 @@ def run_events(request, run_id):
 # --- actions -------------------------------------------------------------------------------
 
 
-def _act(request, run, action, part, draft=None):
+def _act(request, run, action, part, draft=None, draft_reason=None):
     """Call a service; answer htmx with the refreshed part, a plain POST with a redirect."""
     notice, level = "", messages.SUCCESS
     try:
@@ -226,6 +231,7 @@ def _act(request, run, action, part, draft=None):
                 "notice_level": level,
                 # refused input comes back in its box, so nothing typed is lost
                 "draft": draft if level == messages.ERROR else None,
+                "draft_reason": draft_reason if level == messages.ERROR else None,
             },
         )
         if part == "header":
@@ -343,9 +349,9 @@ def gate_reject(request, run_id, gate_id):
             # The reason is what the run shows afterwards: a reject without one says nothing.
             raise services.ServiceError("Say why you reject: the reason stays on the run.")
         services.reject(gate.pk, request.actor, reason=reason)
-        return f"Rejected at {gate.node_id}: {reason}"
+        return f"Rejected at {gate.node_id}."  # the reason: once, in the run's header
 
-    return _act(request, run, reject, "gate", draft=request.POST.get("reason", ""))
+    return _act(request, run, reject, "gate", draft_reason=request.POST.get("reason", ""))
 
 
 def _decision_notice(gate: Gate) -> str:

@@ -9,10 +9,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console.permissions import operator_required, viewer_required
-from recipes.formats.budget import LABELS, LIMITS
+from recipes.formats.budget import LIMITS
+from recipes.formats.budget import title as budget_title
 from runs import budget as run_budget
 from runs import compare as comparing
-from runs import services
+from runs import resuming, services
 from runs.actor import Actor
 from runs.fork import check_fork_point
 from runs.models import Iteration, Run
@@ -22,14 +23,23 @@ from runs.views import _run_or_404
 def budget_context(run: Run) -> dict:
     return {
         "budget_limits": run_budget.limits(run),
-        "budget_fields": [
-            (name, LABELS[name].capitalize(), run.budget.get(name, "")) for name in LIMITS
-        ],
+        "budget_fields": [(name, budget_title(name), run.budget.get(name, "")) for name in LIMITS],
     }
 
 
 def fork_links(run: Run) -> dict:
     return {"forks": list(run.forks.only("pk", "fork_point").order_by("id")[:20])}
+
+
+def resume_context(run: Run) -> dict:
+    """What the Resume confirmation says will run again, and where a fork could continue
+    instead (runs.resuming): only for a failed or cancelled run."""
+    if run.status not in resuming.STOPPED:
+        return {}
+    return {
+        "resume_restarts": resuming.resume_restarts(run),
+        "continue_from": resuming.continue_point(run),
+    }
 
 
 # --- fork ----------------------------------------------------------------------------------
@@ -154,6 +164,8 @@ def iteration_compare(request):
             context["diffs"] = comparing.compare(a, b)
         except services.ServiceError as exc:
             context["error"], context["b"], status = str(exc), None, exc.status
+            # The "To" pickers offer this recipe's runs and their iterations only.
+            context["b_choices"] = comparing.choices(b_run)
     return render(request, "runs/compare.html", context, status=status)
 
 
@@ -174,6 +186,10 @@ def _int(raw) -> int:
 # --- budget --------------------------------------------------------------------------------
 
 
+def _limit_title(name: str) -> str:
+    return budget_title(name) if name in LIMITS else name
+
+
 @require_POST
 @operator_required
 def run_budget_change(request, run_id):
@@ -189,7 +205,8 @@ def run_budget_change(request, run_id):
     except services.NotAllowed:
         raise PermissionDenied from None
     except services.InputError as exc:
-        errors, level = {k.removeprefix("budget."): v for k, v in exc.errors.items()}, "error"
+        errors = {_limit_title(k.removeprefix("budget.")): v for k, v in exc.errors.items()}
+        level = "error"
     except services.ServiceError as exc:
         notice, level = str(exc), "error"
     if not request.htmx:
@@ -208,5 +225,5 @@ def run_budget_change(request, run_id):
         "notice_level_tag": level,
     }
     if level == "error":  # what was typed comes back in its boxes
-        context["budget_fields"] = [(n, LABELS[n].capitalize(), limits[n]) for n in LIMITS]
+        context["budget_fields"] = [(n, budget_title(n), limits[n]) for n in LIMITS]
     return render(request, "runs/_budget.html", context)

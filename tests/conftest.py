@@ -169,11 +169,28 @@ class Worker:
 
 
 @pytest.fixture(scope="session")
-def worker_env(django_db_setup, django_db_blocker, tmp_path_factory):
-    if settings.EMBEDDED_BROKER:
-        from console import embedded
+def embedded_broker():
+    """The bundled Redis when nothing names one: started once for the session (unless one
+    already answers on its socket) and stopped at its end — after the workers and servers
+    that use it, which depend on this — so `make test` leaves no process behind."""
+    if not settings.EMBEDDED_BROKER:
+        yield None
+        return
+    from console import embedded
 
-        embedded.start()
+    started = embedded.start()
+    yield started
+    if started is not None:
+        started.terminate()
+        try:
+            started.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            started.kill()
+            started.wait()
+
+
+@pytest.fixture(scope="session")
+def worker_env(embedded_broker, django_db_setup, django_db_blocker, tmp_path_factory):
     # The values below are already this xdist process's own (console/settings.py): the
     # children must not add the xdist suffix a second time to a queue a test chose. And a
     # worker is no web process: importing console.wsgi or console.asgi (the API fuzz test
@@ -203,6 +220,12 @@ def worker_env(django_db_setup, django_db_blocker, tmp_path_factory):
 def fresh_live_buffers():
     """Live output buffers are keyed by run id, and a new test database numbers runs from
     1 again: a buffer left by an earlier session must not show up on this one's pages."""
+    clear_live_buffers()
+
+
+def clear_live_buffers() -> None:
+    """Drop every live output buffer (also between tests where run ids repeat: on SQLite a
+    rolled-back test gives its run's id back to the next one)."""
     if not settings.LIVE_REDIS_URL:
         return
     import redis

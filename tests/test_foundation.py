@@ -56,14 +56,9 @@ def test_embedded_default_uses_sqlite_and_a_local_broker(tmp_path):
 
 
 @pytest.mark.django_db
-def test_healthz_reports_database_and_broker(client):
-    from django.conf import settings
-
-    from console import embedded
+def test_healthz_reports_database_and_broker(client, embedded_broker):
     from runs import sandbox
 
-    if settings.EMBEDDED_BROKER:
-        embedded.start()
     response = client.get("/healthz")
     assert response.status_code == 200
     assert response.json() == {

@@ -2,9 +2,9 @@
 
 Research, then two analyses in parallel, then a write-review loop that stops at a review
 score of 80, then an editor: a loop as one stage of a larger pipeline. Runs on the demo
-agent out of the box.
+agent out of the box. As a script, from the project's folder:
 
-    python -m recipes.builtin.content_pipeline "A launch post for our new API"
+    .venv/bin/python -m recipes.builtin.content_pipeline "A launch post for our new API"
 """
 
 import asyncio

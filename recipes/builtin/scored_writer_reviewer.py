@@ -4,8 +4,10 @@ A writer drafts, a reviewer scores the draft from 0 to 100 with feedback, and th
 stops once the score reaches 80 (at most five iterations). On the demo agent the score
 rises each iteration (55, 70, 85), so the loop ends on iteration 3.
 
-Start it from the console, or run this file as a script to record the same run:
-    python -m recipes.builtin.scored_writer_reviewer "Write marketing copy"
+Start it from the console, or run this file as a script to record the same run (from
+the project's folder, with the console's Python):
+
+    .venv/bin/python -m recipes.builtin.scored_writer_reviewer "Write marketing copy"
 """
 
 import asyncio

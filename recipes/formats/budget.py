@@ -10,6 +10,7 @@ limit, what is wrong. The run kernel checks it between iterations (runs.budget).
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -21,6 +22,14 @@ LABELS = {
     "iterations": "iterations",
 }
 MAX_COST = Decimal("1000000")
+
+
+def title(name: str) -> str:
+    """A limit's label at the start of a line: "Cost (USD)", "Wall-clock seconds"."""
+    label = LABELS[name]
+    return label[:1].upper() + label[1:]
+
+
 MAX_COUNT = 10**12
 
 
@@ -43,12 +52,14 @@ def _limit(name: str, value: Any) -> str | int:
         return str(amount.normalize()) if amount == amount.to_integral() else str(amount)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
         value = int(value.strip())
     if not isinstance(value, int):
-        raise ValueError(f"must be a whole number, not {value!r}")
-    if value <= 0 or value > MAX_COUNT:
-        raise ValueError("must be a whole number above 0")
+        raise ValueError(f"must be a whole number above 0, not {value!r}")
+    if value <= 0:
+        raise ValueError(f"must be a whole number above 0, not {value}")
+    if value > MAX_COUNT:
+        raise ValueError(f"must be at most {MAX_COUNT:,}")
     return value
 
 

@@ -12,6 +12,7 @@ rows (`writer`, `analysis.market`, ...) are created as the workflow calls them.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 from recipes.loader import LoadResult, Problem
@@ -137,11 +138,24 @@ def parse_python(source: str, fallback_name: str = "") -> LoadResult:
     title, _, rest = doc.partition("\n")
     spec = PythonSpec(
         name=title.strip()[:200] or fallback_name,
-        description=rest.strip(),
+        description=unwrap(rest.strip()),
         source=source,
         budget=budget,
     )
     return LoadResult(kind="python", spec=spec)
+
+
+def unwrap(text: str) -> str:
+    """A docstring's paragraphs without the line breaks it was wrapped at (the recipe list
+    shows a description as running text); an indented block, such as a command to copy,
+    is kept as it is."""
+    blocks = re.split(r"\n[ \t]*\n", text)
+    return "\n\n".join(
+        block
+        if any(line[:1] in (" ", "\t") for line in block.splitlines())
+        else " ".join(line.strip() for line in block.splitlines())
+        for block in blocks
+    )
 
 
 def _module_budget(tree: ast.Module) -> tuple[dict, list[Problem]]:

@@ -22,9 +22,11 @@ def status_of(run: Run) -> dict:
     if spec is not None and state.current:
         try:
             found = spec.step(state.current)
-            step = {"id": found.id, "kind": found.kind}
+            step = {"id": found.id, "kind": found.kind, "sets_status": ""}
+            if found.kind == "loop.status":
+                step["sets_status"] = getattr(found, "status", "") or ""
         except KeyError:
-            step = {"id": state.current, "kind": "?"}
+            step = {"id": state.current, "kind": "?", "sets_status": ""}
     policy = spec.policy if spec is not None else None
     started = row is not None and (row.queued_at is not None or bool(state.current))
     sessions = [

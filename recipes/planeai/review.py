@@ -124,6 +124,16 @@ def push(repository: str, branch: str) -> str:
 # --- merging --------------------------------------------------------------------------------
 
 
+class AlreadyMerged(Conflict):
+    """A second merge of a review request (a double-click, a stale page): nothing is done;
+    the page says who merged it and when."""
+
+    def __init__(self, review: ReviewRequest):
+        self.review = review
+        when = timezone.localtime(review.merged_at).strftime("%Y-%m-%d %H:%M:%S")
+        super().__init__(f"Already merged by {review.merged_by_name} at {when}.")
+
+
 def merge(run_id: int, actor: Actor) -> ReviewRequest:
     """A person merges the run's review request into its target branch."""
     if actor.person is None or actor.surface != "console":
@@ -135,8 +145,7 @@ def merge(run_id: int, actor: Actor) -> ReviewRequest:
         if run is None or review is None:
             raise NotFound(f"Run {run_id} has no review request.")
         if not review.is_open:
-            when = timezone.localtime(review.merged_at).strftime("%Y-%m-%d %H:%M:%S")
-            raise Conflict(f"Already merged by {review.merged_by_name} at {when}.")
+            raise AlreadyMerged(review)
         try:
             commit = _merge(review, actor)
         except git.GitError as exc:
@@ -175,6 +184,7 @@ def _record_merge(run: Run, review: ReviewRequest, actor: Actor, commit: str) ->
         by=actor.name,
         surface=actor.surface,
     )
+    run.merged(actor)  # the header, the runs list, the inbox and `loop status` say merged
 
 
 def _merge(review: ReviewRequest, actor: Actor) -> str:

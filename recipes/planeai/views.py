@@ -26,8 +26,22 @@ from .queries import handoffs_of, status_of
 GATE_LOG_SHOWN = 100_000
 
 
+# A run that ended well: what its last step left in runtime.last_error is history, not a
+# problem to show.
+SUCCEEDED = {
+    Run.Status.APPROVED,
+    Run.Status.MERGED,
+    Run.Status.COMPLETED,
+    Run.Status.COMPLETED_UNREVIEWED,
+}
+
+
 def part_context(run: Run) -> dict:
-    return {"machine": status_of(run), "handoffs": handoffs_of(run)}
+    return {
+        "machine": status_of(run),
+        "handoffs": handoffs_of(run),
+        "last_error_matters": run.status not in SUCCEEDED,
+    }
 
 
 @require_GET
@@ -98,14 +112,20 @@ def review_merge(request, run_id):
         raise PermissionDenied from None
     except services.NotFound:
         raise Http404("No review request.") from None
+    except reviews.AlreadyMerged as exc:
+        if exc.review.merged_by_id == request.user.pk:  # your own merge, sent twice: done
+            messages.success(request, _merged_words(exc.review))
+        else:
+            messages.warning(request, str(exc))
     except services.ServiceError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(
-            request,
-            f"Merged {merged.branch} into {merged.target_branch} ({merged.merge_commit[:10]}).",
-        )
+        messages.success(request, _merged_words(merged))
     return redirect("run_review", run_id)
+
+
+def _merged_words(review) -> str:
+    return f"Merged {review.branch} into {review.target_branch} ({review.merge_commit[:10]})."
 
 
 @require_POST

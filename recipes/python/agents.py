@@ -90,7 +90,7 @@ class Agent(Runnable):
         node_id = ".".join(scope.path) or self.name
         instructions = scope.host.forked_prompt(node_id, scope.iteration) or self.instructions
         prompt = render_prompt(instructions, context, scope.iteration)
-        return await scope.host.call(self, scope, prompt)
+        return await scope.host.call(self, scope, prompt, feedback=context.feedback)
 
     def parse(self, payload) -> object:
         """Turn a validated payload into the output type; a mismatch fails the agent."""

@@ -59,7 +59,7 @@ class DirectHost:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir, self._made_workdir = None, False
 
-    async def call(self, agent: Agent, scope: Scope, prompt: str):
+    async def call(self, agent: Agent, scope: Scope, prompt: str, feedback: str = ""):
         def work():
             on_chunk = self.on_output or (lambda chunk: None)
             return call_provider(

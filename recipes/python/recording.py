@@ -159,12 +159,14 @@ class RecordingHost:
 
     # --- agent calls ----------------------------------------------------------------
 
-    async def call(self, agent: Agent, scope: Scope, prompt: str) -> AgentResult:
-        return await in_thread(self._call, agent, scope, prompt)
+    async def call(self, agent: Agent, scope: Scope, prompt: str, feedback="") -> AgentResult:
+        return await in_thread(self._call, agent, scope, prompt, feedback)
 
-    def _call(self, agent: Agent, scope: Scope, prompt: str) -> AgentResult:
+    def _call(self, agent: Agent, scope: Scope, prompt: str, feedback="") -> AgentResult:
         node_id = node_id_for(agent, scope)
-        began = self._begin(agent, node_id, scope, prompt)
+        # The feedback a person gave at the gate before this iteration: the call's card shows
+        # it ("Feedback that started it"), as a YAML loop's iteration does.
+        began = self._begin(agent, node_id, scope, prompt, feedback)
         if began is HELD_BY_BUDGET:
             # The run stopped before this call; a resume sends the workflow node back to a
             # worker, whose replay reaches this call again.
@@ -199,7 +201,7 @@ class RecordingHost:
         self._call_done(it, result, stream)
         return result
 
-    def _begin(self, agent: Agent, node_id: str, scope: Scope, prompt: str):
+    def _begin(self, agent: Agent, node_id: str, scope: Scope, prompt: str, feedback=""):
         with transaction.atomic():
             run = lock_run(self.run.pk, with_recipe=False)
             if run.is_terminal:
@@ -222,7 +224,7 @@ class RecordingHost:
             if it is None:
                 if not self._budget_allows(run):
                     return HELD_BY_BUDGET
-                it = row.start_iteration(run, scope.iteration, here=True)
+                it = row.start_iteration(run, scope.iteration, here=True, feedback=feedback)
             # Else an earlier execution died in this call (this one holds the workflow
             # node now): the claim below takes the iteration over and the call is made again.
             if not Iteration.objects.claim(it, prompt, None, leased=False, take_over=True):

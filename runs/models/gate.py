@@ -138,6 +138,14 @@ class Gate(models.Model):
         return self.iteration.number if self.iteration_id else None
 
     @property
+    def decision_label(self) -> str:
+        """The chosen decision as its button said it ("Hold"), else its id."""
+        for choice in self.decisions or []:
+            if isinstance(choice, dict) and choice.get("id") == self.decision:
+                return choice.get("label") or self.decision
+        return self.decision
+
+    @property
     def decider(self) -> str:
         """Who decided (or cancelled) this gate, the same words on every surface."""
         if self.decided_by_name:
@@ -233,6 +241,7 @@ class Gate(models.Model):
             surface=actor.surface,
             comment=comment,
             decision=decision,
+            iteration=self.iteration_number,
         )
         return status
 

@@ -22,6 +22,8 @@ class Run(models.Model):
         VERIFYING = "verifying"
         COMPLETED_UNREVIEWED = "completed_unreviewed"
         APPROVED = "approved"
+        # A finished step-machine run whose review request a person merged.
+        MERGED = "merged"
 
     TERMINAL = {
         Status.COMPLETED,
@@ -29,6 +31,7 @@ class Run(models.Model):
         Status.CANCELLED,
         Status.COMPLETED_UNREVIEWED,
         Status.APPROVED,
+        Status.MERGED,
     }
     ACTIVE = {
         Status.PENDING,
@@ -55,6 +58,7 @@ class Run(models.Model):
         Status.VERIFYING: "working: checking the result",
         Status.COMPLETED_UNREVIEWED: "finished; no person has reviewed the result yet",
         Status.APPROVED: "every check passed; ready for a person to merge",
+        Status.MERGED: "finished; a person merged its review request",
         Status.BUDGET_EXCEEDED: "stopped at a limit of its budget; an operator can raise it and resume",
     }
 
@@ -68,6 +72,9 @@ class Run(models.Model):
     started_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Who started it as every surface says it: the account, or one without a person
+    # ("cli (alice)", "script"); a child run says its parent's.
+    started_by_name = models.CharField(max_length=150, blank=True)
     rerun_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns"
     )
@@ -115,6 +122,7 @@ class Run(models.Model):
                         "completed",
                         "completed_unreviewed",
                         "failed",
+                        "merged",
                     ]
                 ),
             ),
@@ -129,6 +137,11 @@ class Run(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in self.TERMINAL
+
+    @property
+    def starter(self) -> str:
+        """Who started it, as the header and the runs list say it."""
+        return self.started_by_name or (self.started_by.get_username() if self.started_by else "")
 
     @property
     def status_meaning(self) -> str:
@@ -215,7 +228,8 @@ class Run(models.Model):
         if status == self.Status.RUNNING and not self.started_at:
             self.started_at = fields["started_at"] = now
         if status in self.TERMINAL:
-            self.finished_at = fields["finished_at"] = now
+            if previous not in self.TERMINAL or not self.finished_at:  # merged keeps its end
+                self.finished_at = fields["finished_at"] = now
         else:
             self.finished_at = fields["finished_at"] = None
         if error is not None:
@@ -295,6 +309,12 @@ class Run(models.Model):
             self.Status.CANCELLED, error=error or text, by=actor.name, surface=actor.surface
         )
         return text
+
+    def merged(self, actor, **data) -> None:
+        """A person merged this finished run's review request: it ends merged (its finish
+        time stays the run's own)."""
+        if self.status in (self.Status.APPROVED, self.Status.COMPLETED_UNREVIEWED):
+            self.set_status(self.Status.MERGED, by=actor.name, surface=actor.surface, **data)
 
     def reopen(self, actor, **data) -> None:
         """A failed or cancelled run runs again (resume): running, its error cleared."""

@@ -116,3 +116,19 @@ def status_meaning(status):
     from runs.models import Run
 
     return Run.MEANINGS.get(status, "")
+
+
+@register.simple_tag
+def labelled_inputs(run):
+    """The run's inputs as (label, value), labelled as its start form labels them (a
+    declared input's `label`, else its name)."""
+    from runs.executor.spec import SpecError, spec_for
+
+    try:
+        declared = dict(getattr(spec_for(run), "inputs", None) or {})
+    except SpecError:
+        declared = {}
+    return [
+        (getattr(declared.get(name), "label", None) or name, value)
+        for name, value in (run.inputs or {}).items()
+    ]

@@ -2,8 +2,9 @@
 // outside the chart fragment that live refreshes replace, and the chart is redrawn through
 // the page's one refresher (#chart-refresh), which the live stream also triggers. Its
 // requests run one after another and read the kept choice, so a refresh that was already
-// on its way with the old choice cannot undo the new one. Without JavaScript the chart's
-// own form submits the choice with the page.
+// on its way with the old choice cannot undo the new one; the address keeps it as well, so
+// a reload shows the same chart. Without JavaScript the chart's own form submits the choice
+// with the page.
 (function () {
   "use strict";
   document.addEventListener("change", function (event) {
@@ -20,6 +21,10 @@
       kept.appendChild(input);
     }
     input.value = select.value;
+    // The choice is in the address too: a reload, a bookmark or a shared link keeps it.
+    var address = new URL(window.location.href);
+    address.searchParams.set(select.name, select.value);
+    window.history.replaceState(window.history.state, "", address.toString());
     window.htmx.trigger(refresher, "chart-metric");
   });
 })();

@@ -23,15 +23,42 @@
     var written = textarea.value.trim() !== "";
     button.textContent = written ? button.dataset.labelWithFeedback : button.dataset.labelEmpty;
   }
-  document.addEventListener("input", function (event) {
-    if (event.target.matches && event.target.matches("[data-gate-feedback]")) {
-      relabel(event.target);
+  // A box with a limit (data-limit, the server's) counts what is typed, as the server counts
+  // it (characters, a line break as one). Over the limit it says so; the text is never cut:
+  // sent as it is, the server refuses it with its message and gives it back.
+  function count(textarea) {
+    var counter = document.getElementById(textarea.getAttribute("aria-describedby") || "");
+    var limit = parseInt(textarea.dataset.limit, 10);
+    if (!counter || !counter.hasAttribute("data-limit-counter") || !limit) return;
+    var length = Array.from(textarea.value).length;
+    var over = length - limit;
+    var say = function (n) { return n.toLocaleString("en-US"); };
+    if (!length) {
+      counter.textContent = "Up to " + say(limit) + " characters.";
+    } else if (over > 0) {
+      counter.textContent = say(length) + " of " + say(limit) + " characters: " + say(over) +
+        " too many. Shorten it; as it is, the gate refuses it.";
+    } else {
+      counter.textContent = say(length) + " of " + say(limit) + " characters.";
     }
+    counter.classList.toggle("over-limit", over > 0);
+    textarea.classList.toggle("over-limit", over > 0);
+  }
+  document.addEventListener("input", function (event) {
+    var target = event.target;
+    if (!target.matches) return;
+    if (target.matches("[data-gate-feedback]")) relabel(target);
+    if (target.matches("textarea[data-limit]")) count(target);
   });
-  // A browser may restore typed text after a back/forward navigation.
-  document.addEventListener("DOMContentLoaded", function () {
-    document.querySelectorAll("[data-gate-feedback]").forEach(relabel);
-  });
+  function refresh(scope) {
+    scope.querySelectorAll("[data-gate-feedback]").forEach(relabel);
+    scope.querySelectorAll("textarea[data-limit]").forEach(count);
+  }
+  // A browser may restore typed text after a back/forward navigation; a refused decision
+  // comes back with its text in the box.
+  document.addEventListener("DOMContentLoaded", function () { refresh(document); });
+  // After the settle: htmx then puts back the classes the server rendered.
+  document.addEventListener("htmx:afterSettle", function () { refresh(document); });
   // A live refresh that brings the same gate in the same state changes nothing a reviewer
   // could want, and would wipe what they typed and close an open "Reject…": keep the panel.
   // A form's own answer (a POST: a notice, an error) always replaces it.

@@ -14,12 +14,17 @@
   function items() {
     return Array.prototype.slice.call(document.querySelectorAll("[data-gate-item]"));
   }
-  function say(text) {
+  var fading = null;
+  // What a key did, shown at the bottom of the window and read by screen readers. It stays
+  // while a second `a` is awaited; anything else fades after a few seconds.
+  function say(text, keep) {
     var status = document.getElementById("keys-status");
     if (!status) return;
+    window.clearTimeout(fading);
     status.textContent = "";
     // A fresh text node, so the same words twice are still announced.
     window.setTimeout(function () { status.textContent = text; }, 30);
+    if (!keep && text) fading = window.setTimeout(function () { status.textContent = ""; }, 6000);
   }
   function selected() {
     return document.querySelector("[data-gate-item].selected");
@@ -31,6 +36,7 @@
       el.classList.remove("selected");
       el.removeAttribute("aria-current");
     });
+    if (armed) say("");  // a first `a` no longer stands once another gate is chosen
     armed = null;
     if (!item) return;
     item.classList.add("selected");
@@ -74,7 +80,7 @@
     }
     if (item.dataset.gatePage && armed !== item) {
       armed = item;
-      say("Press a again to accept " + (item.getAttribute("aria-label") || "this gate") + ".");
+      say("Press a again to accept " + (item.getAttribute("aria-label") || "this gate") + ".", true);
       return;
     }
     armed = null;

@@ -4,15 +4,9 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from recipes.models import Recipe
+from tests import find_chromium
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+pytestmark = pytest.mark.browser
 
 GOOD = "name: hello\nnodes:\n  - id: greet\n    bash: echo hello\n"
 BROKEN = GOOD + "  - id: again\n    depends_on: [nowhere]\n    bash: echo again\n"
@@ -23,9 +17,13 @@ def page(live_server, monkeypatch):
     # Playwright's sync API runs an event loop in this thread; the ORM calls made by the
     # test around it are still plain synchronous ones.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    try:
+        executable = find_chromium.executable()
+    except find_chromium.NoChromium as exc:
+        pytest.fail(str(exc), pytrace=False)
     with sync_playwright() as p:
         browser = p.chromium.launch(
-            executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS
+            executable_path=executable, headless=True, args=find_chromium.ARGS
         )
         page = browser.new_page()
         page.csp_errors = []

@@ -1,4 +1,4 @@
-"""Chromium (Debian's, driven by Playwright) against the console served by uvicorn — the
+"""Chromium (the machine's, found by tests/find_chromium.py, driven by Playwright) against the console served by uvicorn — the
 same ASGI server `make run` uses, so the live stream is tested as users get it — with a
 real worker behind it (`console_server`, in tests/conftest.py)."""
 
@@ -8,21 +8,14 @@ import os
 
 import pytest
 
+from tests import find_chromium
 from tests.conftest import ROOT
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make
 # in between are ordinary blocking calls.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+CHROMIUM_ARGS = find_chromium.ARGS
 SCREENSHOTS = ROOT / "test-output" / "screenshots"
 
 
@@ -30,13 +23,17 @@ SCREENSHOTS = ROOT / "test-output" / "screenshots"
 def chromium():
     from playwright.sync_api import expect, sync_playwright
 
+    try:
+        executable = find_chromium.executable()
+    except find_chromium.NoChromium as exc:
+        pytest.fail(str(exc), pytrace=False)
     # Other suites may share the machine: give the worker and the live stream time (an
     # expectation returns as soon as it holds).
     expect.set_options(timeout=60_000)
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+            executable_path=executable, headless=True, args=CHROMIUM_ARGS
         )
         yield browser
         browser.close()

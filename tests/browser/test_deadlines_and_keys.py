@@ -139,7 +139,16 @@ def test_the_gate_keys_in_the_inbox(live_worker, make_recipe, operator, console_
 
     # `a` asks once more in the inbox (the iteration is not on screen), then accepts.
     page.keyboard.press("a")
-    expect(page.locator("#keys-status")).to_contain_text("Press a again to accept")
+    status = page.locator("#keys-status")
+    expect(status).to_contain_text("Press a again to accept")
+    # Seen, not only read aloud: on screen, inside the window, readable.
+    expect(status).to_be_visible()
+    box = status.bounding_box()
+    viewport = page.viewport_size
+    assert box["width"] > 100 and box["height"] > 10
+    assert 0 <= box["x"] and box["x"] + box["width"] <= viewport["width"]
+    assert 0 <= box["y"] and box["y"] + box["height"] <= viewport["height"]
+    screenshot(page, "keys-press-a-again")
     first_gate.refresh_from_db()
     assert first_gate.is_pending
     page.keyboard.press("a")
@@ -189,6 +198,7 @@ def test_the_gate_keys_on_a_run_page(live_worker, bundled, operator, console_ser
     # With feedback written, `a` would not accept: it says so and sends nothing.
     page.keyboard.press("a")
     expect(page.locator("#keys-status")).to_contain_text("Feedback is written")
+    expect(page.locator("#keys-status")).to_be_visible()
     gate = services.pending_gate(run)
     assert gate is not None and gate.iteration_number == 1
 

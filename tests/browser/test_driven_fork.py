@@ -5,6 +5,7 @@ one the fork ran with that feedback (loops/forking.py)."""
 import re
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from loops.models import Loop
@@ -48,3 +49,15 @@ def test_fork_a_driven_run_from_a_pipeline_step(
     screenshot(page, "driven-fork-run")
     loop = Loop.objects.get(run=fork)
     assert loop.iterations.get(number=2).feedback == "Say who it is for."
+    # The loop that went on is the fork's: it started with the fork, and lasted no longer.
+    fork.refresh_from_db()
+    assert loop.started_at >= fork.created_at
+    assert loop.duration <= fork.finished_at - fork.created_at
+    page.goto(console_server + f"/loops/{loop.pk}/")
+    started = timezone.localtime(loop.started_at).strftime("%Y-%m-%d %H:%M:%S")
+    expect(page.locator(".facts")).to_contain_text(started)
+    # One "Loop N" on its own page: the history below does not repeat the loop's card.
+    expect(page.get_by_text(f"Loop {loop.pk}", exact=True)).to_have_count(1)
+    page.goto(console_server + "/loops/")
+    row = page.locator("tr", has=page.locator(f"a[href='/loops/{loop.pk}/']"))
+    expect(row).to_contain_text(timezone.localtime(loop.started_at).strftime("%Y-%m-%d %H:%M"))

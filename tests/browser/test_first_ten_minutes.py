@@ -109,6 +109,14 @@ def test_first_ten_minutes(
         gate.locator("button:has-text('Ship it')").click()
         expect(page.locator("#run-header .badge").first).to_have_text("completed")
         wait_run(run, "completed")
+        # The gate's own page (where notifications link): the keys above the decision, what
+        # was decided in the button's words (not "accepted"), and where the run stands now.
+        walk.go(f"/runs/{run.pk}/gates/{run.gates.get().pk}/", "gate-page-decided")
+        expect(page.locator("#gate-panel .decision")).to_contain_text("decided Ship it by ada")
+        expect(page.locator("#gate-panel .decision .badge")).to_have_text("decided")
+        expect(page.locator(".run-now")).to_contain_text(f"Run {run.pk} is now completed")
+        keys = page.locator(".keys-bar").bounding_box()
+        assert keys["y"] < page.locator("#gate-panel").bounding_box()["y"]
 
         # Another approval, rejected with a reason; the reason stays on the run.
         run = walk.start("release-approval", f"rejected release by {width}")
@@ -117,10 +125,18 @@ def test_first_ten_minutes(
         gate.locator("textarea[name=reason]").fill("the changelog is incomplete")
         walk.shot("gate-reject")
         gate.locator("button:has-text('Reject')").click()
+        expect(gate.locator(".notice")).to_have_text("Rejected at decide.")
         wait_run(run, "failed")
         page.reload()
-        expect(page.locator("body")).to_contain_text("the changelog is incomplete")
+        # The reason is said once, in the run's header; the decision points there.
+        reason = "the changelog is incomplete"
+        expect(page.locator("#run-header .error")).to_contain_text(reason)
+        expect(gate).not_to_contain_text(reason)
+        expect(gate).to_contain_text("the reason is at the top of the page")
+        expect(page.locator("#run-nodes")).not_to_contain_text(reason)
         walk.shot("gate-rejected")
+        walk.go(f"/runs/{run.pk}/gates/{run.gates.get().pk}/", "gate-page-rejected")
+        expect(page.locator(".run-now")).to_contain_text(f"Run {run.pk} is now failed")
 
         # Cancel one run that waits at a gate; the page asks first.
         run = walk.start("release-approval", f"cancelled release by {width}")

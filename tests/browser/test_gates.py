@@ -165,3 +165,47 @@ def test_a_live_refresh_keeps_what_the_reviewer_typed(
     expect(page.locator("#gate-panel")).to_contain_text("iteration 2")
     expect(page.locator("[data-gate-feedback]")).to_have_value("")
     wait_run(run, "paused")
+
+
+def test_feedback_over_the_limit_is_counted_and_refused_never_cut(
+    live_worker, bundled, operator, console_server, page
+):
+    """A paste longer than the limit is neither cut nor sent silently: the counter says it
+    is too long, the gate refuses it with its message and gives the whole text back."""
+    run = services.start_run(
+        bundled["guided-refine"], actor=Actor.operator(operator, "console"), message="long"
+    )
+    wait_run(run, "paused")
+    log_in(page, console_server, "otto")
+    page.goto(console_server + run.get_absolute_url())
+    feedback = page.locator("[data-gate-feedback]")
+    counter = page.locator("#gate-panel .gate-form [data-limit-counter]")
+    expect(counter).to_have_text("Up to 100,000 characters.")
+    feedback.fill("Shorter, please.")
+    expect(counter).to_have_text("16 of 100,000 characters.")
+
+    feedback.fill("x" * 100_001)
+    length = "document.querySelector('[data-gate-feedback]').value.length"
+    assert page.evaluate(length) == 100_001
+    expect(counter).to_have_text(
+        "100,001 of 100,000 characters: 1 too many. Shorten it; as it is, the gate refuses it."
+    )
+    expect(counter).to_have_class(re.compile("over-limit"))
+    screenshot(page, "feedback-over-the-limit")
+    page.locator("[data-gate-primary]").click()
+    expect(page.locator("#gate-panel .notice")).to_contain_text(
+        "Feedback is limited to 100,000 characters; this has 100,001."
+    )
+    expect(page.locator("#gate-panel .notice")).to_contain_text("The gate is still waiting.")
+    assert page.evaluate(length) == 100_001  # given back whole
+    expect(counter).to_contain_text("1 too many")
+    expect(counter).to_have_class(re.compile("over-limit"))  # still marked, after the swap
+    gate = run.gates.get()
+    assert gate.status == "pending"
+
+    feedback.fill("x" * 100_000)
+    expect(counter).to_have_text("100,000 of 100,000 characters.")
+    page.locator("[data-gate-primary]").click()
+    expect(page.locator("#gate-panel")).to_contain_text("iteration 2")
+    gate.refresh_from_db()
+    assert gate.status == "iterated" and len(gate.comment) == 100_000

@@ -142,6 +142,14 @@ def test_the_convergence_chart_grows_live(live_worker, make_recipe, operator, co
     expect(chart.locator("figcaption")).to_contain_text("score per iteration")
     expect(chart.locator("circle.dot")).to_have_count(1)
     expect(chart.locator(".chart-last")).to_have_text("55")
+    expect(chart.locator("text.tick", has_text="#")).to_have_text(["#1"])  # not "#1 … #1"
+    # One point is no line: the inbox draws no sparkline for it yet.
+    page.goto(console_server + "/")
+    gate_row = page.locator("#inbox tr", has_text=f"Run {run.pk}")
+    expect(gate_row).to_contain_text("draft")
+    expect(gate_row.locator("svg[data-sparkline]")).to_have_count(0)
+    page.goto(console_server + run.get_absolute_url())
+    mark_page(page)
 
     for count, score in ((2, "70"), (3, "85")):
         page.locator("[data-gate-feedback]").fill(f"Better, please ({count})")
@@ -158,6 +166,11 @@ def test_the_convergence_chart_grows_live(live_worker, make_recipe, operator, co
     expect(chart.locator("circle.dot")).to_have_count(4)
     expect(chart.locator("figcaption")).to_contain_text("tokens per iteration")
     screenshot(page, "chart-live")
+    # The choice is in the address: a reload keeps it.
+    assert "metric-draft=tokens" in page.url
+    page.reload()
+    expect(chart.locator("figcaption")).to_contain_text("tokens per iteration")
+    expect(page.locator("[data-chart-metric]")).to_have_value("tokens")
 
     # The inbox draws a sparkline beside the loop waiting at its gate.
     page.goto(console_server + "/")

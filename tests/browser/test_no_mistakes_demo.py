@@ -4,8 +4,10 @@ the review request merged by a person; the target branch then has the fix. At la
 phone width: no script error, nothing scrolls sideways on the phone, the Merge button within
 reach, and a screenshot of every stop in test-output/screenshots/."""
 
+import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,13 +16,14 @@ from playwright.sync_api import expect
 from runs.models import ReviewRequest, Run
 from tests.browser.conftest import log_in, mark_page, still_same_page
 from tests.browser.test_first_ten_minutes import WIDTHS, Walk
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.mark.parametrize("width", list(WIDTHS))
 def test_the_no_mistakes_demo_from_the_start_form_to_the_merge(
-    width, live_worker, bundled, operator, console_server, chromium
+    width, live_worker, worker_env, bundled, operator, console_server, chromium
 ):
     w, h = WIDTHS[width]
     context = chromium.new_context(viewport={"width": w, "height": h}, is_mobile=width == "phone")
@@ -28,7 +31,7 @@ def test_the_no_mistakes_demo_from_the_start_form_to_the_merge(
     page = context.new_page()
     walk = Walk(page, console_server, width)
     try:
-        _walk_to_the_merge(page, walk, console_server, operator)
+        _walk_to_the_merge(page, walk, console_server, operator, worker_env)
     finally:
         context.close()
     assert not walk.errors, walk.errors
@@ -42,7 +45,7 @@ def within_reach(page, locator) -> None:
     assert box and box["x"] >= 0 and box["x"] + box["width"] <= page.viewport_size["width"]
 
 
-def _walk_to_the_merge(page, walk, console_server, operator):
+def _walk_to_the_merge(page, walk, console_server, operator, worker_env):
     log_in(page, console_server, "otto")
     page.goto(console_server + "/recipes/no-mistakes-demo/start/")
     page.click("button:has-text('Create a demo repository')")
@@ -80,10 +83,55 @@ def _walk_to_the_merge(page, walk, console_server, operator):
     expect(logs.first).to_contain_text("FAILED (failures=1)")
     within_reach(page, page.locator("[data-merge]"))
     walk.shot("no-mistakes-review")
-    page.click("[data-merge]")
+    # A double-click merges once and says so: no "Already merged" error for one's own merge.
+    page.dblclick("[data-merge]")
     expect(page.locator(".decision")).to_contain_text("Merged into main by otto")
+    expect(page.locator(".messages .notice.success")).to_contain_text(
+        "Merged feature/greeting into main"
+    )
+    expect(page.locator(".messages .notice.error")).to_have_count(0)
+    expect(page.locator(".messages")).not_to_contain_text("Already merged")
     walk.shot("no-mistakes-merged")
 
+    # The run says merged everywhere, not "ready for a person to merge".
+    page.goto(console_server + run.get_absolute_url())
+    expect(page.locator("#run-header .badge").first).to_have_text("merged")
+    expect(page.locator("#step-machine")).to_contain_text("a person merged its review request")
+    for now in ("#run-header", "#step-machine"):  # (the event log keeps what was said then)
+        expect(page.locator(now)).not_to_contain_text("ready for a person to merge")
+    page.locator("details.events summary").click()
+    expect(page.locator("#event-log")).to_contain_text(
+        "otto merged the review request: the run is done."
+    )
+    page.goto(console_server + "/runs/")
+    expect(page.locator(f"tr:has(a[href='/runs/{run.pk}/']) .badge")).to_have_text("merged")
+    page.goto(console_server + "/")
+    chip = page.locator(".counts a[href$='?status=merged']")
+    expect(chip.locator(".count")).to_have_text("1")
+    expect(page.locator(".counts a[href$='?status=approved'] .count")).to_have_text("0")
+    expect(page.locator("#inbox")).not_to_contain_text("Review and merge")
+    status = subprocess.run(
+        [sys.executable, "manage.py", "loop", "status", str(run.pk), "--json"],
+        cwd=ROOT,
+        env=worker_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert status.returncode == 0, status.stderr
+    said = json.loads(status.stdout)
+    assert (said["status"], said["meaning"]) == (
+        "merged",
+        "finished; a person merged its review request",
+    )
+
+    merges = subprocess.run(
+        ["git", "log", "--merges", "--format=%s", "main"],
+        cwd=repository,
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
+    assert len(merges) == 1, merges  # the double-click merged once
     fixed = subprocess.run(
         ["git", "show", "main:greeting.py"], cwd=repository, capture_output=True, text=True
     ).stdout

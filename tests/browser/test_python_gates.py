@@ -33,6 +33,18 @@ def decide_feedback_then_accept(page, run: Run) -> None:
     expect(panel).to_contain_text("iteration 2")
     expect(page.locator("#run-header .badge").first).to_have_text("paused")
     assert "MORE-PUNCH" in Iteration.objects.get(run=run, node_id="writer", number=2).prompt
+    # The iteration the feedback started says so on its card, as a YAML loop's does.
+    second = page.locator("#timeline .iteration", has_text="writer · iteration 2")
+    expect(second.locator(".feedback")).to_contain_text("MORE-PUNCH")
+    expect(
+        page.locator("#timeline .iteration", has_text="writer · iteration 1")
+    ).not_to_contain_text("Feedback that started it")
+    # The event log says what the loop checked in words, and that the run went on.
+    page.locator("details.events summary").click()
+    log = page.locator("#event-log")
+    expect(log).to_contain_text("After iteration 1 of workflow, the stop condition was not met.")
+    expect(log).to_contain_text("The run goes on.")
+    expect(log).not_to_contain_text("Python iteration checked")
     expect(primary).to_have_text("Accept & complete")
     primary.click()
     expect(page.locator("#run-header .badge").first).to_have_text("completed")

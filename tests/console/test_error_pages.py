@@ -24,13 +24,18 @@ def test_a_user_without_a_role_is_told_which_role_and_who_grants_it(django_user_
     assert "<strong>nobody</strong> does not have it" in page
     assert "An administrator of this console can grant it" in page
     assert 'class="topbar"' in page and "Log out" in page and reverse("logout") in page
+    # Every role is named, and no button leads back to a page this account cannot open.
+    assert "<strong>recipe author with shell</strong>" in page
+    assert "Go to the inbox" not in page and "Log in with another account" in page
 
 
 def test_a_viewer_starting_a_run_is_told_operator(client, viewer, bundled):
     client.force_login(viewer)
     response = client.get(reverse("recipe_start", args=["counter-loop"]))
     assert response.status_code == 403
-    assert "needs the <strong>operator</strong> role" in response.content.decode()
+    page = response.content.decode()
+    assert "needs the <strong>operator</strong> role" in page
+    assert "Go to the inbox" in page  # which a viewer can open
 
 
 def test_404_is_in_the_console_layout(client, viewer):

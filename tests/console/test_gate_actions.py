@@ -33,6 +33,15 @@ def test_feedback_iterates_with_the_feedback(client, operator, gated_run):
     assert nxt.feedback == "shorter, please" and nxt.after_gate
 
 
+def test_a_line_break_counts_once_as_the_page_counts_it(client, operator, gated_run):
+    """Browsers send a textarea's line breaks as CRLF: feedback of 90,000 characters as
+    typed (120,000 as sent) is within the limit, and is kept with plain newlines."""
+    run, gate = gated_run
+    login(client, operator).post(approve_url(run, gate), {"comment": "ab\r\n" * 30_000})
+    gate.refresh_from_db()
+    assert gate.status == "iterated" and gate.comment == ("ab\n" * 30_000).strip()
+
+
 def test_no_completion_and_no_feedback_iterates(client, operator, guided_run):
     run, row = guided_run
     row.iteration_count = 1
@@ -162,7 +171,9 @@ def test_feedback_over_the_limit_is_refused_and_the_gate_keeps_waiting(
     gate.refresh_from_db()
     run.refresh_from_db()
     assert gate.status == "pending" and run.status == "paused"
-    assert 'maxlength="100000"' in body and "Up to 100,000 characters." in body
+    # The box has no maxlength (it would cut a paste silently): a counter, and this refusal.
+    assert "maxlength" not in body and 'data-limit="100000"' in body
+    assert "this has 100,001." in body
     if htmx:  # what was typed comes back in its box
         assert too_long in body
 
@@ -171,7 +182,7 @@ def test_a_reject_reason_over_the_limit_is_refused(client, operator, gated_run):
     run, gate = gated_run
     url = reverse("gate_reject", args=[run.pk, gate.pk])
     response = login(client, operator).post(url, {"reason": "x" * 100_001}, follow=True)
-    assert "Feedback is limited to 100,000 characters" in response.content.decode()
+    assert "A reason is limited to 100,000 characters" in response.content.decode()
     gate.refresh_from_db()
     assert gate.status == "pending"
 

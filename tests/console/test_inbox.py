@@ -20,6 +20,17 @@ def test_inbox_lists_waiting_gates_and_counts(client, viewer, gated_run, approva
     assert 'badge-paused">paused</span> <span class="count">2</span>' in body
 
 
+def test_an_empty_inbox_points_a_newcomer_at_the_recipes(client, viewer):
+    body = login(client, viewer).get(reverse("inbox")).content.decode()
+    assert "Nothing is waiting for you." in body
+    assert f'<a href="{reverse("recipe_list")}">Recipes</a> and press <strong>Start run' in body
+
+
+def test_the_pointer_goes_once_there_are_runs(client, viewer, guided_run):
+    body = login(client, viewer).get(reverse("inbox")).content.decode()
+    assert "No run yet" not in body
+
+
 def test_running_runs_show_loop_progress(client, viewer, guided_run):
     run, row = guided_run
     row.iteration_count = 2

@@ -40,7 +40,7 @@ def test_detail_shows_source_graph_and_versions(client, viewer, bundled):
         .get(reverse("recipe_detail", args=["writer-reviewer"]))
         .content.decode()
     )
-    assert 'id="L1"' in body and "name: writer-reviewer" in body
+    assert 'id="L1"' in body and "name: Writer and reviewer" in body
     assert "draft-loop" in body and "Body, repeated each iteration" in body
     assert '<code class="node-id">review</code>' in body
     assert "v1" in body and "(current)" in body

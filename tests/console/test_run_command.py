@@ -23,6 +23,40 @@ def _run(*args) -> str:
     return out.getvalue()
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "status", "999999"],
+        ["loop", "status", "999999"],
+        ["recipe", "show", "no-such-recipe"],
+    ],
+    ids=["run", "loop", "recipe"],
+)
+def test_with_json_an_error_is_json_too(worker_env, command):
+    """A script that asked for --json reads one format, refusals included (the API's
+    {"detail": ...}), with a non-zero exit; without --json, the usual one line on stderr."""
+    as_json = subprocess.run(
+        [sys.executable, "manage.py", *command, "--json"],
+        cwd=ROOT,
+        env=worker_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert as_json.returncode == 1 and as_json.stderr == ""
+    detail = json.loads(as_json.stdout)["detail"]
+    assert "999999" in detail or "no-such-recipe" in detail
+    plain = subprocess.run(
+        [sys.executable, "manage.py", *command],
+        cwd=ROOT,
+        env=worker_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert plain.returncode == 1 and plain.stderr.strip() == f"CommandError: {detail}"
+
+
 def test_workdir_that_is_a_file_is_a_clear_error_not_a_traceback(worker_env, tmp_path):
     a_file = tmp_path / "notes.txt"
     a_file.write_text("x")

@@ -49,6 +49,15 @@ def test_filters_and_search(client, viewer, many_runs):
     assert f"Run {many_runs[42].pk}<" in found and f"Run {many_runs[41].pk}<" not in found
 
 
+def test_a_filter_no_run_can_match_says_so(client, viewer, many_runs):
+    client = login(client, viewer)
+    page = client.get(reverse("run_list") + "?status=bogus").content.decode()
+    assert "No run has the status “bogus”." in page
+    assert "No runs match." in page and f"Run {many_runs[0].pk}<" not in page
+    page = client.get(reverse("run_list") + "?recipe=nothing-like-it").content.decode()
+    assert "There is no recipe “nothing-like-it”." in page and "No runs match." in page
+
+
 def test_no_count_of_the_table(client, viewer, many_runs):
     client = login(client, viewer)
     client.get(reverse("run_list"))

@@ -75,6 +75,8 @@ def test_a_finished_run_without_a_loop_does_not_wait_for_iterations(client, view
     Run.objects.filter(pk=run.pk).update(status="completed", finished_at=timezone.now())
     page = _page(client, viewer, run)
     assert "No iterations yet" not in page and "This run had no loop iterations." in page
+    # No empty Convergence card either: nothing will ever be charted.
+    assert '<section id="run-chart" hidden></section>' in page and "Convergence" not in page
 
 
 def test_rerun_names_the_version_and_offers_the_current_one(client, operator, guided_run):

@@ -133,3 +133,98 @@ def test_serve_prints_the_url_once_it_answers_and_stops_everything(worker_env):
     # Not only the processes seen: every member of their process groups is gone (a pool
     # process or the beat whose leader exited first must not live on, orphaned).
     wait_for(lambda: not _members(groups), 30, message=f"processes left: {_members(groups)}")
+
+
+GATED_THEN_SLOW = """
+name: gated-then-slow
+nodes:
+  - id: check
+    approval:
+      message: Go on?
+  - id: slow
+    depends_on: [check]
+    bash: sleep 120
+"""
+
+
+class _Output:
+    """What a `serve` process prints (stdout and stderr), read as it comes."""
+
+    def __init__(self, proc):
+        import threading
+
+        self.lines: list[str] = []
+        self.readers = [
+            threading.Thread(target=self._read, args=(stream,), daemon=True)
+            for stream in (proc.stdout, proc.stderr)
+        ]
+        for reader in self.readers:
+            reader.start()
+
+    def _read(self, stream):
+        for line in iter(stream.readline, ""):
+            self.lines.append(line)
+
+    def text(self, start: int = 0) -> str:
+        return "".join(self.lines[start:])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_make_run_links_to_its_own_port_and_stops_quietly_mid_step(
+    worker_env, make_recipe, operator, tmp_path
+):
+    """`make run PORT=…` (embedded broker, no LOOP_BASE_URL): a notification's link names
+    that port, the mail is printed as it is (not as warnings), and Ctrl-C while a step runs
+    stops the worker before its broker: no traceback, no lost-broker errors."""
+    from console.models import ApiToken
+    from notifications.models import Subscription
+    from runs.models import NodeRun, Run
+
+    recipe = make_recipe(GATED_THEN_SLOW, slug="gated-then-slow")
+    Subscription.objects.create(
+        name="mail me", channel="email", recipe=recipe, email="otto@example.com"
+    )
+    _, secret = ApiToken.issue(operator, name="serve test", scope="operate")
+    held, port = _held_port()
+    held.close()
+    data = tmp_path / "data"
+    data.mkdir()
+    # Its own embedded broker (as `make run` has), on the test database.
+    env = {
+        k: v
+        for k, v in worker_env.items()
+        if k not in ("REDIS_URL", "CELERY_BROKER_URL", "LOOP_BASE_URL")
+    }
+    env.update(LOOP_DATA_DIR=str(data), LOOP_QUEUE=f"serve-port-{os.getpid()}")
+    proc = _serve(env, "--port", str(port), "--concurrency", "2")
+    out = _Output(proc)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: "running at" in out.text(), 120, message="serve to start")
+        api = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {secret}"})
+        started = api.post("/api/runs", json={"recipe": "gated-then-slow", "message": "go"})
+        assert started.status_code == 201, started.text
+        run = Run.objects.get(pk=started.json()["id"])
+        gate = wait_for(lambda: run.gates.filter(status="pending").first(), 60, message="gate")
+        link = f"{base}/runs/{run.pk}/gates/{gate.pk}/"
+        wait_for(lambda: link in out.text(), 90, message=f"the mail linking {link}")
+        assert "WARNING" not in out.text() and "celery.redirected" not in out.text()
+
+        decided = api.post(f"/api/runs/{run.pk}/approve", json={})
+        assert decided.status_code == 200, decided.text
+        wait_for(
+            lambda: NodeRun.objects.filter(run=run, node_id="slow", status="running").exists(),
+            90,
+            message="the slow step to run",
+        )
+        mark = len(out.lines)
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=120)
+        for reader in out.readers:
+            reader.join(timeout=10)
+    said = out.text(mark)
+    assert proc.returncode == 0, said
+    assert said.rstrip().endswith("stopped"), said
+    for noise in ("Traceback", "CRITICAL", "WorkerLostError", "Couldn't", "broker unreachable"):
+        assert noise not in said, said

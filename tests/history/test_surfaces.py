@@ -154,7 +154,23 @@ def test_compare_refuses_two_recipes_in_plain_words(client, bundled, viewer, ope
     login(client, viewer)
     response = client.get("/runs/compare/", {"a": ours[0].pk, "b": theirs[0].pk})
     assert response.status_code == 409
-    assert "runs of different recipes" in response.content.decode()
+    page = response.content.decode()
+    assert "runs of different recipes" in page
+    # The "To" picker offers iterations of this recipe's run only, not the refused one.
+    picker = page.split('<select name="b">', 1)[1].split("</select>", 1)[0]
+    assert f'value="{theirs[0].pk}"' not in picker
+    assert all(f'value="{it.pk}"' in picker for it in ours)
+
+
+def test_compare_says_when_neither_iteration_has_a_field(client, bundled, viewer, operator):
+    run, row, its = scored_run(bundled, operator)
+    for it in its[:2]:
+        it.structured = None
+        it.save(update_fields=["structured"])
+    login(client, viewer)
+    page = client.get("/runs/compare/", {"a": its[0].pk, "b": its[1].pk}).content.decode()
+    assert 'Structured output <span class="muted">— neither iteration has any</span>' in page
+    assert '<colgroup><col class="n"><col><col class="n"><col></colgroup>' in page
 
 
 def test_compare_api_and_cli(bundled, operator, viewer):
@@ -216,8 +232,15 @@ def test_console_pages_check_roles_and_methods(client, bundled, viewer, operator
     refused = client.post(
         f"/runs/{run.pk}/budget/", {"iterations": "three"}, HTTP_HX_REQUEST="true"
     )
-    assert "must be a whole number" in refused.content.decode()
+    assert "must be a whole number above 0, not &#x27;three&#x27;" in refused.content.decode()
     assert 'value="three"' in refused.content.decode()  # what was typed is kept
+    negative = client.post(f"/runs/{run.pk}/budget/", {"iterations": "-3"}, HTTP_HX_REQUEST="true")
+    assert "must be a whole number above 0, not -3" in negative.content.decode()
+    # The same words for a limit on the run page as on the start form, styled like any box.
+    panel = client.get(f"/runs/{run.pk}/part/budget/").content.decode()
+    assert '<label>Cost (USD) <input type="text" name="cost_usd"' in panel
+    start = client.get("/recipes/guided-refine/start/").content.decode()
+    assert '<label for="id_budget_cost_usd">Cost (USD)</label>' in start
 
 
 # --- through a worker ----------------------------------------------------------------------

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
 
@@ -21,11 +20,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def broker():
-    if settings.EMBEDDED_BROKER:
-        from console import embedded
-
-        embedded.start()
+def broker(embedded_broker):
+    return embedded_broker
 
 
 def crumbs(text: str) -> list[tuple[str, dict, str]]:

@@ -131,6 +131,23 @@ def test_deliveries_are_read_only_in_the_admin(client, admin_user, make_recipe, 
     assert sub.deliveries.count() == 1
 
 
+def test_a_subscription_s_person_is_picked_by_name(client, admin_user, viewer):
+    client.force_login(admin_user)
+    form = client.get("/admin/notifications/subscription/add/").content.decode()
+    box = form.split('name="user"', 1)[0].rsplit("<", 1)[1] + form.split('name="user"', 1)[1][:300]
+    assert box.startswith("select") and "admin-autocomplete" in box  # not a raw id box
+    found = client.get(
+        "/admin/autocomplete/",
+        {
+            "term": "ver",
+            "app_label": "notifications",
+            "model_name": "subscription",
+            "field_name": "user",
+        },
+    ).json()
+    assert [r["text"] for r in found["results"]] == ["vera"]
+
+
 def test_the_api_and_the_cli_show_the_deadline(make_recipe, in_process, viewer):
     from io import StringIO
 

@@ -56,6 +56,16 @@ def proxy_options() -> list[str]:
     return ["--proxy-headers"] if settings.BEHIND_PROXY else ["--no-proxy-headers"]
 
 
+def base_url(host: str, port: int) -> str:
+    """Where a person reaches a console listening on host:port (a wildcard address is
+    reached on this machine's loopback)."""
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 class Command(BaseCommand):
     help = "Run the web server and a worker together (and the embedded broker when no REDIS_URL)."
 
@@ -72,6 +82,10 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         host, port = options["host"], options["port"]
         listener = bind(host, port)  # before anything starts: a busy port leaves nothing behind
+        if not os.environ.get("LOOP_BASE_URL"):
+            # Links in notifications name the port this console listens on (the web server
+            # and the worker both build them); a LOOP_BASE_URL of your own is kept as it is.
+            os.environ["LOOP_BASE_URL"] = base_url(host, port)
         procs: list[tuple[str, subprocess.Popen]] = []
         stopping = False
         failed = ""
@@ -174,10 +188,22 @@ class Command(BaseCommand):
 
     @staticmethod
     def _stop_all(procs) -> None:
-        for _name, proc in reversed(procs):
+        """The web server and the worker first, then the broker they talk to: a worker whose
+        broker went away while it shut down fills the screen with tracebacks."""
+        Command._stop([p for p in procs if p[0] != "redis"])
+        Command._stop([p for p in procs if p[0] == "redis"])
+
+    @staticmethod
+    def _stop(procs) -> None:
+        for name, proc in reversed(procs):
             if proc.poll() is None:
                 try:
-                    os.killpg(proc.pid, signal.SIGTERM)
+                    if name == "worker":
+                        # Its main process alone: a warm shutdown lets a task that is about
+                        # to end finish; its pool processes are not killed under it.
+                        os.kill(proc.pid, signal.SIGTERM)
+                    else:
+                        os.killpg(proc.pid, signal.SIGTERM)
                 except ProcessLookupError:
                     pass
         deadline = time.monotonic() + STOP_TIMEOUT
@@ -185,7 +211,8 @@ class Command(BaseCommand):
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                # A worker in the middle of a task may ignore SIGTERM: no process is left behind.
+                # A task still at work (an agent, a long step) is stopped here, quietly; the
+                # sweep gives its work to a worker after the next start. Nothing is left.
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
                 except ProcessLookupError:

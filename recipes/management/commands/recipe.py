@@ -3,14 +3,15 @@
 import json
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from console.cli import JsonErrorsCommand
 from recipes.models import Recipe
 from recipes.sync import sync
 from recipes.validation import problems_dict, validate_source
 
 
-class Command(BaseCommand):
+class Command(JsonErrorsCommand):
     help = "Validate, list, show and synchronise recipes."
 
     def add_arguments(self, parser):

@@ -1,12 +1,11 @@
 """manage.py loop — step machines, driven loops and agents' tools; one module per
 subcommand in runs/loop_commands."""
 
-from django.core.management.base import BaseCommand
-
+from console.cli import JsonErrorsCommand
 from runs.loop_commands import discover
 
 
-class Command(BaseCommand):
+class Command(JsonErrorsCommand):
     help = "Loops beyond workflows: step-machine recipes, driven loops, tools for agents."
 
     def add_arguments(self, parser):

@@ -7,9 +7,10 @@ import time
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from ninja.responses import NinjaJSONEncoder
 
+from console.cli import JsonErrorsCommand
 from recipes import editing
 from recipes.models import Recipe
 from recipes.sync import slug_for
@@ -19,7 +20,7 @@ from runs.models import Run
 from runs.serializers import run_summary
 
 
-class Command(BaseCommand):
+class Command(JsonErrorsCommand):
     help = "Start and steer runs from the command line."
 
     def add_arguments(self, parser):
@@ -54,7 +55,10 @@ class Command(BaseCommand):
         helps = {
             "status": "Show a run: its nodes, progress and the gate it waits at",
             "cancel": "Cancel a run (the agent is stopped)",
-            "resume": "Resume a failed or cancelled run",
+            "resume": (
+                "Resume a failed or cancelled run: what did not finish runs again from its "
+                "start, a loop from iteration 1 (`run fork` goes on from an iteration instead)"
+            ),
             "approve": "Approve the gate a run waits at (or iterate, with --comment)",
             "reject": "Reject the gate a run waits at",
         }
