@@ -123,7 +123,10 @@ if DATABASE_URL:
             # per thread is a connection per concurrent request: the pool bounds them and
             # takes each one back when its request ends (pooling requires CONN_MAX_AGE 0).
             DATABASES["default"]["CONN_MAX_AGE"] = 0
-            DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
+            # With the pool this makes Django give it psycopg's check_connection: a pooled
+            # connection the server dropped (a restart, a failover, pg_terminate_backend) is
+            # found out before a request gets it, not by a 500.
+            DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
             options = DATABASES["default"].setdefault("OPTIONS", {})
             # Named, so `pg_stat_activity` tells the web's connections from the workers'.
             options.setdefault(

@@ -53,7 +53,7 @@ def test_serve_starts_uvicorn_without_proxy_headers_unless_behind_a_proxy(settin
 @pytest.fixture
 def served(worker_env, tmp_path, clean_counters):
     """uvicorn as `manage.py serve` starts it (BEHIND_PROXY off), on a free local port."""
-    from tests.browser.conftest import _free_port
+    from tests.conftest import _free_port
 
     assert not settings.BEHIND_PROXY
     port = _free_port()
