@@ -362,7 +362,8 @@ def _free_port() -> int:
 def console_server(worker_env, tmp_path_factory):
     """`uvicorn console.asgi:application` on a free port, on the test database."""
     port = _free_port()
-    log_path: Path = tmp_path_factory.mktemp("web") / "uvicorn.log"
+    # In the data folder (kept after the session), so a failure can be read afterwards.
+    log_path: Path = Path(settings.LOOP_DATA_DIR) / "uvicorn.log"
     log = open(log_path, "ab")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [
