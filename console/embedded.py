@@ -4,6 +4,7 @@ socket under LOOP_DATA_DIR. No server to install, and about as quick as a real R
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -56,6 +57,9 @@ def start(data_dir: Path | None = None) -> subprocess.Popen | None:
         ],
         stdin=subprocess.DEVNULL,
         start_new_session=True,
+        # Redis needs none of the console's environment; its /proc/<pid>/environ is
+        # readable by processes of the same user, so it gets no secret to show.
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
     )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

@@ -7,7 +7,8 @@ environment block, which `/proc/<pid>/environ` shows to processes of the same us
 
 `protect_process` makes the calling process non-dumpable: processes of the same user can
 then neither read its `/proc/<pid>/environ` and memory nor attach a debugger to it. The
-worker and the web server call it at start (console/celery.py, console/asgi.py).
+worker, the web server and `manage.py serve` call it at start (console/celery.py,
+console/asgi.py, console/management/commands/serve.py).
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import queue
 import re
 import threading
@@ -21,6 +20,9 @@ from dataclasses import dataclass
 from http import HTTPStatus
 
 import httpx
+from django.core.exceptions import ImproperlyConfigured
+
+from console.secrets import secret
 
 from .base import OnChunk, ProviderError
 from .policy import key_env_problem
@@ -39,7 +41,8 @@ class SseEvent:
 
 
 def api_key(provider: str, env_name: str | None, *, required: bool, kind: str | None) -> str:
-    """The key from the environment variable the configuration names (never stored)."""
+    """The key from the environment variable the configuration names, or from the file its
+    `NAME_FILE` names (never stored)."""
     if not env_name:
         if required:
             raise ProviderError(
@@ -51,11 +54,14 @@ def api_key(provider: str, env_name: str | None, *, required: bool, kind: str | 
     # stored before the rule, or a row written around the form, still cannot read a secret.
     if problem := key_env_problem(env_name, kind):
         raise ProviderError(f"provider '{provider}': api_key_env refused: {problem}")
-    value = os.environ.get(env_name, "")
+    try:
+        value = secret(env_name)
+    except ImproperlyConfigured as exc:
+        raise ProviderError(f"provider '{provider}': {exc}") from None
     if not value and required:
         raise ProviderError(
             f"provider '{provider}': the environment variable {env_name} (api_key_env) is not "
-            "set in the worker's environment"
+            f"set in the worker's environment, nor {env_name}_FILE"
         )
     return value
 

@@ -145,6 +145,22 @@ def test_run_time_refuses_a_key_of_another_kind(monkeypatch):
     )
 
 
+def test_an_http_provider_reads_its_key_from_a_file_as_the_docs_say(monkeypatch, tmp_path):
+    key_file = tmp_path / "anthropic-key"
+    key_file.write_text("sk-ant-from-a-file\n")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY_FILE", str(key_file))
+    assert api_key("agent", "ANTHROPIC_API_KEY", required=True, kind="anthropic") == (
+        "sk-ant-from-a-file"
+    )
+    monkeypatch.setenv("ANTHROPIC_API_KEY_FILE", str(tmp_path / "missing"))
+    with pytest.raises(ProviderError, match="ANTHROPIC_API_KEY_FILE names .* cannot be read"):
+        api_key("agent", "ANTHROPIC_API_KEY", required=True, kind="anthropic")
+    monkeypatch.delenv("ANTHROPIC_API_KEY_FILE")
+    with pytest.raises(ProviderError, match="nor ANTHROPIC_API_KEY_FILE"):
+        api_key("agent", "ANTHROPIC_API_KEY", required=True, kind="anthropic")
+
+
 @pytest.mark.django_db
 def test_run_time_refuses_plain_http_to_a_public_host():
     declared = SimpleNamespace(

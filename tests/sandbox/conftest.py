@@ -30,11 +30,25 @@ def sandbox_works() -> bool:
     return probe()[0]
 
 
-requires_sandbox = pytest.mark.skipif(
-    not sandbox_works(),
-    reason="bubblewrap is not usable on this machine (apt-get install bubblewrap): the "
-    "sandbox's boundary cannot be tested here",
-)
+@pytest.fixture
+def sandbox_must_work():
+    from runs.sandbox.mode import probe
+
+    works, why = probe()
+    if not works:
+        pytest.fail(f"CI runs the sandbox's boundary tests, but bubblewrap is not usable: {why}")
+
+
+# On a developer's machine without bubblewrap these tests are skipped, saying why; on CI they
+# fail instead, so a CI machine that lost bubblewrap cannot pass with the boundary untested.
+if os.environ.get("CI") == "true":
+    requires_sandbox = pytest.mark.usefixtures("sandbox_must_work")
+else:
+    requires_sandbox = pytest.mark.skipif(
+        not sandbox_works(),
+        reason="bubblewrap is not usable on this machine (apt-get install bubblewrap): the "
+        "sandbox's boundary cannot be tested here",
+    )
 
 
 def start_private_worker(worker_env, folder, name: str, **env) -> Worker:

@@ -353,6 +353,41 @@ def test_the_worker_and_the_web_server_are_not_dumpable(start):
     assert shown.stdout.split()[-1] == "0"
 
 
+def _process_memory(pid: int) -> bytes:
+    """What a same-user process (ptrace rules permitting) can read of `pid`'s writable
+    memory, where its copy of its environment lives."""
+    chunks = []
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb") as memory:
+        for line in maps:
+            span, perms = line.split()[:2]
+            if not perms.startswith("rw"):
+                continue
+            start, end = (int(part, 16) for part in span.split("-"))
+            try:
+                memory.seek(start)
+                chunks.append(memory.read(end - start))
+            except OSError:
+                continue
+    return b"".join(chunks)
+
+
+def test_the_embedded_broker_is_given_no_secret(settings, tmp_path, monkeypatch):
+    """The bundled Redis runs as the console's user and is not hardened: it is given nothing
+    of the console's environment but PATH, so its memory holds no secret to read."""
+    from console import embedded
+
+    monkeypatch.setenv("SECRET_KEY", "canary-secret-key-for-the-broker")
+    settings.EMBEDDED_REDIS_SOCKET = tmp_path / "redis.sock"
+    proc = embedded.start(tmp_path)
+    try:
+        memory = _process_memory(proc.pid)
+        assert b"PATH=" in memory  # the probe reads the environment's copy
+        assert b"canary-secret-key-for-the-broker" not in memory
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def test_the_data_folder_is_hidden_even_under_a_shown_folder(settings, tmp_path):
     """A data folder inside a folder the sandbox shows (LOOP_SANDBOX_READ) is covered."""
     from runs.sandbox.bwrap import command

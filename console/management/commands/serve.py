@@ -23,6 +23,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from console import embedded
+from console.secrets import protect_process
 
 READY_TIMEOUT = 90
 STOP_TIMEOUT = 10
@@ -82,6 +83,9 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         host, port = options["host"], options["port"]
         listener = bind(host, port)  # before anything starts: a busy port leaves nothing behind
+        # This process holds every secret of the environment it was started with: same-user
+        # processes (an unsandboxed step) must not read them from /proc/<pid>/environ.
+        protect_process()
         if not os.environ.get("LOOP_BASE_URL"):
             # Links in notifications name the port this console listens on (the web server
             # and the worker both build them); a LOOP_BASE_URL of your own is kept as it is.
