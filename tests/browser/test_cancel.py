@@ -98,7 +98,11 @@ def test_resume_says_what_runs_again_and_continue_keeps_what_finished(
     page.locator("button:has-text('Yes, cancel the run')").click()
     expect(page.locator("#run-header .badge").first).to_have_text("cancelled")
 
-    page.locator("summary:has-text('Resume…')").click()
+    resume = page.locator("summary:has-text('Resume (starts over)…')")
+    expect(resume).to_have_attribute(
+        "title", "Finished iterations run again: work starts over at iteration 1"
+    )
+    resume.click()
     box = page.locator(".resume-box")
     expect(box).to_contain_text(
         "work starts over at iteration 1: its 2 finished iterations run again "

@@ -289,3 +289,28 @@ def test_fork_over_the_api_and_budget_resume_from_the_cli(live_worker, recipe, o
     assert out["forked_from"] == run.pk
     last = wait_run(type(run).objects.get(pk=out["id"]), "completed", "failed", "budget_exceeded")
     assert [it.number for it in iterations(last, "work")] == [1, 2, 3, 4]
+
+
+SHORT_LOOP = """
+nodes:
+  - id: work
+    loop:
+      prompt: "Go.\\n@*: step"
+      until: DONE
+      max_iterations: 2
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_resume_from_the_cli_says_what_runs_again_and_how_to_keep_it(live_worker, recipe):
+    """A loop that failed after two finished iterations: `run resume` says on stderr that
+    they run again, and names the fork that keeps them, as the console's confirmation does."""
+    run = wait_run(services.start_run(recipe(SHORT_LOOP)), "completed", "failed")
+    assert run.status == "failed"
+    err = StringIO()
+    call_command("run", "resume", str(run.pk), stdout=StringIO(), stderr=err)
+    said = err.getvalue()
+    assert "note: work starts over at iteration 1: its 2 finished iteration(s) run again" in said
+    # Iteration 2 was the last max_iterations allows, so a fork goes on after iteration 1
+    # (the point the console's "Continue from …" offers too).
+    assert f"manage.py run fork {run.pk} --node work --iteration 1" in said

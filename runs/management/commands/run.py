@@ -17,6 +17,7 @@ from recipes.sync import slug_for
 from runs import cli_history, services
 from runs.actor import Actor
 from runs.models import Run
+from runs.resuming import continue_point, resume_restarts
 from runs.serializers import run_summary
 
 
@@ -234,10 +235,21 @@ class Command(JsonErrorsCommand):
         )
 
     def do_resume(self, options):
-        self.emit(
-            options,
-            services.resume_run(self._run(options["run_id"]), self.actor),
-        )
+        run = self._run(options["run_id"])
+        restarts, keep = resume_restarts(run), continue_point(run)
+        run = services.resume_run(run, self.actor)
+        # Said on stderr, as the console's confirmation says it: finished work runs again.
+        for loop in restarts:
+            self.stderr.write(
+                f"note: {loop['node_id']} starts over at iteration 1: its {loop['finished']} "
+                "finished iteration(s) run again (and are paid for again)"
+            )
+        if restarts and keep:
+            self.stderr.write(
+                f"to keep what finished, cancel this and run: manage.py run fork {run.pk} "
+                f"--node {keep.node_run.node_id} --iteration {keep.number}"
+            )
+        self.emit(options, run)
 
     def do_approve(self, options):
         run = self._run(options["run_id"])
