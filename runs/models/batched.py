@@ -18,7 +18,12 @@ from __future__ import annotations
 from django.db import connection
 from django.utils import timezone
 
-TERMINAL_RUN = ["completed", "failed", "cancelled"]
+
+def _terminal() -> list[str]:
+    """The run statuses that fence a write: `Run.TERMINAL`, the one definition."""
+    from .run import Run
+
+    return sorted(status.value for status in Run.TERMINAL)
 
 
 def _columns(instance) -> tuple[list[str], list]:
@@ -91,7 +96,7 @@ def claim_logged(it, prompt: str, session_id: str | None, lease_until) -> bool:
             "LEFT JOIN logged ON true",
             [
                 it.run_id,
-                TERMINAL_RUN,
+                _terminal(),
                 now,
                 lease_until,
                 prompt,
@@ -174,7 +179,7 @@ def finish_then_next(it, status: str, fields: dict, *, node_fields: dict, comple
             "SELECT (SELECT id FROM queued), (SELECT last_seq FROM bumped)",
             [
                 it.run_id,
-                TERMINAL_RUN,
+                _terminal(),
                 it.node_run_id,
                 *params,
                 it.pk,

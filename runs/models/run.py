@@ -42,6 +42,9 @@ class Run(models.Model):
         Status.OBSERVING,
         Status.VERIFYING,
     }
+    # Every status that is not finished: alive, including a run stopped at its budget or
+    # waiting on a person (a child in any of these ends with its parent).
+    UNFINISHED = set(Status) - TERMINAL
     # Live, but the runner has stopped until a person steps in.
     NEEDS_PERSON = {Status.BLOCKED, Status.NEEDS_HUMAN}
     # What each status means, in the words every page uses (badges, the inbox, the CLI).
@@ -356,7 +359,8 @@ class Run(models.Model):
             status=NodeRun.Status.CANCELLED, finished_at=now, error=reason, lease_expires_at=None
         )
         # Child runs go with their parent (locked parent first, then child: the only order).
-        for child in Run.objects.select_for_update().filter(parent=self, status__in=self.ACTIVE):
+        children = Run.objects.select_for_update().filter(parent=self, status__in=self.UNFINISHED)
+        for child in children:
             text = f"run {self.pk}, which started it, stopped: {reason}"
             child.stop_all_work(text, actor)
             child.set_status(self.Status.CANCELLED, error=text)
