@@ -281,7 +281,7 @@ def approve(gate_id: int, actor: Actor, *, comment: str = "", decision: str = ""
     return decide(gate_id, actor, "approve", comment=comment, decision=decision)
 
 
-def reject(gate_id: int, actor: Actor, *, reason: str = "") -> Gate:
+def reject(gate_id: int, actor: Actor, *, reason: str) -> Gate:
     return decide(gate_id, actor, "reject", comment=reason)
 
 

@@ -43,6 +43,9 @@ class GateQuerySet(models.QuerySet):
         ).filter(~Q(on_timeout=Gate.OnTimeout.REMIND) | Q(reminded_at__isnull=True))
 
 
+REJECT_NEEDS_A_REASON = "Say why you reject: the reason stays on the run."
+
+
 class Gate(models.Model):
     """A pause for a human decision: after an interactive loop iteration, or at an approval node."""
 
@@ -217,6 +220,9 @@ class Gate(models.Model):
                 raise ServiceError(f"Choose one of the decisions: {', '.join(ids)}.")
         elif decision:
             raise ServiceError("This gate declares no decisions.")
+        if action == "reject" and not comment and self.status == self.Status.PENDING:
+            # Every surface (console, API, CLI, MCP) asks for it: the run shows it afterwards.
+            raise ServiceError(REJECT_NEEDS_A_REASON)
         status = self.outcome(action, comment)
         fields = {
             "status": status,

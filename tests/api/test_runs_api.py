@@ -1,6 +1,10 @@
 """/api/runs without a worker: starting, listing, reading, and every refusal."""
 
+from io import StringIO
+
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from runs import services
@@ -194,6 +198,21 @@ def test_approve_a_decided_gate_is_409_naming_who_and_when(as_operator, run, edi
     assert gate.decided_at.strftime("%Y-%m-%d") in response.body["detail"]
     rejected = as_operator.post(f"/api/runs/{run.pk}/reject", {"gate": gate.pk})
     assert rejected.status_code == 409 and "edie" in rejected.body["detail"]
+
+
+def test_reject_needs_a_reason_as_the_console_asks(as_operator, run):
+    """The rule lives in the gate: the API (and the CLI and MCP) refuse an empty reason as
+    the console's form does, and the gate keeps waiting."""
+    gate = decided_gate(run, None, status=Gate.Status.PENDING)
+    for body in ({}, {"reason": "   "}):
+        refused = as_operator.post(f"/api/runs/{run.pk}/reject", body)
+        assert refused.status_code == 400
+        assert refused.body["detail"] == "Say why you reject: the reason stays on the run."
+    gate.refresh_from_db()
+    assert gate.status == "pending"
+    with pytest.raises(CommandError, match="Say why you reject"):
+        call_command("run", "reject", str(run.pk), stdout=StringIO())
+    assert as_operator.post(f"/api/runs/{run.pk}/reject", {"reason": "off"}).status_code == 200
 
 
 def test_approve_names_a_gate_that_is_not_this_runs(as_operator, run):
