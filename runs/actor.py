@@ -7,6 +7,7 @@ CLI and the admin. `Actor.operator` is where the permission to operate is checke
 
 from __future__ import annotations
 
+import getpass
 from dataclasses import dataclass
 
 from runs.errors import NotAllowed
@@ -22,6 +23,15 @@ NO_PERSON = {
     "sweep": "the sweep",
     "agent": "an agent",  # a tool call from an agent's process (never a gate decision)
 }
+
+
+def os_user() -> str:
+    """The name of the OS account running this process ("" for a uid without a name, as in a
+    bare container)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""
 
 
 def can_operate(user) -> bool:
@@ -46,6 +56,24 @@ class Actor:
         if not can_operate(user):
             raise NotAllowed("You need the operator role to do this.")
         return cls(surface, user)
+
+    @classmethod
+    def command_line(cls, username: str = "") -> Actor:
+        """Who a `manage.py run` or `manage.py loop` command acts as: the account `--user`
+        names (which must operate), else the account named like the OS user when it may
+        operate, else the command line itself, "cli (<os user>)" on every page."""
+        from django.contrib.auth import get_user_model
+
+        accounts = get_user_model().objects
+        if username:
+            user = accounts.filter(username=username).first()
+            if user is None:
+                raise NotAllowed(f"No user '{username}'")
+            return cls.operator(user, "cli")
+        os_name = os_user()
+        account = accounts.filter(username=os_name).first() if os_name else None
+        label = f"cli ({os_name})" if os_name else "cli"
+        return cls("cli", account if can_operate(account) else None, label=label)
 
     @property
     def person(self):

@@ -3,10 +3,8 @@ to print (text, or --json as the API says it)."""
 
 from __future__ import annotations
 
-import getpass
 import json
 
-from django.contrib.auth import get_user_model
 from django.core.management import CommandError
 from ninja.responses import NinjaJSONEncoder
 
@@ -23,25 +21,13 @@ def add_common(parser, *, user: bool = True) -> None:
 
 
 def actor(options) -> Actor:
-    name = options.get("user")
-    if not name:
-        return Actor("cli", label=f"cli ({os_user()})" if os_user() else "cli")
+    """Who the command acts as, as `manage.py run` decides it (`Actor.command_line`)."""
     from runs.errors import NotAllowed
 
-    user = get_user_model().objects.filter(username=name).first()
-    if user is None:
-        raise CommandError(f"No user '{name}'")
     try:
-        return Actor.operator(user, "cli")
+        return Actor.command_line(options.get("user") or "")
     except NotAllowed as exc:
-        raise CommandError(f"{name}: {exc}") from None
-
-
-def os_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return ""
+        raise CommandError(str(exc)) from None
 
 
 def step_machine_run(run_id: int) -> Run:

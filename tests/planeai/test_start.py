@@ -166,6 +166,23 @@ def test_the_cli_creates_dry_runs_ticks_and_stops(
         call_command("loop", "tick", str(run.pk))
 
 
+def test_loop_create_records_the_os_users_account_as_run_start_does(
+    plane_recipe, operator, sent, monkeypatch, capsys
+):
+    """`manage.py loop` and `manage.py run` decide who acts the same way (so `approvers:
+    others` does not depend on which command started the run)."""
+    from tests.planeai.conftest import WAITING
+
+    plane_recipe(WAITING)
+    monkeypatch.setattr("getpass.getuser", lambda: "otto")
+    call_command("loop", "create", "--recipe", "waiting", "--goal", "ship")
+    assert Run.objects.get().started_by == operator
+    monkeypatch.setattr("getpass.getuser", lambda: "somebody-else")
+    call_command("loop", "create", "--recipe", "waiting", "--goal", "again")
+    run = Run.objects.order_by("-pk").first()
+    assert run.started_by is None and run.starter == "cli (somebody-else)"
+
+
 def test_loop_recipe_lists_shows_and_validates(bundled, capsys, tmp_path):
     call_command("loop", "recipe", "ls")
     listing = capsys.readouterr().out

@@ -2,12 +2,11 @@
 runs.orchestration: list, read and decide gates, start and cancel runs). Over HTTP the
 same server answers at /mcp with an API token."""
 
-import getpass
-
 import anyio
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from runs.actor import os_user
 from runs.orchestration.tools import Caller, CallerOf, build_server
 
 
@@ -38,15 +37,8 @@ class Command(BaseCommand):
             return Caller(user)
         # Like `manage.py run`: the account named like the OS user when it may operate,
         # else the command line itself ("mcp (<os user>)" on every page).
-        os_user = _os_user()
-        account = accounts.filter(username=os_user, is_active=True).first() if os_user else None
+        os_name = os_user()
+        account = accounts.filter(username=os_name, is_active=True).first() if os_name else None
         if account is not None and account.has_perm("runs.operate_run"):
             return Caller(account)
-        return Caller(None, label=f"mcp ({os_user})" if os_user else "mcp")
-
-
-def _os_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return ""
+        return Caller(None, label=f"mcp ({os_name})" if os_name else "mcp")

@@ -1,12 +1,10 @@
 """manage.py run start|status|approve|reject|cancel|resume|fork|compare|chart|budget — all
 with --json for scripts."""
 
-import getpass
 import json
 import time
 from pathlib import Path
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 from ninja.responses import NinjaJSONEncoder
 
@@ -89,20 +87,9 @@ class Command(JsonErrorsCommand):
         )
 
     def handle(self, *args, **options):
-        self.user = None
-        self.os_user = _os_user()
-        if options.get("user"):
-            self.user = get_user_model().objects.filter(username=options["user"]).first()
-            if self.user is None:
-                raise CommandError(f"No user '{options['user']}'")
-        # Without --user the command line acts as the account named like the OS user (when
-        # it may operate), else as itself: "cli (<os user>)" on every page.
         try:
-            if self.user:
-                self.actor = Actor.operator(self.user, "cli")
-            else:
-                label = f"cli ({self.os_user})" if self.os_user else "cli"
-                self.actor = Actor("cli", self._os_account(), label=label)
+            self.actor = Actor.command_line(options.get("user") or "")
+            self.user = self.actor.person
             action = options["action"]
             if action in cli_history.HELPS:
                 getattr(cli_history, f"do_{action}")(self, options)
@@ -173,14 +160,6 @@ class Command(JsonErrorsCommand):
         if recipe is None:
             raise CommandError(f"No recipe '{target}' (and no such file)")
         return recipe
-
-    def _os_account(self):
-        """Who typed the command, recorded as the run's starter: the account named like the
-        OS user, when it may start runs (the command line itself acts without an account)."""
-        if not self.os_user:
-            return None
-        account = get_user_model().objects.filter(username=self.os_user).first()
-        return account if account is not None and account.has_perm("runs.operate_run") else None
 
     def do_start(self, options):
         inputs = {}
@@ -265,13 +244,6 @@ class Command(JsonErrorsCommand):
         run = self._run(options["run_id"])
         services.reject(services.gate_for_decision(run).pk, self.actor, reason=options["reason"])
         self.emit(options, run)
-
-
-def _os_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no name for this uid (a bare container)
-        return ""
 
 
 def _workdir(value: str) -> str:
