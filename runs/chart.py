@@ -51,6 +51,12 @@ class Series:
     path: str = ""
 
     @property
+    def metric_is_a_field(self) -> bool:
+        """The chosen metric is one of the iteration's own fields, not duration, tokens or
+        cost (which the figures table shows in columns of their own anyway)."""
+        return self.metric not in BUILTIN
+
+    @property
     def metric_label(self) -> str:
         return BUILTIN.get(self.metric) or self.metric.removeprefix(FIELD_PREFIX)
 

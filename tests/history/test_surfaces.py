@@ -126,6 +126,10 @@ def test_chart_part_keeps_the_chosen_metric_and_the_page_renders_svg(
     assert '<svg class="chart-svg"' in page and "score per iteration" in page
     part = client.get(f"/runs/{run.pk}/part/chart/", {"metric-refine": "tokens"}).content.decode()
     assert "tokens per iteration" in part and 'value="tokens" selected' in part
+    # The figures table has one column per figure: tokens, chosen, is not shown twice; a
+    # field of the iteration's own (score) gets a column of its own.
+    assert part.count("<th>Tokens</th>") == 1 and "<th>tokens</th>" not in part
+    assert "<th>score</th>" in page and page.count("<th>Tokens</th>") == 1
 
 
 # --- compare -------------------------------------------------------------------------------
