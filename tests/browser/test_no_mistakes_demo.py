@@ -97,6 +97,9 @@ def _walk_to_the_merge(page, walk, console_server, operator, worker_env):
     page.goto(console_server + run.get_absolute_url())
     expect(page.locator("#run-header .badge").first).to_have_text("merged")
     expect(page.locator("#step-machine")).to_contain_text("a person merged its review request")
+    expect(page.locator("#step-machine")).to_contain_text(
+        "set the status: approved, then a person merged"
+    )
     for now in ("#run-header", "#step-machine"):  # (the event log keeps what was said then)
         expect(page.locator(now)).not_to_contain_text("ready for a person to merge")
     page.locator("details.events summary").click()

@@ -167,6 +167,13 @@ def test_list_names_each_recipe_once_and_renders_its_description(client, viewer,
     assert "<code>make test</code>" in body and "<strong>green</strong>" in body
     assert "`" not in body.split("<table>")[1].split("</table>")[0]
     assert "<script>x()" not in body
+    # A long description is shortened at a word, never in the middle of one.
+    words = " ".join(f"word{n:02d}" for n in range(40))
+    make_recipe(
+        f"name: long\ndescription: {words}\nnodes:\n  - id: a\n    bash: echo\n", slug="long"
+    )
+    body = login(client, viewer).get(reverse("recipe_list")).content.decode()
+    assert "word23 …" in body and "word24" not in body
 
 
 def test_versions_link_to_their_diff(client, viewer, make_recipe):
