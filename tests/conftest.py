@@ -168,11 +168,13 @@ class Worker:
             self.log.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def embedded_broker():
     """The bundled Redis when nothing names one: started once for the session (unless one
     already answers on its socket) and stopped at its end — after the workers and servers
-    that use it, which depend on this — so `make test` leaves no process behind."""
+    that use it, which depend on this — so `make test` leaves no process behind. Started
+    before the first test (autouse): a test that only sends a task on commit, with no
+    worker, needs a broker too, whichever test an xdist process happens to run first."""
     if not settings.EMBEDDED_BROKER:
         yield None
         return
