@@ -147,6 +147,11 @@ def test_first_ten_minutes(
         expect(review).to_be_visible()
         box = review.bounding_box()
         assert box and box["x"] + box["width"] <= page.viewport_size["width"]
+        if walk.phone:  # stacked cells say what their figures are
+            row = page.locator(f"tr[data-gate-item]:has(a[href='/runs/{run.pk}/'])")
+            waiting = row.locator("td[data-label=waiting]")
+            label = waiting.evaluate("td => getComputedStyle(td, '::before').content")
+            assert label == '"waiting "', label
         review.click()
         page.wait_for_url(re.compile(rf"/runs/{run.pk}/"))
         page.locator("summary:has-text('Cancel run')").click()
