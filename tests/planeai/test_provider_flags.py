@@ -36,5 +36,7 @@ def test_claude_starts_in_plan_mode_when_read_only_and_bypasses_prompts_when_aut
 def test_codex_uses_a_read_only_sandbox_when_read_only():
     codex = CodexProvider("x", {"command": f"{sys.executable} {FAKE_CODEX}"})
     argv = codex.argv(request(read_only=True, auto_approve=True), None)
-    assert argv[argv.index("--sandbox") + 1] == "read-only" and "--full-auto" not in argv
-    assert "--full-auto" in codex.argv(request(auto_approve=True), None)
+    assert argv[argv.index("--sandbox") + 1] == "read-only"
+    assert "--dangerously-bypass-approvals-and-sandbox" not in argv
+    bypass = codex.argv(request(auto_approve=True), None)
+    assert "--dangerously-bypass-approvals-and-sandbox" in bypass and "--full-auto" not in bypass

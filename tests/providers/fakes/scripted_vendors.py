@@ -74,7 +74,13 @@ def turn_of(vendor: str, body: dict, path: str):
                 results = []
             results += [_text(b.get("content")) for b in blocks if b.get("type") == "tool_result"]
     elif vendor == RESPONSES:
-        tools = [t.get("name", "") for t in body.get("tools") or [] if t.get("name")]
+        # Codex offers an MCP server's tools in a namespace: `mcp__loop/record_handoff`.
+        tools = [
+            f"{t['name']}/{sub.get('name')}" if t.get("type") == "namespace" else t.get("name")
+            for t in body.get("tools") or []
+            if t.get("name")
+            for sub in (t.get("tools") or [{}] if t.get("type") == "namespace" else [{}])
+        ]
         items = body.get("input") or []
         for item in [{"role": "user", "content": items}] if isinstance(items, str) else items:
             if item.get("role") == "user":
@@ -221,11 +227,13 @@ def responses(turn, reply) -> Events:
             },
         )
     if reply.tool:
+        namespace, _, name = reply.tool.rpartition("/")
         call = {
             "type": "function_call",
             "id": "fc_1",
             "call_id": "call_scripted1",
-            "name": reply.tool,
+            "name": name,
+            **({"namespace": namespace} if namespace else {}),
             "arguments": json.dumps(reply.arguments),
             "status": "completed",
         }
