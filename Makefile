@@ -27,20 +27,22 @@ $(VENV)/.dev-installed: $(VENV)/.installed
 			echo "npm not found: @ag-ui/client is not installed and the AG-UI client test will fail"; \
 		elif ! npm install -g --prefix $(VENV) --no-audit --no-fund --loglevel=error @ag-ui/client@1 >/dev/null; then \
 			echo "@ag-ui/client could not be installed: the AG-UI client test will fail"; fi; fi
-	@# The agent CLIs (from the npm registry) the provider tests drive against scripted APIs
-	@# (tests/providers/real_clis.py fails, naming the package, when one is missing).
-	@if [ ! -x $(VENV)/bin/claude ] || [ ! -x $(VENV)/bin/codex ] || [ ! -x $(VENV)/bin/opencode ] \
-		|| [ ! -x $(VENV)/bin/gemini ]; then \
-		if ! command -v npm >/dev/null 2>&1; then \
-			echo "npm not found: the agent CLIs are not installed and their tests will fail"; \
-		elif ! npm install -g --prefix $(VENV) --no-audit --no-fund --loglevel=error \
-			$(AGENT_CLIS) >/dev/null; then \
-			echo "the agent CLIs could not be installed: their tests will fail"; fi; fi
 	@touch $@
+
+# The agent CLIs (from the npm registry) the provider tests drive against scripted APIs
+# (tests/providers/real_clis.py fails, naming the package, when one is missing). Its own
+# stamp (holding the list), so that a change of AGENT_CLIS reinstalls them, and only then.
+$(VENV)/.agent-clis: Makefile $(VENV)/.installed
+	@if [ "$$(cat $@ 2>/dev/null)" = "$(AGENT_CLIS)" ]; then touch $@; \
+	elif ! command -v npm >/dev/null 2>&1; then \
+		echo "npm not found: the agent CLIs are not installed and their tests will fail"; \
+	elif npm install -g --prefix $(VENV) --no-audit --no-fund --loglevel=error \
+		$(AGENT_CLIS) >/dev/null; then echo "$(AGENT_CLIS)" > $@; \
+	else echo "the agent CLIs could not be installed: their tests will fail"; fi
 
 install: $(VENV)/.installed
 
-dev: $(VENV)/.dev-installed
+dev: $(VENV)/.dev-installed $(VENV)/.agent-clis
 
 ## Migrate, load the bundled recipes, create the first account, start web + worker.
 run: install
