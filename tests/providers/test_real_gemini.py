@@ -9,7 +9,7 @@ from runs.models import Handoff, Iteration
 from runs.services import start_run
 from tests.conftest import wait_run
 from tests.planeai.conftest import settled
-from tests.providers.conftest import iterations, node
+from tests.providers.conftest import iterations, node, seen_streaming
 from tests.providers.fakes.scripted_api import Reply
 from tests.providers.real_clis import (
     SCRIPTED_KEY,
@@ -76,8 +76,13 @@ def test_an_api_error_fails_the_iteration_with_geminis_message(
     assert Iteration.objects.get(run=run).status == "failed"
 
 
-def test_cancel_kills_the_cli_process_tree(live_worker, start, gemini, scripted_api):
+def test_output_streams_live_and_cancel_kills_the_cli_process_tree(
+    live_worker, start, gemini, scripted_api
+):
     scripted_api.plan = lambda turn: Reply(text="Thinking it over", hang=True)
     run = start(loop_recipe(gemini.name))
+    # Gemini CLI prints the answer's pieces as they come: seen while the answer is held open.
+    seen_streaming(run, "Thinking it over", timeout=120)
     cancel_and_wait_gone(run, scripted_api)
     wait_run(run, "cancelled")
+    assert "Thinking it over" in Iteration.objects.get(run=run).output
