@@ -3,13 +3,15 @@ the scripted Anthropic Messages API (streamed, with tool use)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
-from runs.models import Handoff, Iteration
+from runs.models import Handoff, Iteration, RunEvent
 from runs.services import start_run
 from tests.conftest import wait_run
 from tests.planeai.conftest import settled
-from tests.providers.conftest import iterations, node
+from tests.providers.conftest import iterations, node, seen_streaming
 from tests.providers.fakes.scripted_api import Reply
 from tests.providers.real_clis import (
     SCRIPTED_KEY,
@@ -54,6 +56,30 @@ def test_a_loop_resumes_its_session_to_the_signal(live_worker, start, claude, sc
     assert first.cost_usd and first.cost_usd > 0  # Claude Code's own figure
     # The CLI held a stand-in: the real key was put back by the worker's proxy.
     assert scripted_api.keys_seen() == {SCRIPTED_KEY}
+
+
+def test_its_own_tools_and_its_words_show_while_it_works(live_worker, start, claude, scripted_api):
+    go = threading.Event()
+
+    def plan(turn):
+        if not turn.tools:  # a call of the CLI's own
+            return Reply(text="ok")
+        if not turn.results:
+            command = {"command": "ls", "description": "List the folder"}
+            return Reply(text="Listing the folder first.", tool="Bash", arguments=command)
+        return Reply(text="Listed it. COMPLETE", hold=go)
+
+    scripted_api.plan = plan
+    run = start(loop_recipe(claude.name))
+    # Said before its tool ran, seen while the next answer is held back.
+    seen_streaming(run, "Listing the folder first.", timeout=120)
+    go.set()
+    wait_run(run, timeout=240)
+    assert run.status == "completed", run.error
+    (only,) = iterations(run)
+    assert "Listed it. COMPLETE" in only.raw_output
+    tools = RunEvent.objects.filter(run=run, kind="agent_tool")
+    assert [(e.data["tool"], e.data["detail"]) for e in tools] == [("Bash", "ls")]
 
 
 def test_a_role_records_its_handoff_through_the_mcp_tool(

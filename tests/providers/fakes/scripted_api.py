@@ -47,6 +47,7 @@ class Reply:
     arguments: dict = field(default_factory=dict)
     error: int | None = None  # answer with this HTTP status and `text` as the message
     hang: bool = False  # stream `text`, then nothing until the client goes away
+    hold: threading.Event | None = None  # answer only once the test sets it
     tokens_in: int = 120
     tokens_out: int = 30
 
@@ -138,6 +139,8 @@ class ScriptedAPI:
                 reply = api.plan(turn)
                 if reply.error:
                     return self._error(vendor, reply.error, reply.text)
+                if reply.hold is not None:
+                    reply.hold.wait(600)
                 stream = vendors.STREAMS[vendor](turn, reply)
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
