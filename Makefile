@@ -5,6 +5,8 @@ PYTHON ?= python3
 LOOP_TEST_DATA ?= $(CURDIR)/.loop-test-data
 # The web server's port: `make run PORT=8001` when 8000 is taken.
 PORT ?= 8000
+# The agent CLIs `make dev` installs for the tests, each pinned to its major version.
+AGENT_CLIS := @anthropic-ai/claude-code@2 @openai/codex@0 opencode-ai@1 @google/gemini-cli@0
 
 .PHONY: run test install dev lint format clean bench
 
@@ -27,9 +29,20 @@ $(VENV)/.dev-installed: $(VENV)/.installed
 			echo "@ag-ui/client could not be installed: the AG-UI client test will fail"; fi; fi
 	@touch $@
 
+# The agent CLIs (from the npm registry) the provider tests drive against scripted APIs
+# (tests/providers/real_clis.py fails, naming the package, when one is missing). Its own
+# stamp (holding the list), so that a change of AGENT_CLIS reinstalls them, and only then.
+$(VENV)/.agent-clis: Makefile $(VENV)/.installed
+	@if [ "$$(cat $@ 2>/dev/null)" = "$(AGENT_CLIS)" ]; then touch $@; \
+	elif ! command -v npm >/dev/null 2>&1; then \
+		echo "npm not found: the agent CLIs are not installed and their tests will fail"; \
+	elif npm install -g --prefix $(VENV) --no-audit --no-fund --loglevel=error \
+		$(AGENT_CLIS) >/dev/null; then echo "$(AGENT_CLIS)" > $@; \
+	else echo "the agent CLIs could not be installed: their tests will fail"; fi
+
 install: $(VENV)/.installed
 
-dev: $(VENV)/.dev-installed
+dev: $(VENV)/.dev-installed $(VENV)/.agent-clis
 
 ## Migrate, load the bundled recipes, create the first account, start web + worker.
 run: install

@@ -13,6 +13,8 @@ class ProviderConfig(models.Model):
         COMMAND = "command", "Command (prompt on stdin, answer on stdout)"
         CLAUDE = "claude", "Claude Code CLI"
         CODEX = "codex", "Codex CLI"
+        OPENCODE = "opencode", "OpenCode CLI"
+        GEMINI = "gemini", "Gemini CLI"
         OPENAI = "openai", "OpenAI-compatible chat completions"
         ANTHROPIC = "anthropic", "Anthropic Messages API"
         DEMO = "demo", "Demo agent (deterministic, offline)"

@@ -9,11 +9,16 @@ The console's tools (`AgentRequest.tools`) reach Claude Code as an MCP server: w
 call runs, `--mcp-config` names a file in the call's private folder that starts the tools
 relay (runs/agent_tools/relay/loop_tools.py `mcp`), and `--allowedTools mcp__loop` lets
 print mode call them; Claude reports them as `mcp__loop__<tool>` tool_use blocks.
+
+Claude Code refuses to skip its permission prompts (`bypassPermissions`) for root unless
+`IS_SANDBOX=1` says it runs in a sandbox; it always does here (runs/sandbox/), so a worker
+running as root sets it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from decimal import Decimal
 
 from runs.agent_tools import busy_check
@@ -92,6 +97,7 @@ class ClaudeProvider:
         turn = _Turn(self.name, request, on_chunk)
         parser = JsonLines(on_chunk, turn.handle)
         env = {
+            **({"IS_SANDBOX": "1"} if os.geteuid() == 0 else {}),
             **inherited("ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR"),
             **request.env,
             **(self.options.get("env") or {}),

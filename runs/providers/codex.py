@@ -10,6 +10,12 @@ The console's tools (`AgentRequest.tools`) reach Codex as an MCP server declared
 and the call's tool variables forwarded by name (`env_vars`, from Codex's own environment:
 Codex starts MCP servers with a cleared environment, and the token stays off the command
 line). Its calls come back as `mcp_tool_call` items.
+
+Codex does not read OPENAI_BASE_URL for its built-in OpenAI provider: when a base URL is
+set (the key proxy's, or the administrator's), the call declares a provider of its own with
+`-c model_providers.console.*` (base_url, the key's variable as env_key, the Responses
+wire API) and selects it. The proxy's secret path is then on the command line, which only
+the call's own sandbox (its PID namespace) can read.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ KEYS = tuple(
     KeyRoute(name, "OPENAI_BASE_URL", "https://api.openai.com/v1", "authorization", "Bearer ")
     for name in ("CODEX_API_KEY", "OPENAI_API_KEY")
 )
+# The name of the model provider a call declares for its base URL (provider_overrides).
+PROVIDER_ID = "console"
 
 
 class CodexProvider:
@@ -59,8 +67,10 @@ class CodexProvider:
         schema_path: str | None,
         tool_env: dict | None = None,
         space: CallSpace | None = None,
+        env: dict | None = None,
     ) -> list[str]:
         argv = self.program() + ["exec", "--json", "--skip-git-repo-check"]
+        argv += provider_overrides(env or {})
         model = request.model or self.model
         if model:
             argv += ["--model", model]
@@ -69,7 +79,9 @@ class CodexProvider:
         elif request.read_only:
             argv += ["--sandbox", "read-only"]
         elif request.auto_approve:
-            argv += ["--full-auto"]
+            # The call already runs in the console's sandbox (the case this flag is for);
+            # Codex's own sandbox would nest inside it. `--full-auto` is gone from `exec`.
+            argv += ["--dangerously-bypass-approvals-and-sandbox"]
         if schema_path:
             argv += ["--output-schema", schema_path]
         if tool_env and space is not None:
@@ -107,7 +119,7 @@ class CodexProvider:
         }
         with proxied_keys(KEYS, env) as keys:
             process = run_json_lines(
-                self.argv(request, schema_path, tool_env, space),
+                self.argv(request, schema_path, tool_env, space, {**env, **keys}),
                 provider=self.name,
                 space=space,
                 prompt=request.prompt,
@@ -143,6 +155,22 @@ class CodexProvider:
             cost_usd=pricing.cost(self.options, tokens_in, tokens_out, request.model or self.model),
             tool_calls=turn.tools,
         )
+
+
+def provider_overrides(env: dict[str, str]) -> list[str]:
+    """`-c` overrides that send the call to OPENAI_BASE_URL with the key variable it has."""
+    base_url = env.get("OPENAI_BASE_URL")
+    key_env = next((route.key_env for route in KEYS if env.get(route.key_env)), None)
+    if not base_url or not key_env:
+        return []
+    prefix = f"model_providers.{PROVIDER_ID}"
+    return [
+        *("-c", f"model_provider={json.dumps(PROVIDER_ID)}"),
+        *("-c", f"{prefix}.name={json.dumps('Loop Console')}"),
+        *("-c", f"{prefix}.base_url={json.dumps(base_url)}"),
+        *("-c", f"{prefix}.env_key={json.dumps(key_env)}"),
+        *("-c", f'{prefix}.wire_api="responses"'),
+    ]
 
 
 def mcp_overrides(space: CallSpace, tool_env: dict[str, str]) -> list[str]:

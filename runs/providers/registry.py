@@ -4,7 +4,8 @@ Where a name is looked up, in order:
 1. the recipe's own `providers:` map (inline declarations of any kind; secrets only by
    environment-variable name, `api_key_env`);
 2. the providers configured in the admin (ProviderConfig rows, enabled ones);
-3. the builtin names: `demo`, and `claude` / `codex` (their binaries on PATH).
+3. the builtin names: `demo`, and `claude` / `codex` / `opencode` / `gemini` (their
+   binaries on PATH).
 When neither the node nor the recipe names a provider, the default ProviderConfig is used,
 else settings.LOOP_DEFAULT_PROVIDER; with neither, the step fails saying so.
 """
@@ -18,8 +19,8 @@ from .command import CommandProvider
 from .demo import DemoProvider
 from .policy import host_problem
 
-BUILTIN = {"demo", "claude", "codex"}
-KINDS = ("command", "claude", "codex", "openai", "anthropic", "demo")
+BUILTIN = {"demo", "claude", "codex", "opencode", "gemini"}
+KINDS = ("command", "claude", "codex", "opencode", "gemini", "openai", "anthropic", "demo")
 
 
 def build(name: str, kind: str, config: dict) -> Provider:
@@ -41,6 +42,14 @@ def build(name: str, kind: str, config: dict) -> Provider:
         from .codex import CodexProvider
 
         return CodexProvider(name, config)
+    if kind == "opencode":
+        from .opencode import OpenCodeProvider
+
+        return OpenCodeProvider(name, config)
+    if kind == "gemini":
+        from .gemini import GeminiProvider
+
+        return GeminiProvider(name, config)
     if kind == "openai":
         from .openai import OpenAIProvider
 

@@ -95,3 +95,20 @@ def seen_streaming(run, text: str, timeout: float = 20) -> str:
         return row.raw_output if row is not None and text in row.raw_output else ""
 
     return wait_for(partial, timeout, interval=0.05, message=f"streamed {text!r}")
+
+
+@pytest.fixture(scope="session")
+def scripted_api_server():
+    from tests.providers.fakes.scripted_api import ScriptedAPI
+    from tests.providers.real_clis import SCRIPTED_KEY
+
+    server = ScriptedAPI(SCRIPTED_KEY).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def scripted_api(scripted_api_server):
+    scripted_api_server.reset()
+    yield scripted_api_server
+    scripted_api_server.reset()

@@ -16,7 +16,9 @@ from runs.providers.claude import ClaudeProvider
 from runs.providers.codex import CodexProvider
 from runs.providers.command import CommandProvider
 from runs.providers.demo import DemoProvider
+from runs.providers.gemini import GeminiProvider
 from runs.providers.openai import OpenAIProvider
+from runs.providers.opencode import OpenCodeProvider
 
 pytestmark = pytest.mark.django_db
 
@@ -36,6 +38,8 @@ def spec(provider=None, **providers):
     [
         ("claude", ClaudeProvider),
         ("codex", CodexProvider),
+        ("opencode", OpenCodeProvider),
+        ("gemini", GeminiProvider),
         ("openai", OpenAIProvider),
         ("anthropic", AnthropicProvider),
         ("command", CommandProvider),
