@@ -195,6 +195,17 @@ class Capture:
         self.total = size
 
 
+class StderrTail(Capture):
+    """A step's stderr as it arrives: only its end within the cap is kept (no file: the
+    whole of a step's output is its stdout; stderr is what a person reads for why)."""
+
+    def __init__(self, limit: int | None = None):
+        super().__init__(0, "stderr", limit)
+
+    def _open(self) -> None:
+        pass  # never spills to a file: `_trim` keeps the end
+
+
 def keep_text(run_id: int, name: str, text: str) -> tuple[str, dict]:
     """A whole output recorded at once (one that did not stream: a fan-out's results): what
     the database keeps of it, and the row's `output_file` / `output_bytes`."""
