@@ -25,7 +25,7 @@ from runs.errors import (
     StarterCannotApprove,
 )
 from runs.executor import group as group_exec
-from runs.executor.spec import SpecError, node_spec, spec_for, spec_of
+from runs.executor.spec import SpecError, node_spec, snapshot_spec, spec_for
 from runs.executor.state import lock_run, max_iterations_error
 from runs.models import Gate, NodeRun, Run
 
@@ -88,7 +88,7 @@ def start_run(
     version = version or recipe.current_version
     if version is None or not recipe.valid and version == recipe.current_version:
         raise Conflict(f"Recipe '{recipe.slug}' has errors; fix it before starting a run.")
-    spec = _spec(recipe, version)
+    spec, snapshot = _spec(recipe, version)
     try:
         spec_inputs = dict(getattr(spec, "inputs", {}) or {})
         if parent_node is not None and not spec_inputs:
@@ -125,6 +125,7 @@ def start_run(
             rerun_of=rerun_of,
             forked_from=forked["from"] if forked else None,
             fork_point=forked["point"] if forked else {},
+            snapshot=snapshot,
             workdir=workdir,
             parent=parent_node.run if parent_node is not None else None,
             parent_node=parent_node,
@@ -155,9 +156,9 @@ def start_run(
 
 
 def _spec(recipe, version):
-    # The same cached parse the engine uses for this version: a start parses it once.
+    # Read afresh (an edited command file reaches this run) and kept on the run.
     try:
-        return spec_of(recipe, version)
+        return snapshot_spec(recipe, version)
     except SpecError as exc:
         raise Conflict(f"Recipe '{recipe.slug}' v{version.number} does not load: {exc}") from None
 
@@ -311,7 +312,7 @@ OTHERS_APPROVE = (
 def check_approver(run: Run, gate: Gate, actor: Actor, action: str, comment: str) -> None:
     """A recipe with `approvers: others`: the starter may not accept at its gates (feedback
     that asks for another iteration, and rejecting, stay open to everyone)."""
-    if action != "approve" or getattr(spec_for(run), "approvers", "anyone") != "others":
+    if action != "approve" or getattr(_run_spec(run), "approvers", "anyone") != "others":
         return
     if gate.status != Gate.Status.PENDING or gate.outcome(action, comment) == Gate.Status.ITERATED:
         return  # a decided gate answers AlreadyDecided as usual
@@ -323,6 +324,18 @@ def check_approver(run: Run, gate: Gate, actor: Actor, action: str, comment: str
         )
     if run.started_by_id is not None and run.started_by_id == person.pk:
         raise StarterCannotApprove(OTHERS_APPROVE)
+
+
+def _run_spec(run: Run):
+    """The run's spec for a decision. It loads from the run's snapshot; a run started
+    before snapshots were kept reads its command files from the disk and may not load:
+    that is a refusal with the reason (cancel still works), never a server error."""
+    try:
+        return spec_for(run)
+    except SpecError as exc:
+        raise Conflict(
+            f"Run {run.pk}'s recipe no longer loads ({exc}); cancel the run or restore the file."
+        ) from None
 
 
 def _apply(run: Run, gate: Gate, row: NodeRun, status: str, actor: Actor) -> None:
@@ -345,14 +358,14 @@ def _apply(run: Run, gate: Gate, row: NodeRun, status: str, actor: Actor) -> Non
         row.fail(run, reason + (f": {gate.comment}" if gate.comment else ""))
         return
     if gate.kind == Gate.Kind.APPROVAL:
-        capture = node_spec(spec_for(run), row.node_id).approval.capture_response
+        capture = node_spec(_run_spec(run), row.node_id).approval.capture_response
         output = gate.decision or (gate.comment if capture else "") or "approved"
         row.complete(run, output, decided_by=actor.name)
     elif status == Gate.Status.ACCEPTED:
         it = gate.iteration
         row.complete(run, it.output, it.structured, iterations=it.number, channels=gate.channels)
     else:
-        node = node_spec(spec_for(run), row.node_id)
+        node = node_spec(_run_spec(run), row.node_id)
         loop = node.loop or node.loop_group
         number = row.iteration_count + 1
         if row.iteration_count >= loop.max_iterations:

@@ -91,6 +91,9 @@ class Run(models.Model):
     )
     # Where a fork continues: {"node", "iteration", "iteration_id", "feedback", "prompt"}.
     fork_point = models.JSONField(default=dict, blank=True)
+    # What the run started with besides its (immutable) recipe version: the command files
+    # it uses, `{"commands": {...}}` (runs/executor/spec.py: snapshot_spec).
+    snapshot = models.JSONField(default=dict, blank=True)
     # Limits of this run ({"cost_usd", "tokens", "wall_seconds", "iterations"}, any subset):
     # checked between iterations by runs.budget.
     budget = models.JSONField(default=dict, blank=True)
