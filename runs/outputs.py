@@ -25,7 +25,13 @@ from django.conf import settings
 SLICE = 1 << 20
 
 
+# The cap when no console settings are loaded (a Python loop run as a plain script).
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+
+
 def max_bytes() -> int:
+    if not settings.configured:
+        return DEFAULT_MAX_BYTES
     return settings.LOOP_MAX_OUTPUT_BYTES
 
 

@@ -14,11 +14,20 @@ from .agents import Agent, call_provider
 from .context import Scope
 from .results import GateDecision, GateRequest, WorkflowError
 
+# Whether the process was given the console's settings, as it was when this module was
+# first imported: importing the console's own modules later (the sandbox reads its
+# secrets) sets DJANGO_SETTINGS_MODULE as a side effect (console/celery.py), which must not
+# turn a plain script into one that records a run.
+_SETTINGS_GIVEN = bool(os.environ.get("DJANGO_SETTINGS_MODULE"))
+
 
 def django_configured() -> bool:
+    from django.apps import apps
     from django.conf import settings
 
-    return settings.configured or bool(os.environ.get("DJANGO_SETTINGS_MODULE"))
+    if apps.ready:  # a Django process (a worker, a test, manage.py)
+        return True
+    return _SETTINGS_GIVEN or (settings.configured and not os.environ.get("DJANGO_SETTINGS_MODULE"))
 
 
 def resolve_provider(provider):

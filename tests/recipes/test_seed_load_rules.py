@@ -91,3 +91,47 @@ def test_a_single_level_loop_group_still_loads():
                   bash: echo hi
         """)
     assert load_recipe(flat).ok
+
+
+# --- Python recipes: what would fail when run is refused at validation, with its line ------
+
+from recipes.formats.python import parse_python  # noqa: E402
+
+AGENTS = y("""
+    from recipes.python import Agent, LoopWorkflow
+
+    named = Agent(name="a", instructions="x", provider="demo")
+    unnamed = Agent(name="b", instructions="y")
+    workflow = LoopWorkflow(agents=[named, unnamed], max_iterations=2)
+    """)
+
+
+def test_a_python_agent_without_provider_is_refused_when_no_default_exists():
+    (problem,) = parse_python(AGENTS, "t", provider_fallback=False).errors
+    assert problem.line == 4 and "names no provider" in problem.message
+    assert parse_python(AGENTS, "t", provider_fallback=True).ok
+
+
+def test_a_python_agent_whose_model_is_an_object_has_a_provider():
+    source = AGENTS.replace('instructions="y")', 'instructions="y", model=llm)')
+    assert parse_python(source, "t", provider_fallback=False).ok
+
+
+def test_python_compile_errors_are_refused_with_their_line():
+    awaited = AGENTS + "result = await workflow.run('go')\n"
+    (problem,) = parse_python(awaited, "t").errors
+    assert problem.line == 6 and "'await' outside function" in problem.message
+    broken = AGENTS.replace("max_iterations=2)", "max_iterations=2")
+    assert parse_python(broken, "t").errors[0].line >= 5
+
+
+def test_agent_model_given_an_object_uses_it_as_the_provider():
+    from recipes.python import Agent
+
+    class Llm:
+        def run(self, request, on_chunk): ...
+
+    llm = Llm()
+    agent = Agent(model=llm, name="w", instructions="write")
+    assert agent.provider is llm and agent.model is None
+    assert Agent(model="opus", name="w", instructions="x").model == "opus"

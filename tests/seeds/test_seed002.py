@@ -1,0 +1,50 @@
+"""Seed 002 (LoopWorkflow): the design's example, run as its book runs it (a plain script
+with a top-level `await`) without the console. Recorded in the console, the same example
+runs as the bundled scored-writer-reviewer (tests/python/test_surfaces.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from recipes.formats.python import parse_python
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = Path(__file__).parent / "seed002" / "writer_reviewer.py"
+
+
+def run_example(env: dict) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.seeds.run_example", str(EXAMPLE)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+EXPECTED = {
+    "status": "condition_met",
+    "iterations": 3,
+    "score": 85,
+    "scores": [55, 70, 85],  # the demo reviewer's scores; the stop condition is score >= 80
+    "agents": ["writer", "reviewer"] * 3,
+}
+
+
+def test_the_example_runs_as_a_plain_script_with_nothing_recorded():
+    """docs/python.md: without the console's settings a workflow runs, recording nothing."""
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    assert run_example(env) == EXPECTED
+
+
+def test_the_example_as_a_recipe_is_refused_at_its_top_level_await():
+    result = parse_python(EXAMPLE.read_text(), "writer-reviewer")
+    (problem,) = result.errors
+    assert problem.line == 38 and "'await' outside function" in problem.message
