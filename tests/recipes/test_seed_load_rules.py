@@ -135,3 +135,26 @@ def test_agent_model_given_an_object_uses_it_as_the_provider():
     agent = Agent(model=llm, name="w", instructions="write")
     assert agent.provider is llm and agent.model is None
     assert Agent(model="opus", name="w", instructions="x").model == "opus"
+
+
+def test_a_binding_directive_from_loop_prev_is_refused_naming_the_string_form():
+    source = y("""
+        name: bind
+        provider: demo
+        nodes:
+          - id: g
+            loop_group:
+              until: DONE
+              max_iterations: 2
+              nodes:
+                - id: t
+                  bash: printf red
+                - id: s
+                  depends_on: [t]
+                  script: "print(1)"
+                  runtime: uv
+                  with:
+                    prev: {from: $LOOP_PREV.t.output}
+        """)
+    problem = error_of(load_recipe(source), "cannot read $LOOP_PREV")
+    assert problem.line == 16 and "prev: $LOOP_PREV.t.output" in problem.message
