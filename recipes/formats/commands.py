@@ -132,4 +132,7 @@ def _read_command(name: str, commands_dirs: Sequence[Path]) -> str:
             raise CommandError(f"command {short_repr(name)}: {candidate} is empty")
         return body
     searched = ", ".join(str(d) for d in commands_dirs)
-    raise CommandError(f"command {short_repr(name)} not found ({name}.md); looked in: {searched}")
+    raise CommandError(
+        f"command {short_repr(name)} not found ({name}.md); looked in: {searched}; "
+        f"create it as {Path(commands_dirs[0]) / (name + '.md')}"
+    )

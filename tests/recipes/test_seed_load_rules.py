@@ -158,3 +158,19 @@ def test_a_binding_directive_from_loop_prev_is_refused_naming_the_string_form():
         """)
     problem = error_of(load_recipe(source), "cannot read $LOOP_PREV")
     assert problem.line == 16 and "prev: $LOOP_PREV.t.output" in problem.message
+
+
+def test_a_missing_command_file_says_where_to_create_it(tmp_path):
+    source = y("""
+        name: cmd
+        provider: demo
+        nodes:
+          - id: implement
+            loop:
+              command: archon-ralph-implement
+              until: COMPLETE
+              max_iterations: 3
+        """)
+    result = load_recipe(source, resources=Resources(commands_dirs=(tmp_path, tmp_path / "more")))
+    problem = error_of(result, "not found (archon-ralph-implement.md)")
+    assert problem.message.endswith(f"create it as {tmp_path / 'archon-ralph-implement.md'}")
