@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Sequence
 from pathlib import Path
 
+from recipes.formats import snapshot
 from recipes.problems import short_repr
 from recipes.yaml_reader import MAX_SOURCE_BYTES
 
-__all__ = ["CommandError", "check_name", "commands_recorded", "commands_from", "resolve_command"]
+__all__ = ["CommandError", "check_name", "resolve_command"]
 
 
 class CommandError(ValueError):
@@ -32,67 +31,23 @@ def check_name(name: str, what: str) -> None:
         )
 
 
-# A run is fixed at its start: the command files its recipe uses are read once, then, for as
-# long as the run lives, its spec is loaded from those texts (runs.executor.spec), so an
-# edit reaches new runs at once and never changes, or breaks, a run in flight. The loader
-# knows no runs: this is the one place command files are read, so it records or replays.
-_snapshot: ContextVar[tuple[dict[str, str], bool] | None] = ContextVar(
-    "command_snapshot", default=None
-)
-
-
 def _key(name: str, commands_dirs: Sequence[Path]) -> str:
     return name + "\n" + "\n".join(str(d) for d in commands_dirs)
 
 
-@contextmanager
-def commands_recorded() -> Iterator[dict[str, str]]:
-    """Within: every command file read is also put in the dict yielded (a run's snapshot)."""
-    bodies: dict[str, str] = {}
-    token = _snapshot.set((bodies, False))
-    try:
-        yield bodies
-    finally:
-        _snapshot.reset(token)
-
-
-@contextmanager
-def commands_from(bodies: dict[str, str]) -> Iterator[None]:
-    """Within: command files come from `bodies` (a run's snapshot), not the disk. A name
-    the snapshot lacks (a run started before snapshots were kept) is read from the disk."""
-    token = _snapshot.set((bodies, True))
-    try:
-        yield
-    finally:
-        _snapshot.reset(token)
-
-
-def _from_snapshot(name: str, commands_dirs: Sequence[Path]) -> str | None:
-    active = _snapshot.get()
-    if active is None or not active[1]:
-        return None
-    bodies = active[0]
-    found = bodies.get(_key(name, commands_dirs))
-    if found is None:  # the same file under other folder settings
-        found = next((b for k, b in bodies.items() if k.split("\n", 1)[0] == name), None)
-    return found
-
-
 def resolve_command(name: str, commands_dirs: Sequence[Path]) -> str:
     """Body of ``<dir>/<name>.md`` from the first directory that has the file (or from the
-    run's snapshot, see `commands_from`).
+    run's snapshot: recipes.formats.snapshot).
 
     A file that exists but cannot be used fails closed: later directories are not
     consulted.  Raises :class:`CommandError` with a readable reason.
     """
     check_name(name, "command")
-    kept = _from_snapshot(name, commands_dirs)
-    if kept is not None:
-        return kept
-    body = _read_command(name, commands_dirs)
-    active = _snapshot.get()
-    if active is not None and not active[1]:
-        active[0][_key(name, commands_dirs)] = body
+    key = _key(name, commands_dirs)
+    body = snapshot.kept("commands", key, name=name)
+    if body is None:
+        body = _read_command(name, commands_dirs)
+        snapshot.keep("commands", key, body)
     return body
 
 

@@ -1,14 +1,16 @@
-"""Load the spec of a run: its pinned recipe version with the command files it started with.
+"""Load the spec of a run: its pinned recipe version with the files it started with.
 
 A run is fixed at its start (`snapshot_spec`): its recipe version is immutable, and the
-command files that version uses are read then and kept on the run (`Run.snapshot`); every
-later load of the run's spec reads those texts, never the disk (recipes.formats.commands).
-An edited command file reaches the next run at once; a run in flight keeps what it started
-with, even when the file is edited or deleted while it waits at a gate."""
+command files and included workflows that version uses are read then and kept on the run
+(`Run.snapshot`); every later load of the run's spec reads those texts, never the disk
+(recipes.formats.snapshot). An edited file reaches the next run at once; a run in flight
+keeps what it started with, even when the file is edited or deleted while it waits at a
+gate."""
 
+import json
 from functools import lru_cache
 
-from recipes.formats.commands import commands_from, commands_recorded
+from recipes.formats import snapshot as files
 from recipes.validation import validate_source
 
 
@@ -17,11 +19,12 @@ class SpecError(Exception):
 
 
 @lru_cache(maxsize=256)
-def _load(version_id: int, source: str, source_path: str, commands: tuple | None):
-    if commands is None:
+def _load(version_id: int, source: str, source_path: str, snapshot: str | None):
+    """`snapshot`: the run's, as JSON (a cache key); None reads the disk."""
+    if snapshot is None:
         result = validate_source(source, source_path)
     else:
-        with commands_from(dict(commands)):
+        with files.replaying(json.loads(snapshot)):
             result = validate_source(source, source_path)
     if not result.ok:
         raise SpecError("; ".join(str(p) for p in result.errors[:5]))
@@ -36,21 +39,19 @@ def spec_of(recipe, version):
 
 def snapshot_spec(recipe, version) -> tuple[object, dict]:
     """`version` loaded afresh from the disk for a new run: its spec, and the run's snapshot
-    (`{"commands": {...}}`, the command files it used) to keep on the run."""
-    with commands_recorded() as bodies:
+    (the command files and included workflows it used) to keep on the run."""
+    with files.recording() as snapshot:
         result = validate_source(version.source, recipe.source_path)
     if not result.ok:
         raise SpecError("; ".join(str(p) for p in result.errors[:5]))
-    return result.spec, {"commands": bodies} if bodies else {}
+    return result.spec, snapshot
 
 
 def spec_for(run):
-    """The run's spec: its version with the command files it started with."""
-    commands = (run.snapshot or {}).get("commands") or {}
+    """The run's spec: its version with the files it started with."""
     version = run.recipe_version
-    return _load(
-        version.pk, version.source, run.recipe.source_path, tuple(sorted(commands.items()))
-    )
+    kept = json.dumps(run.snapshot or {}, sort_keys=True)
+    return _load(version.pk, version.source, run.recipe.source_path, kept)
 
 
 def node_spec(spec, node_id: str):

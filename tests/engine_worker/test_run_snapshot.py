@@ -23,7 +23,7 @@ provider: scripted
 
 def project_recipe(make_recipe, tmp_path, body: str, commands: dict, slug: str):
     folder = tmp_path / slug
-    (folder / "commands").mkdir(parents=True)
+    (folder / "commands").mkdir(parents=True, exist_ok=True)
     for name, text in commands.items():
         (folder / "commands" / f"{name}.md").write_text(text)
     path = folder / f"{slug}.yaml"
@@ -102,3 +102,33 @@ def test_a_deleted_command_file_breaks_no_decision_on_a_paused_run(
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     assert node(run, "refine").iteration_count == 2
+
+
+INCLUDING = """nodes:
+  - id: block
+    include: block
+  - id: ok
+    depends_on: [block]
+    approval:
+      message: "Ship $block.output?"
+"""
+
+
+def test_an_included_workflow_is_kept_with_the_run_too(
+    live_worker, make_recipe, tmp_path, operator
+):
+    block = tmp_path / "inc" / "block.yaml"
+    block.parent.mkdir()
+    block.write_text("name: block\nnodes:\n  - id: say\n    bash: printf V1\n")
+    recipe, _ = project_recipe(make_recipe, tmp_path, INCLUDING, {}, "inc")
+    first = services.start_run(recipe)
+    gate = wait_for(lambda: pending_gate(first), 30, message="the approval")
+    block.write_text("name: block\nnodes:\n  - id: say\n    bash: printf V2\n")
+    second = services.start_run(recipe)  # the edit reaches the next run at once
+    wait_for(lambda: pending_gate(second), 30, message="the second approval")
+    assert "Ship V2?" in pending_gate(second).message
+    block.unlink()  # and deleting it breaks no decision of a run in flight
+    answer = client_for(operator).post(f"/api/runs/{first.pk}/approve", {"gate": gate.pk})
+    assert answer.status_code == 200, answer.content
+    wait_run(first, "completed", "failed")
+    assert first.status == "completed" and "Ship V1?" in gate.message
