@@ -48,3 +48,23 @@ def test_the_example_as_a_recipe_is_refused_at_its_top_level_await():
     result = parse_python(EXAMPLE.read_text(), "writer-reviewer")
     (problem,) = result.errors
     assert problem.line == 38 and "'await' outside function" in problem.message
+
+
+TWICE = """
+import asyncio
+from recipes.python import Agent, LoopWorkflow
+writer = Agent(name="writer", instructions="Write.", provider="demo")
+workflow = LoopWorkflow(agents=[writer], stop_condition=lambda r, i: i >= 2, max_iterations=3)
+print(asyncio.run(workflow.run("one")).status, asyncio.run(workflow.run("two")).status)
+"""
+
+
+def test_a_plain_script_runs_workflows_one_after_another_with_nothing_recorded():
+    """The first run imports the console's modules (which set DJANGO_SETTINGS_MODULE as a
+    side effect); the second must still run without the console."""
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    done = subprocess.run(
+        [sys.executable, "-c", TWICE], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["condition_met", "condition_met"]
