@@ -5,6 +5,7 @@ the API, the CLI and the MCP server decide through these and nothing else."""
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 
 from recipes.models import Recipe
 from runs.actor import Actor
@@ -12,7 +13,7 @@ from runs.errors import Conflict, NotFound, StarterCannotApprove
 from runs.executor import group as group_exec
 from runs.executor.spec import SpecError, node_spec, spec_for
 from runs.executor.state import lock_run, max_iterations_error
-from runs.models import Gate, NodeRun, Run
+from runs.models import Gate, NodeRun, Run, RunEvent
 
 
 def pending_gate(run: Run) -> Gate | None:
@@ -67,14 +68,19 @@ def decide(
 
 
 def recorded_decisions(run: Run) -> list[Gate]:
-    """Gates decided with `record_only` whose node still waits: what `resume_run` applies."""
-    waiting = NodeRun.objects.filter(run=run, status=NodeRun.Status.PAUSED)
-    found = []
-    for row in waiting:
-        gate = Gate.objects.filter(node_run=row).select_related("iteration").order_by("-pk").first()
-        if gate is not None and gate.status != Gate.Status.PENDING:
-            found.append(gate)
-    return found
+    """Gates decided with `record_only` (their `decision_recorded` event says so) whose node
+    still waits: what `resume_run` applies."""
+    if run.recipe.kind != Recipe.Kind.WORKFLOW:
+        return []
+    recorded = set(
+        RunEvent.objects.filter(run=run, kind="decision_recorded").values_list(
+            "data__gate", flat=True
+        )
+    )
+    waiting = Gate.objects.filter(pk__in=recorded, node_run__status=NodeRun.Status.PAUSED)
+    # ... and still the node's last gate (a node that went on may pause again at a new one)
+    later = Gate.objects.filter(node_run_id=OuterRef("node_run_id"), pk__gt=OuterRef("pk"))
+    return list(waiting.exclude(Exists(later)).select_related("iteration"))
 
 
 OTHERS_APPROVE = (

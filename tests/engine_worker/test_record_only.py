@@ -53,6 +53,8 @@ def test_recorded_feedback_runs_the_next_iteration_on_resume(live_worker, recipe
         lambda: (g := pending_gate(run)) and g.pk != gate.pk and g, 30, message="gate 2"
     )
     assert "feedback=[shorter]" in calls(run)[-1]["prompt"]
+    # the node waits again, at a new gate: the recorded decision is not applied twice
+    assert services.recorded_decisions(run) == []
     services.approve(second.pk, Actor.operator(operator, "console"))
     wait_run(run, "completed", "failed")
     assert run.status == "completed"
