@@ -1,6 +1,6 @@
 """Seed 002 (LoopWorkflow): the design's example, run as its book runs it (a plain script
-with a top-level `await`) without the console. Recorded in the console, the same example
-runs as the bundled scored-writer-reviewer (tests/python/test_surfaces.py)."""
+with a top-level `await`) without the console, and as a recipe of the console (its
+`workflow`, without the script's last line) through a real worker."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 from recipes.formats.python import parse_python
+from runs import services
+from tests.conftest import wait_run
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = Path(__file__).parent / "seed002" / "writer_reviewer.py"
@@ -68,3 +70,27 @@ def test_a_plain_script_runs_workflows_one_after_another_with_nothing_recorded()
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["condition_met", "condition_met"]
+
+
+def test_the_examples_workflow_runs_as_a_recipe_through_a_worker(
+    live_worker, make_recipe, tmp_path
+):
+    """A recipe defines `workflow`; the console runs it (the script's `await` line is the
+    script's part, which a recipe leaves out: docs/recipes.md, deliberate differences)."""
+    source = EXAMPLE.read_text().replace(
+        'result = await workflow.run("Write marketing copy")\n', ""
+    )
+    path = tmp_path / "writer_reviewer.py"
+    path.write_text(source)
+    recipe = make_recipe(source, slug="writer-reviewer", origin="project", source_path=str(path))
+    assert recipe.kind == "python"
+    run = services.start_run(recipe, message="Write marketing copy")
+    wait_run(run, "completed", "failed", timeout=120)
+    assert run.status == "completed", run.error
+    workflow = run.nodes.get(node_id="workflow")
+    assert workflow.state["ended"] == "condition_met"
+    reviews = run.iterations.filter(node_id="reviewer").order_by("number")
+    assert [it.structured["score"] for it in reviews] == [55, 70, 85]  # stops at >= 80
+    first = run.iterations.get(node_id="writer", number=1)
+    assert "Write marketing copy" in first.prompt
+    assert "Write marketing copy" not in run.iterations.get(node_id="writer", number=2).prompt
