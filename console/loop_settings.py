@@ -29,7 +29,9 @@ LOOP_USER_RECIPE_DIR = Path(
 # The most of one iteration's or one node's output kept in the database, in bytes (UTF-8):
 # a longer output keeps its end there and goes whole to a file in the run's data folder
 # (runs/outputs.py). What pages, the API and later steps read is bounded by it.
-LOOP_MAX_OUTPUT_BYTES = env_int("LOOP_MAX_OUTPUT_BYTES", 4 * 1024 * 1024)
+LOOP_MAX_OUTPUT_BYTES = env_int(
+    "LOOP_MAX_OUTPUT_BYTES", 4 * 1024 * 1024
+)  # runs.outputs.DEFAULT_MAX_BYTES
 if LOOP_MAX_OUTPUT_BYTES < 1024:
     raise ImproperlyConfigured(
         f"LOOP_MAX_OUTPUT_BYTES must be at least 1024 bytes, got {LOOP_MAX_OUTPUT_BYTES}"

@@ -23,7 +23,9 @@ def default_provider_configured() -> bool:
 
 def validate_source(source: str, source_path: str = "") -> LoadResult:
     if is_python_path(source_path):
-        return parse_python(source, Path(source_path).stem)
+        return parse_python(
+            source, Path(source_path).stem, provider_fallback=default_provider_configured
+        )
     return load_recipe(
         source,
         resources=resources_for(source_path),

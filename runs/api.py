@@ -81,6 +81,10 @@ OUTPUT_HELP = (
 TRUNCATED_HELP = "The output is longer than `output`: output_url gives all of it"
 URL_HELP = "The whole output as a text file (same read permission as the run)"
 PROMPT_HELP = "The prompt as sent (its start, when the answer's texts pass their bound)"
+STDERR_HELP = (
+    "What a bash or script step wrote to stderr, kept apart from its output (which is "
+    "stdout): its end, bounded with the answer's outputs"
+)
 
 
 class NodeOut(Schema):
@@ -92,6 +96,8 @@ class NodeOut(Schema):
     output: str = Field(..., description=OUTPUT_HELP)
     output_truncated: bool = Field(..., description=TRUNCATED_HELP)
     output_url: str = Field(..., description=URL_HELP)
+    stderr: str = Field("", description=STDERR_HELP)
+    stderr_truncated: bool = False
     error: str
     child_runs: list[int] = []
 

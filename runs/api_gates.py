@@ -23,6 +23,10 @@ class ApproveIn(JsonObject):
     gate: int | None = Field(
         None, ge=1, le=MAX_ID, description="The gate you saw; refused if it is no longer pending"
     )
+    record_only: bool = Field(
+        False,
+        description="Record the decision and leave the run paused; POST .../resume goes on with it",
+    )
 
 
 class RejectIn(JsonObject):
@@ -49,7 +53,13 @@ def approve(request, payload: ApproveIn | None = None, run_id: int = RunId):
     actor = Actor.operator(request.auth, "api")
     payload = body_or_empty(request, payload, ApproveIn)
     gate = services.gate_for_decision(run, payload.gate)
-    services.approve(gate.pk, actor, comment=payload.comment, decision=payload.decision)
+    services.approve(
+        gate.pk,
+        actor,
+        comment=payload.comment,
+        decision=payload.decision,
+        record_only=payload.record_only,
+    )
     run.refresh_from_db()
     return run_out(request, run)
 

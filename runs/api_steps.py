@@ -15,6 +15,7 @@ from runs.api import (
     MAX_ID,
     OUTPUT_HELP,
     PROMPT_HELP,
+    STDERR_HELP,
     TRUNCATED_HELP,
     URL_HELP,
     RunId,
@@ -22,7 +23,7 @@ from runs.api import (
     refuse_unknown_parameters,
 )
 from runs.models import NodeRun
-from runs.output_reads import api_output, api_prompt, bounded_page
+from runs.output_reads import api_output, api_prompt, api_stderr, bounded_page
 
 router = Router()
 
@@ -39,6 +40,8 @@ class StepOut(Schema):
     output: str = Field(..., description=OUTPUT_HELP)
     output_truncated: bool = Field(..., description=TRUNCATED_HELP)
     output_url: str = Field(..., description=URL_HELP)
+    stderr: str = Field(..., description=STDERR_HELP)
+    stderr_truncated: bool
     error: str
     tokens_in: int | None
     tokens_out: int | None
@@ -84,6 +87,7 @@ def step_dict(row: NodeRun) -> dict:
         "status": row.status,
         **api_prompt(row),
         **api_output(row),
+        **api_stderr(row),
         "error": row.error,
         "tokens_in": _count(row.used_in),
         "tokens_out": _count(row.used_out),
@@ -111,5 +115,5 @@ def list_steps(request, filters: Query[StepFilters], run_id: int = RunId):
         used_out=KT("state__tokens_out"),
         used_cost=KT("state__cost_usd"),
     )
-    page, more = bounded_page(rows, filters.limit, "output", "prompt")
+    page, more = bounded_page(rows, filters.limit, "output", "prompt", "stderr")
     return {"items": [step_dict(row) for row in page], "next_cursor": page[-1].pk if more else None}

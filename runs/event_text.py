@@ -123,6 +123,11 @@ def describe(event: RunEvent) -> str:
         return f"Waiting for a decision at {step}."
     if kind == "gate_decided":
         return _decision(step, data)
+    if kind == "decision_recorded":
+        return (
+            f"{data.get('by') or 'Someone'} recorded a decision at {step} ({data.get('outcome')});"
+            " the run goes on with it when resumed."
+        )
     if kind == "gate_reminded":
         waited = say_duration(data.get("waited_seconds") or 0)
         by = data.get("by") or "the sweep"

@@ -58,6 +58,7 @@ TEXTS = {
     Iteration: {"output": (F("output"), Right), "prompt": (F("prompt"), Left)},
     NodeRun: {
         "output": (F("output"), Right),
+        "stderr": (F("stderr"), Right),  # a step's stderr, like its output: its end
         "prompt": (
             Coalesce(NullIf(KT("state__prompt"), Value("")), KT("state__script"), Value("")),
             Left,
@@ -89,7 +90,10 @@ def bounded_page(rows, size: int, *names: str) -> tuple[list, bool]:
 
 
 # What an answer never loads whole (a step's state holds its prompt and its raw output).
-HEAVY = {Iteration: ("output", "raw_output", "prompt"), NodeRun: ("output", "state")}
+HEAVY = {
+    Iteration: ("output", "raw_output", "prompt"),
+    NodeRun: ("output", "stderr", "state"),
+}
 
 
 def api_output(row) -> dict:
@@ -100,6 +104,13 @@ def api_output(row) -> dict:
         "output_truncated": row.output_truncated or (row.output_chars or 0) > len(text),
         "output_url": output_url(row),
     }
+
+
+def api_stderr(row) -> dict:
+    """A step's `stderr` (its end) for an API answer, and `stderr_truncated`; the database
+    keeps only its end within the cap, which is all there is of it."""
+    text = tail(row.stderr_part or "", answer_bytes())
+    return {"stderr": text, "stderr_truncated": (row.stderr_chars or 0) > len(text)}
 
 
 def api_prompt(row) -> dict:
@@ -207,6 +218,7 @@ def _safe(node_id: str) -> str:
 __all__ = [
     "api_output",
     "api_prompt",
+    "api_stderr",
     "bounded",
     "bounded_page",
     "download",

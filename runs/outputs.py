@@ -25,7 +25,13 @@ from django.conf import settings
 SLICE = 1 << 20
 
 
+# The cap when no console settings are loaded (a Python loop run as a plain script).
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+
+
 def max_bytes() -> int:
+    if not settings.configured:
+        return DEFAULT_MAX_BYTES
     return settings.LOOP_MAX_OUTPUT_BYTES
 
 
@@ -193,6 +199,17 @@ class Capture:
             for i in range(0, len(text), SLICE):
                 file.write(text[i : i + SLICE].encode("utf-8", "replace"))
         self.total = size
+
+
+class StderrTail(Capture):
+    """A step's stderr as it arrives: only its end within the cap is kept (no file: the
+    whole of a step's output is its stdout; stderr is what a person reads for why)."""
+
+    def __init__(self, limit: int | None = None):
+        super().__init__(0, "stderr", limit)
+
+    def _open(self) -> None:
+        pass  # never spills to a file: `_trim` keeps the end
 
 
 def keep_text(run_id: int, name: str, text: str) -> tuple[str, dict]:

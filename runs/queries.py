@@ -127,8 +127,10 @@ class NodeRow:
 
 def _with_output_tail(rows):
     """Rows without their full output: its length and its last NODE_OUTPUT_SHOWN chars."""
-    return rows.defer("output").annotate(
-        output_length=Length("output"), output_tail=Right("output", NODE_OUTPUT_SHOWN)
+    return rows.defer("output", "stderr").annotate(
+        output_length=Length("output"),
+        output_tail=Right("output", NODE_OUTPUT_SHOWN),
+        stderr_tail=Right("stderr", NODE_OUTPUT_SHOWN),
     )
 
 

@@ -1,7 +1,7 @@
 """Plain-data views of runs, shared by the API and the command line."""
 
 from runs.models import Gate, Run
-from runs.output_reads import api_output, bounded
+from runs.output_reads import api_output, api_stderr, bounded
 
 
 def run_summary(run: Run) -> dict:
@@ -16,11 +16,12 @@ def run_summary(run: Run) -> dict:
             "iterations": n.iteration_count,
             "max_iterations": n.max_iterations,
             **api_output(n),
+            **api_stderr(n),
             "error": n.error,
             # A workflow node's child runs, in item order (the latest of each item).
             "child_runs": _children(n) if n.kind == "workflow" else [],
         }
-        for n in bounded(run.nodes.filter(iteration=0).order_by("id"))
+        for n in bounded(run.nodes.filter(iteration=0).order_by("id"), "output", "stderr")
     ]
     gate = (
         run.gates.filter(status=Gate.Status.PENDING)

@@ -15,6 +15,19 @@ from django.utils import timezone
 from recipes.models import Recipe
 from runs import dispatch, resuming
 from runs.actor import Actor, can_operate
+from runs.decisions import (  # noqa: F401 - the gate services, re-exported
+    LAST_ITERATION,
+    OTHERS_APPROVE,
+    _apply,
+    approve,
+    check_approver,
+    check_room_to_iterate,
+    decide,
+    gate_for_decision,
+    pending_gate,
+    recorded_decisions,
+    reject,
+)
 from runs.errors import (
     AlreadyDecided,
     Conflict,
@@ -24,10 +37,9 @@ from runs.errors import (
     ServiceError,
     StarterCannotApprove,
 )
-from runs.executor import group as group_exec
-from runs.executor.spec import SpecError, node_spec, spec_for, spec_of
-from runs.executor.state import lock_run, max_iterations_error
-from runs.models import Gate, NodeRun, Run
+from runs.executor.spec import SpecError, snapshot_spec
+from runs.executor.state import lock_run
+from runs.models import NodeRun, Run
 
 __all__ = [
     "Actor",
@@ -88,7 +100,7 @@ def start_run(
     version = version or recipe.current_version
     if version is None or not recipe.valid and version == recipe.current_version:
         raise Conflict(f"Recipe '{recipe.slug}' has errors; fix it before starting a run.")
-    spec = _spec(recipe, version)
+    spec, snapshot = _spec(recipe, version)
     try:
         spec_inputs = dict(getattr(spec, "inputs", {}) or {})
         if parent_node is not None and not spec_inputs:
@@ -125,6 +137,7 @@ def start_run(
             rerun_of=rerun_of,
             forked_from=forked["from"] if forked else None,
             fork_point=forked["point"] if forked else {},
+            snapshot=snapshot,
             workdir=workdir,
             parent=parent_node.run if parent_node is not None else None,
             parent_node=parent_node,
@@ -155,9 +168,9 @@ def start_run(
 
 
 def _spec(recipe, version):
-    # The same cached parse the engine uses for this version: a start parses it once.
+    # Read afresh (an edited command file reaches this run) and kept on the run.
     try:
-        return spec_of(recipe, version)
+        return snapshot_spec(recipe, version)
     except SpecError as exc:
         raise Conflict(f"Recipe '{recipe.slug}' v{version.number} does not load: {exc}") from None
 
@@ -239,11 +252,18 @@ def _resume_budget_stop(run: Run, actor: Actor) -> None:
 
 def resume_run(run: Run, actor: Actor) -> Run:
     """Re-run what did not complete (and `always_run` nodes); a loop restarts at iteration 1.
-    After a budget stop, go on where it stopped (once the budget allows)."""
+    After a budget stop, go on where it stopped (once the budget allows). A paused run whose
+    gate was decided with `record_only` goes on with that decision."""
     with transaction.atomic():
         run = lock_run(run.pk)
         if run.status == Run.Status.BUDGET_EXCEEDED:
             _resume_budget_stop(run, actor)
+            return run
+        if run.status == Run.Status.PAUSED and (recorded := recorded_decisions(run)):
+            for gate in recorded:  # decisions recorded earlier (`approve --record-only`)
+                row = NodeRun.objects.select_for_update().get(pk=gate.node_run_id)
+                _apply(run, gate, row, gate.status, actor)
+            run.update_status()
             return run
         if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED):
             raise Conflict(
@@ -263,105 +283,7 @@ def resume_run(run: Run, actor: Actor) -> Run:
     return run
 
 
-# --- gates ---------------------------------------------------------------------------------
-
-
-def pending_gate(run: Run) -> Gate | None:
-    """The gate the run waits at, if any (the oldest, when parallel branches wait at several)."""
-    return run.gates.filter(status=Gate.Status.PENDING).select_related("iteration").first()
-
-
-def gate_for_decision(run: Run, gate_id: int | None = None) -> Gate:
-    """The gate a console form, an API call or the CLI decides (see GateQuerySet)."""
-    return Gate.objects.for_decision(run, gate_id)
-
-
-def approve(gate_id: int, actor: Actor, *, comment: str = "", decision: str = "") -> Gate:
-    """Approve: what that means (accept, or iterate with the comment) is Gate.outcome."""
-    return decide(gate_id, actor, "approve", comment=comment, decision=decision)
-
-
-def reject(gate_id: int, actor: Actor, *, reason: str) -> Gate:
-    return decide(gate_id, actor, "reject", comment=reason)
-
-
-def decide(gate_id: int, actor: Actor, action: str, *, comment="", decision="") -> Gate:
-    """Load the gate under the run's lock, let it record the decision, then move its node."""
-    run_id = Gate.objects.filter(pk=gate_id).values_list("run_id", flat=True).first()
-    if run_id is None:
-        raise NotFound(f"No gate {gate_id}.")
-    with transaction.atomic():
-        run = lock_run(run_id)
-        gate = Gate.objects.select_related("iteration", "decided_by").get(pk=gate_id)
-        check_approver(run, gate, actor, action, comment)
-        status = gate.decide(run, actor, action, comment, decision)
-        row = NodeRun.objects.select_for_update().get(pk=gate.node_run_id)
-        _apply(run, gate, row, status, actor)
-        run.update_status()
-    return gate
-
-
-OTHERS_APPROVE = (
-    "This recipe asks for someone other than the person who started the run to approve its"
-    " gates (approvers: others). Ask another operator to approve; you can still give"
-    " feedback or reject."
-)
-
-
-def check_approver(run: Run, gate: Gate, actor: Actor, action: str, comment: str) -> None:
-    """A recipe with `approvers: others`: the starter may not accept at its gates (feedback
-    that asks for another iteration, and rejecting, stay open to everyone)."""
-    if action != "approve" or getattr(spec_for(run), "approvers", "anyone") != "others":
-        return
-    if gate.status != Gate.Status.PENDING or gate.outcome(action, comment) == Gate.Status.ITERATED:
-        return  # a decided gate answers AlreadyDecided as usual
-    person = actor.person
-    if person is None:
-        raise StarterCannotApprove(
-            "This recipe asks for someone other than the person who started the run to approve"
-            " its gates (approvers: others): approve as a named account (--user NAME)."
-        )
-    if run.started_by_id is not None and run.started_by_id == person.pk:
-        raise StarterCannotApprove(OTHERS_APPROVE)
-
-
-def _apply(run: Run, gate: Gate, row: NodeRun, status: str, actor: Actor) -> None:
-    """Move the gate's node on. Each transition sends what comes next (the node's own next
-    iteration, or one advance_run when the node ends) and nothing else does."""
-    if run.recipe.kind == "python":
-        # A Python loop's own code decides what a decision means (recipes.python).
-        from recipes.python.gates import gate_decided
-
-        gate_decided(run, gate, row)
-        return
-    if run.recipe.kind == "planeai":
-        # A human.wait: accept goes on, feedback goes on with it as runtime.last_error.
-        from recipes.planeai.runner import gate_decided as step_machine_decided
-
-        step_machine_decided(run, gate, row, status, actor)
-        return
-    if status == Gate.Status.REJECTED:
-        reason = f"rejected at the gate by {actor.name}"
-        row.fail(run, reason + (f": {gate.comment}" if gate.comment else ""))
-        return
-    if gate.kind == Gate.Kind.APPROVAL:
-        capture = node_spec(spec_for(run), row.node_id).approval.capture_response
-        output = gate.decision or (gate.comment if capture else "") or "approved"
-        row.complete(run, output, decided_by=actor.name)
-    elif status == Gate.Status.ACCEPTED:
-        it = gate.iteration
-        row.complete(run, it.output, it.structured, iterations=it.number, channels=gate.channels)
-    else:
-        node = node_spec(spec_for(run), row.node_id)
-        loop = node.loop or node.loop_group
-        number = row.iteration_count + 1
-        if row.iteration_count >= loop.max_iterations:
-            row.fail(run, max_iterations_error(row.node_id, loop))
-        elif row.kind == "loop_group":
-            group_exec.begin_next(run, row, number, feedback=gate.comment, after_gate=True)
-        else:
-            row.start_iteration(run, number, feedback=gate.comment, after_gate=True)
-
+# --- gates: runs/decisions.py (re-exported here: the one way in stays this module) ------
 
 # --- step machines -------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from recipes.formats import snapshot
 from recipes.problems import short_repr
 from recipes.yaml_reader import MAX_SOURCE_BYTES
 
@@ -30,13 +31,27 @@ def check_name(name: str, what: str) -> None:
         )
 
 
+def _key(name: str, commands_dirs: Sequence[Path]) -> str:
+    return name + "\n" + "\n".join(str(d) for d in commands_dirs)
+
+
 def resolve_command(name: str, commands_dirs: Sequence[Path]) -> str:
-    """Body of ``<dir>/<name>.md`` from the first directory that has the file.
+    """Body of ``<dir>/<name>.md`` from the first directory that has the file (or from the
+    run's snapshot: recipes.formats.snapshot).
 
     A file that exists but cannot be used fails closed: later directories are not
     consulted.  Raises :class:`CommandError` with a readable reason.
     """
     check_name(name, "command")
+    key = _key(name, commands_dirs)
+    body = snapshot.kept("commands", key, name=name)
+    if body is None:
+        body = _read_command(name, commands_dirs)
+        snapshot.keep("commands", key, body)
+    return body
+
+
+def _read_command(name: str, commands_dirs: Sequence[Path]) -> str:
     if not commands_dirs:
         raise CommandError(
             f"command {short_repr(name)} not found: no commands directories are configured"
@@ -72,4 +87,7 @@ def resolve_command(name: str, commands_dirs: Sequence[Path]) -> str:
             raise CommandError(f"command {short_repr(name)}: {candidate} is empty")
         return body
     searched = ", ".join(str(d) for d in commands_dirs)
-    raise CommandError(f"command {short_repr(name)} not found ({name}.md); looked in: {searched}")
+    raise CommandError(
+        f"command {short_repr(name)} not found ({name}.md); looked in: {searched}; "
+        f"create it as {Path(commands_dirs[0]) / (name + '.md')}"
+    )

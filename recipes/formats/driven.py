@@ -147,9 +147,42 @@ def _check_host(host, agents: dict, ctx: RuleContext) -> None:
         )
 
 
+# The design writes its fields in camelCase (`maxIterations`, `onInit`, ...): accepted as
+# written, read as the snake_case names this format uses.
+CAMEL_LOOP_FIELDS = {"maxIterations": "max_iterations"}
+CAMEL_HOOKS = {
+    "onInit": "on_init",
+    "onIterationStart": "on_iteration_start",
+    "onIterationEnd": "on_iteration_end",
+    "onError": "on_error",
+    "onFinish": "on_finish",
+}
+
+
+def _snake_case(block: dict, names: dict, path: str, label: str, ctx: RuleContext) -> dict:
+    """`block` with the design's camelCase keys under their snake_case names; both
+    spellings of one field is an error."""
+    out = {}
+    for key, value in block.items():
+        name = names.get(key, key)
+        if name in out:
+            ctx.error(
+                child_path(path, key),
+                f"{label}: {short_repr(name)} is given twice (as {short_repr(key)} too)",
+            )
+            continue
+        out[name] = value
+    return out
+
+
 def _check_loop(block, path: str, label: str, ctx: RuleContext):
     if not isinstance(block, dict):
         return block  # pydantic: must be a mapping
+    block = _snake_case(block, CAMEL_LOOP_FIELDS, path, label, ctx)
+    if isinstance(block.get("hooks"), dict):
+        block["hooks"] = _snake_case(
+            block["hooks"], CAMEL_HOOKS, child_path(path, "hooks"), label, ctx
+        )
     for key in block:
         if key not in LOOP_FIELDS:
             ctx.warn(

@@ -230,3 +230,14 @@ def load_command(name: Any, path: str, ctx: RuleContext) -> str | None:
     except CommandError as exc:
         ctx.error(path, str(exc))
         return None
+
+
+def nested_group_error(label: str, group: str) -> str:
+    """The design calls a loop_group inside a body "supported by construction, not hardened";
+    this engine advances top-level groups only, so it refuses one rather than hang."""
+    return (
+        f"{label}: a loop_group cannot be inside another loop_group's body (loop_group "
+        f"{short_repr(group)}): this console runs one level of loop_group; put the inner "
+        "loop in a workflow of its own and call it with a 'workflow:' node outside the body, "
+        "or make it a 'loop:' node"
+    )

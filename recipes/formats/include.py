@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recipes.formats import snapshot
 from recipes.formats.commands import CommandError, check_name
 from recipes.formats.resources import folders_text
 from recipes.formats.rule_context import ID_PATTERN, RuleContext
@@ -63,7 +64,12 @@ def expand_include(
         return None
     if not isinstance(inc_id, str) or not ID_PATTERN.fullmatch(inc_id):
         return None  # the id rules already said why
-    found = ctx.resources.find_workflow(name) if ctx.resources.find_workflow else None
+    key = name + "\n" + "\n".join(str(d) for d in ctx.resources.workflow_dirs)
+    recorded = snapshot.kept("workflows", key, name=name)  # a run's, as it started
+    if recorded is not None:
+        found = Path(recorded["path"])
+    else:
+        found = ctx.resources.find_workflow(name) if ctx.resources.find_workflow else None
     if found is None:
         searched = folders_text(ctx.resources.workflow_dirs) or "no workflow folders are configured"
         ctx.error(
@@ -71,16 +77,16 @@ def expand_include(
             f"{label}: included workflow {short_repr(name)} not found ({name}.yaml); looked in: {searched}",
         )
         return None
-    key = str(Path(found).resolve())
+    resolved = str(Path(found).resolve())
     chain = ctx.include_chain
-    if key in chain:
-        names = " -> ".join(Path(p).stem for p in (*chain[chain.index(key) :], key))
+    if resolved in chain:
+        names = " -> ".join(Path(p).stem for p in (*chain[chain.index(resolved) :], resolved))
         ctx.error(where, f"{label}: include cycle: {names}")
         return None
     if len(chain) > MAX_INCLUDE_DEPTH:
         ctx.error(where, f"{label}: includes nest more than {MAX_INCLUDE_DEPTH} deep ({name})")
         return None
-    block = _load_block(found, ctx, (*chain, key), where, label, name)
+    block = _load_block(found, ctx, (*chain, resolved), where, label, name, key)
     if block is None:
         return None
     inputs = _block_inputs(raw, block, path, label, ctx)
@@ -105,20 +111,25 @@ def _check_fields(raw: dict, path: str, label: str, ctx: RuleContext) -> None:
             )
 
 
-def _load_block(found: Path, ctx: RuleContext, chain, where, label, name) -> dict | None:
+def _load_block(found: Path, ctx: RuleContext, chain, where, label, name, key) -> dict | None:
     from recipes.formats.workflow import check_and_type
     from recipes.yaml_reader import MAX_SOURCE_BYTES, parse_yaml
 
     prefix = f"{label}: included workflow {short_repr(name)} ({found})"
-    try:
-        data = Path(found).read_bytes()[: MAX_SOURCE_BYTES + 1]
-        source = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        ctx.error(where, f"{prefix} cannot be read: {exc}")
-        return None
-    if len(data) > MAX_SOURCE_BYTES:
-        ctx.error(where, f"{prefix} is larger than {MAX_SOURCE_BYTES} bytes")
-        return None
+    recorded = snapshot.kept("workflows", key, name=name)
+    if recorded is not None:
+        source = recorded["source"]
+    else:
+        try:
+            data = Path(found).read_bytes()[: MAX_SOURCE_BYTES + 1]
+            source = data.decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            ctx.error(where, f"{prefix} cannot be read: {exc}")
+            return None
+        if len(data) > MAX_SOURCE_BYTES:
+            ctx.error(where, f"{prefix} is larger than {MAX_SOURCE_BYTES} bytes")
+            return None
+        snapshot.keep("workflows", key, {"path": str(found), "source": source})
     document, lines, yaml_problems = parse_yaml(source)
     if yaml_problems or not isinstance(document, dict):
         first = yaml_problems[0] if yaml_problems else "it is not a mapping of fields"

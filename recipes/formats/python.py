@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from recipes.loader import LoadResult, Problem
@@ -113,11 +114,55 @@ def _gate_option_problems(tree: ast.Module) -> list[Problem]:
     return problems
 
 
-def parse_python(source: str, fallback_name: str = "") -> LoadResult:
+def _agents_without_provider(tree: ast.Module) -> list[Problem]:
+    """`Agent(...)` calls that name no provider (keyword, or third argument), for a console
+    with no default provider: each would fail when the run reaches it."""
+    problems = []
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        if name != "Agent":
+            continue
+        given = [k.value for k in call.keywords if k.arg == "provider"] or call.args[2:3]
+        if any(not (isinstance(v, ast.Constant) and v.value is None) for v in given):
+            continue
+        # `model=llm` (an object, not a model name) is the agent's backend (Agent.__init__)
+        model = [k.value for k in call.keywords if k.arg == "model"] or call.args[4:5]
+        if any(not isinstance(v, ast.Constant) for v in model):
+            continue
+        problems.append(
+            Problem(
+                "Agent",
+                call.lineno,
+                call.col_offset + 1,
+                "this agent names no provider and no default provider is set: add "
+                'provider="NAME" (a provider of the console, e.g. provider="demo"), or set '
+                "a default provider in the admin or LOOP_DEFAULT_PROVIDER",
+            )
+        )
+    return problems
+
+
+def parse_python(
+    source: str, fallback_name: str = "", provider_fallback: bool | Callable[[], bool] = True
+) -> LoadResult:
+    """Check a Python recipe from its syntax tree (it is never run here). Besides the
+    parser's errors, the compiler's are reported with their line (`await` outside a
+    function: a recipe defines `workflow`; the console runs it). `provider_fallback`:
+    whether a default provider answers agents that name none (asked only when one does)."""
     try:
         tree = ast.parse(source)
+        compile(tree, "<recipe>", "exec", dont_inherit=True)
     except SyntaxError as exc:
-        problem = Problem("", exc.lineno or 1, exc.offset or 1, f"Python syntax: {exc.msg}")
+        message = f"Python syntax: {exc.msg}"
+        if "await" in exc.msg:
+            message += (
+                " (a recipe defines a module-level `workflow` and the console runs it; a "
+                "script awaits `workflow.run(...)` inside a function, e.g. `asyncio.run`)"
+            )
+        problem = Problem("", exc.lineno or 1, exc.offset or 1, message)
         return LoadResult(kind="python", spec=None, errors=[problem])
     except ValueError as exc:  # e.g. a NUL byte in the source
         return LoadResult(kind="python", spec=None, errors=[Problem("", 1, 1, str(exc))])
@@ -132,6 +177,9 @@ def parse_python(source: str, fallback_name: str = "") -> LoadResult:
         return LoadResult(kind="python", spec=None, errors=[problem])
     budget, problems = _module_budget(tree)
     problems = [*_gate_option_problems(tree), *problems]
+    unnamed = _agents_without_provider(tree)
+    if unnamed and not (provider_fallback() if callable(provider_fallback) else provider_fallback):
+        problems += unnamed
     if problems:
         return LoadResult(kind="python", spec=None, errors=problems)
     doc = (ast.get_docstring(tree) or "").strip()

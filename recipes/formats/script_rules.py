@@ -184,5 +184,13 @@ def check_bindings(value: Any, path: str, label: str, ctx: RuleContext) -> dict:
                     "value}} and nothing else",
                 )
                 continue
+            if bound["from"].lstrip().startswith("$LOOP_PREV"):
+                # $LOOP_PREV is text substituted each pass, not a node reference.
+                ctx.error(
+                    child_path(key_path, "from"),
+                    f"{label}: a binding directive's 'from' cannot read $LOOP_PREV (it is not a "
+                    f"node reference); write the string form instead: {name}: {bound['from']}",
+                )
+                continue
         cleaned[name] = bound
     return cleaned

@@ -24,6 +24,7 @@ from recipes.formats.field_rules import (
     check_loop,
     check_output_schema,
     load_command,
+    nested_group_error,
 )
 from recipes.formats.include import expand_include, rename_outputs, rewrite_strings
 from recipes.formats.rule_context import (
@@ -188,6 +189,11 @@ def _check_nodes(
                 node_paths[node_id] = node_path
         if "include" in raw:
             expansion = expand_include(raw, node_path, label, ctx, visible)
+            if expansion is not None and group is not None:
+                for inner in expansion.nodes:
+                    if isinstance(inner, dict) and inner.get("kind") == "loop_group":
+                        ctx.error(node_path, nested_group_error(label, group))
+                        break
             if expansion is not None and isinstance(node_id, str):
                 aliases[node_id] = (expansion.sinks, expansion.primary)
                 cleaned.extend(expansion.nodes)
@@ -358,6 +364,8 @@ def _check_node(
     elif kind == "loop":
         out["loop"] = check_loop(raw, child_path(path, "loop"), label, ctx)
     elif kind == "loop_group":
+        if group is not None:
+            ctx.error(child_path(path, "loop_group"), nested_group_error(label, group))
         out["loop_group"] = _check_group(raw, child_path(path, "loop_group"), label, ctx, visible)
     return out
 

@@ -10,6 +10,9 @@ from .machine import MachineState
 from .templates import Namespace, TextList
 
 KNOWLEDGE_FILE_LIMIT = 50_000
+# Inputs every recipe's templates may name though the run was given none: the task key
+# is there "if provided" (absent, `{{ inputs.task_key }}` prints nothing).
+OPTIONAL_INPUTS = frozenset({"task_key"})
 
 
 def run_inputs(run, spec) -> dict:
@@ -28,7 +31,7 @@ def run_inputs(run, spec) -> dict:
 
 def template_context(run, spec, state: MachineState) -> dict:
     return {
-        "inputs": Namespace("inputs", run_inputs(run, spec)),
+        "inputs": Namespace("inputs", run_inputs(run, spec), optional=OPTIONAL_INPUTS),
         "loop_run": Namespace("loop_run", {"id": run.pk}),
         "recipe": Namespace("recipe", {"id": spec.id, "name": spec.name}),
         "knowledge": Namespace(

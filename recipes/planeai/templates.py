@@ -63,7 +63,12 @@ class ClearUndefined(Undefined):
             raise UndefinedError(self._undefined_hint)
         raise UndefinedError(f"{name!r} is undefined" if name else "a value is undefined")
 
-    __str__ = _fail_with_undefined_error  # type: ignore[assignment]
+    def __str__(self) -> str:
+        owner = self._undefined_obj
+        if isinstance(owner, Namespace) and self._undefined_name in owner._optional:
+            return ""  # a value the design says is there "if provided": absent prints nothing
+        return self._fail_with_undefined_error()
+
     __iter__ = _fail_with_undefined_error  # type: ignore[assignment]
     __len__ = _fail_with_undefined_error  # type: ignore[assignment]
 
@@ -72,11 +77,14 @@ class Namespace:
     """Values templates read with dots (`inputs.goal`), named in error messages. Not a
     dict: an input called `items` or `keys` must read the input, not a dict method."""
 
-    __slots__ = ("_label", "_values")
+    __slots__ = ("_label", "_optional", "_values")
 
-    def __init__(self, label: str, values: dict):
+    def __init__(self, label: str, values: dict, optional: frozenset[str] = frozenset()):
+        """`optional`: names that print as nothing when absent (still undefined to
+        `default()` and `{% if %}`); any other absent name is an error when printed."""
         self._label = label
         self._values = dict(values)
+        self._optional = optional
 
     def __getattr__(self, name: str):
         try:

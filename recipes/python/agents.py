@@ -68,6 +68,11 @@ class Agent(Runnable):
         if output_type is not None and not hasattr(output_type, "model_json_schema"):
             raise TypeError(f"agent {name!r}: output_type must be a pydantic model class")
         self.output_type = output_type
+        if provider is None and model is not None and not isinstance(model, str):
+            # The design writes `Agent(model=llm)`: an object there is the agent's backend
+            # (anything with the provider protocol), not a model name.
+            provider, model = model, None
+            self.provider = provider
         self.model = model
 
     def __repr__(self) -> str:

@@ -8,6 +8,7 @@ import asyncio
 import inspect
 import os
 import shutil
+import sys
 import tempfile
 
 from .agents import Agent, call_provider
@@ -16,9 +17,27 @@ from .results import GateDecision, GateRequest, WorkflowError
 
 
 def django_configured() -> bool:
+    """Whether this process was given the console's settings (asked when a workflow
+    starts, to choose its host). A DJANGO_SETTINGS_MODULE that only importing the console's
+    own modules set (console/celery.py) does not count: a plain script stays one."""
     from django.conf import settings
 
-    return settings.configured or bool(os.environ.get("DJANGO_SETTINGS_MODULE"))
+    if settings.configured:
+        return True
+    if not os.environ.get("DJANGO_SETTINGS_MODULE"):
+        return False
+    celery = sys.modules.get("console.celery")
+    return not getattr(celery, "SETTINGS_DEFAULTED", False)
+
+
+def django_ready() -> bool:
+    """Whether the console's apps are loaded, so its registry of providers can be read. A
+    plain script's run has no console: importing the console's modules on the way (the
+    sandbox reads its secrets) sets DJANGO_SETTINGS_MODULE (console/celery.py) but loads
+    no apps, so this, not `django_configured`, decides how a provider name resolves."""
+    from django.apps import apps
+
+    return apps.ready
 
 
 def resolve_provider(provider):
@@ -26,7 +45,7 @@ def resolve_provider(provider):
     registry, so admin-configured providers work; without Django only `demo` exists."""
     if provider is not None and not isinstance(provider, str):
         return provider
-    if django_configured():
+    if django_ready():
         from runs.providers import registry
 
         return registry.resolve(provider, None)

@@ -17,7 +17,9 @@ from runs.engine.structured import (
 from runs.outputs import max_bytes, size_words, utf8_size
 from runs.providers.base import AgentRequest, AgentResult, Provider, ProviderError
 
-from .lease import keep_lease, renewer
+# Nothing here imports the console's models or reads its settings at import: a Python loop
+# run as a plain script, without the console (recipes.python.hosts.DirectHost), calls
+# `call_agent` too. The lease keeping below is imported only when there is a lease.
 
 MAX_REASKS = 3
 TRANSIENT_RETRIES = 3
@@ -104,8 +106,13 @@ def _with_transient_retries(provider: Provider, request: AgentRequest, on_chunk)
             if exc.permanent or attempt == TRANSIENT_RETRIES:
                 raise StepFailed(str(exc)) from exc
             on_chunk(f"\n[transient error, retrying in {delay:.0f}s: {exc}]\n")
-            with keep_lease(renewer(on_chunk)):
-                time.sleep(delay)
+            if getattr(on_chunk, "renew_lease", None) is None:
+                time.sleep(delay)  # a plain callback: no lease to keep
+            else:
+                from .lease import keep_lease, renewer
+
+                with keep_lease(renewer(on_chunk)):
+                    time.sleep(delay)
             delay *= 2
     raise AssertionError("unreachable")
 

@@ -3,7 +3,8 @@ console's own interpreter when uv is not installed), TypeScript/JavaScript throu
 
 The code is the recipe author's; values reach it only through the environment
 (`USER_MESSAGE`, `ARGUMENTS`, `INPUTS_<NAME>`, ...), the allow-listed one every child process
-gets (runs.sandbox.child_env), in the sandbox. Output is captured like a bash step's.
+gets (runs.sandbox.child_env), in the sandbox. Output is captured like a bash step's:
+stdout is the output, stderr is kept apart (`NodeRun.stderr`).
 """
 
 from __future__ import annotations
@@ -104,7 +105,12 @@ def run_script(run, spec, node, row, stream):
     if node.network is None and argv[0].endswith("uv") and _installs(node):
         sandbox = sandbox.with_network(True)  # uv fetches the declared dependencies
     result = run_process(
-        argv, sandbox=sandbox, env=step_env(run, ctx), on_chunk=stream, timeout=timeout
+        argv,
+        sandbox=sandbox,
+        env=step_env(run, ctx),
+        on_chunk=stream,
+        on_stderr=stream.on_stderr,  # the output is stdout, like a bash step's
+        timeout=timeout,
     )
     stream.publish()
     if result.timed_out:

@@ -1,7 +1,16 @@
-"""Load the pinned recipe version of a run (cached per version: versions never change)."""
+"""Load the spec of a run: its pinned recipe version with the files it started with.
 
+A run is fixed at its start (`snapshot_spec`): its recipe version is immutable, and the
+command files and included workflows that version uses are read then and kept on the run
+(`Run.snapshot`); every later load of the run's spec reads those texts, never the disk
+(recipes.formats.snapshot). An edited file reaches the next run at once; a run in flight
+keeps what it started with, even when the file is edited or deleted while it waits at a
+gate."""
+
+import json
 from functools import lru_cache
 
+from recipes.formats import snapshot as files
 from recipes.validation import validate_source
 
 
@@ -10,19 +19,39 @@ class SpecError(Exception):
 
 
 @lru_cache(maxsize=256)
-def _load(version_id: int, source: str, source_path: str):
-    result = validate_source(source, source_path)
+def _load(version_id: int, source: str, source_path: str, snapshot: str | None):
+    """`snapshot`: the run's, as JSON (a cache key); None reads the disk."""
+    if snapshot is None:
+        result = validate_source(source, source_path)
+    else:
+        with files.replaying(json.loads(snapshot)):
+            result = validate_source(source, source_path)
     if not result.ok:
         raise SpecError("; ".join(str(p) for p in result.errors[:5]))
     return result.spec
 
 
 def spec_of(recipe, version):
-    return _load(version.pk, version.source, recipe.source_path)
+    """`version` as it loads (cached per version: a page that shows a recipe; a run reads
+    its own spec with `spec_for`)."""
+    return _load(version.pk, version.source, recipe.source_path, None)
+
+
+def snapshot_spec(recipe, version) -> tuple[object, dict]:
+    """`version` loaded afresh from the disk for a new run: its spec, and the run's snapshot
+    (the command files and included workflows it used) to keep on the run."""
+    with files.recording() as snapshot:
+        result = validate_source(version.source, recipe.source_path)
+    if not result.ok:
+        raise SpecError("; ".join(str(p) for p in result.errors[:5]))
+    return result.spec, snapshot
 
 
 def spec_for(run):
-    return spec_of(run.recipe, run.recipe_version)
+    """The run's spec: its version with the files it started with."""
+    version = run.recipe_version
+    kept = json.dumps(run.snapshot or {}, sort_keys=True)
+    return _load(version.pk, version.source, run.recipe.source_path, kept)
 
 
 def node_spec(spec, node_id: str):

@@ -96,6 +96,7 @@ def _fail(row: NodeRun, error: str, stream: OutputStream | None = None) -> None:
         row.refresh_from_db()
         if stream is not None:  # everything the step printed, not only what was flushed
             row.output = stream.text
+            row.stderr = stream.stderr
             row.output_file, row.output_bytes = stream.fields().values()
         if not run.is_terminal:
             row.fail(run, error, attempt=row.attempts)
@@ -144,6 +145,7 @@ def _run_step(run: Run, spec, node, row: NodeRun) -> None:
             row.refresh_from_db()
             row.state = {**row.state, **extra}
             row.output_file, row.output_bytes = stream.fields().values()
+            row.stderr = stream.stderr
             owned = row.status == NodeRun.Status.RUNNING and row.attempts == stream.attempt
             if outcome is not None and owned:  # the run's lock keeps it so until we commit
                 record_call(
@@ -168,6 +170,7 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
             sandbox=step_sandbox(run, spec, node),
             env={**step_env(run, ctx), **values},
             on_chunk=stream,
+            on_stderr=stream.on_stderr,  # $node.output is stdout (docs/recipes.md)
             timeout=timeout,
         )
         stream.publish()

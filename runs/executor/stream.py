@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs import live
-from runs.outputs import Capture, size_words, tail
+from runs.outputs import Capture, StderrTail, size_words, tail
 from runs.providers.base import Cancelled
 
 from .state import on_fresh_connection
@@ -57,6 +57,8 @@ class OutputStream:
         self.holder = holder
         kind = "iteration" if field == "raw_output" else "node"
         self.capture = Capture(run_id, f"{kind}-{pk}-{attempt}")
+        # A step's stderr (bash, script: `on_stderr`), kept apart from its output.
+        self.errors = StderrTail()
         self.unpublished: list[str] = []
         self.published_length = 0  # the offset open pages place the next chunk at
         self.live_bytes = 0  # what went out live, against the cap
@@ -74,6 +76,15 @@ class OutputStream:
         """The row's `output_file` and `output_bytes` for what was printed so far."""
         return self.capture.fields()
 
+    @property
+    def stderr(self) -> str:
+        """What the step wrote to stderr so far (its end, within the cap)."""
+        return self.errors.text
+
+    def on_stderr(self, chunk: str) -> None:
+        """A step's stderr: kept on its row (`NodeRun.stderr`), never in its output."""
+        self.errors.add(chunk)
+
     def __call__(self, chunk: str) -> None:
         if chunk:
             self.capture.add(chunk)
@@ -90,6 +101,7 @@ class OutputStream:
         """A step's next attempt starts its output afresh (open pages see it after the
         earlier attempt's, unless that one already passed the cap and closed the live view)."""
         self.capture.reset()
+        self.errors.reset()
         self.announced = False
 
     def keep(self, outcome):
@@ -152,7 +164,7 @@ class OutputStream:
         self.capture.close()
         if not self.capture.total:
             return
-        fields = {self.field: self.text, **self.fields()}
+        fields = self._row_fields()
         if self.field == "raw_output":
             fields["output"] = self.text
         on_fresh_connection(
@@ -169,8 +181,14 @@ class OutputStream:
             )
         )
 
-    def _save(self) -> bool:
+    def _row_fields(self) -> dict:
         fields = {self.field: self.text, **self.fields()}
+        if self.errors.total:
+            fields["stderr"] = self.stderr
+        return fields
+
+    def _save(self) -> bool:
+        fields = self._row_fields()
         if self.holder is None and self.lease:
             return renew_lease(self.model, self.pk, self.attempt, **fields)
         saved = self.model.objects.filter(

@@ -20,7 +20,7 @@ from runs.errors import ServiceError
 from runs.models import NodeRun, Run
 
 from .context import build_context, run_dirs
-from .spec import SpecError, spec_of
+from .spec import SpecError, spec_for
 from .state import lock_run
 
 MAX_DEPTH = 5
@@ -185,7 +185,7 @@ class _ChildRefused(Exception):
 def result_of(child: Run):
     """A completed child's result: its `returns:` node's output (JSON stays JSON)."""
     try:
-        child_spec = spec_of(child.recipe, child.recipe_version)
+        child_spec = spec_for(child)
     except SpecError:
         return child.error
     node_id = child_spec.result_node() if hasattr(child_spec, "result_node") else "workflow"

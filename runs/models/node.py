@@ -75,6 +75,9 @@ class NodeRun(models.Model):
     output_file = models.CharField(max_length=300, blank=True)
     output_bytes = models.PositiveBigIntegerField(null=True, blank=True)
     structured = models.JSONField(null=True, blank=True)
+    # What a bash or script step wrote to stderr, apart from its output (which is stdout):
+    # its end within LOOP_MAX_OUTPUT_BYTES (runs/outputs.py: StderrTail).
+    stderr = models.TextField(blank=True)
     error = models.TextField(blank=True)
     skip_reason = models.CharField(max_length=300, blank=True)
     iteration_count = models.PositiveIntegerField(default=0)
@@ -369,6 +372,7 @@ class NodeRun(models.Model):
             finished_at=None,
             lease_expires_at=None,
             output="",
+            stderr="",
             error="",
             skip_reason="",
             structured=None,

@@ -94,6 +94,9 @@ class Run(models.Model):
     )
     # Where a fork continues: {"node", "iteration", "iteration_id", "feedback", "prompt"}.
     fork_point = models.JSONField(default=dict, blank=True)
+    # What the run started with besides its (immutable) recipe version: the command files
+    # and included workflows it uses (recipes/formats/snapshot.py, runs/executor/spec.py).
+    snapshot = models.JSONField(default=dict, blank=True)
     # Limits of this run ({"cost_usd", "tokens", "wall_seconds", "iterations"}, any subset):
     # checked between iterations by runs.budget.
     budget = models.JSONField(default=dict, blank=True)

@@ -107,27 +107,34 @@ def run_process(
     idle_timeout: float | None = None,
     timeout: float | None = None,
     busy: Callable[[], bool] | None = None,
+    on_stderr: Callable[[str], None] | None = None,
 ) -> ProcessResult:
     """Run `argv` in its sandbox, in the confinement's working folder; every output chunk
     goes to `on_chunk`, which is also called with "" as a heartbeat at least every
     HEARTBEAT_SECONDS and may raise Cancelled to stop the child. stdout and stderr are
-    merged, as a person watching a terminal would see them. While `busy()` says so (the
-    child waits on one of the console's tools), a silent child is not idle."""
+    merged, as a person watching a terminal would see them, unless `on_stderr` is given:
+    then stderr goes to it alone (a step's output is its stdout) and the result's `output`
+    is stdout only. While `busy()` says so (the child waits on one of the console's tools),
+    a silent child is not idle."""
+    args = (argv, on_chunk, stdin_text, env, idle_timeout, timeout, busy, on_stderr)
     if isinstance(sandbox, CallSpace):
-        return _run(argv, sandbox, on_chunk, stdin_text, env, idle_timeout, timeout, busy)
+        return _run(sandbox, *args)
     with CallSpace(sandbox) as space:
-        return _run(argv, space, on_chunk, stdin_text, env, idle_timeout, timeout, busy)
+        return _run(space, *args)
 
 
-def _run(argv, space, on_chunk, stdin_text, env, idle_timeout, timeout, busy) -> ProcessResult:
-    proc = start(argv, space, env, stdin=stdin_text is not None)
-    chunks: queue.Queue[bytes | None] = queue.Queue()
+def _run(
+    space, argv, on_chunk, stdin_text, env, idle_timeout, timeout, busy, on_stderr
+) -> ProcessResult:
+    apart = on_stderr is not None
+    proc = start(argv, space, env, stdin=stdin_text is not None, merge_stderr=not apart)
+    # (which stream, its bytes); (which stream, None) once that stream ends.
+    chunks: queue.Queue[tuple[str, bytes | None]] = queue.Queue()
 
-    def read():
-        assert proc.stdout is not None
-        while data := proc.stdout.read1(65536):
-            chunks.put(data)
-        chunks.put(None)
+    def read(name, pipe):
+        while data := pipe.read1(65536):
+            chunks.put((name, data))
+        chunks.put((name, None))
 
     def feed():
         try:
@@ -136,24 +143,37 @@ def _run(argv, space, on_chunk, stdin_text, env, idle_timeout, timeout, busy) ->
         except (BrokenPipeError, OSError):
             pass
 
-    threading.Thread(target=read, daemon=True).start()
+    threading.Thread(target=read, args=("out", proc.stdout), daemon=True).start()
+    if apart:
+        threading.Thread(target=read, args=("err", proc.stderr), daemon=True).start()
     if stdin_text is not None:
         threading.Thread(target=feed, daemon=True).start()
 
     output: list[str] = []
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    err_decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    open_streams = 2 if apart else 1
     started = last_output = time.monotonic()
     timed_out = False
     try:
         while True:
             try:
-                data = chunks.get(timeout=HEARTBEAT_SECONDS)
+                name, data = chunks.get(timeout=HEARTBEAT_SECONDS)
             except queue.Empty:
-                data = b""
+                name, data = "out", b""
             if data is None:
-                break
+                open_streams -= 1
+                if not open_streams:
+                    break
+                continue
             now = time.monotonic()
-            if data or (busy is not None and busy()):
+            if name == "err":
+                last_output = now
+                text = err_decoder.decode(data)
+                if text:
+                    on_stderr(text)  # kept (bounded) by the caller, not here
+                on_chunk("")  # a sign of life: the caller may still cancel
+            elif data or (busy is not None and busy()):
                 last_output = now
                 text = decoder.decode(data)
                 if text:
@@ -178,6 +198,10 @@ def _run(argv, space, on_chunk, stdin_text, env, idle_timeout, timeout, busy) ->
     if tail:
         output.append(tail)
         on_chunk(tail)
+    if apart and (err_tail := err_decoder.decode(b"", final=True)):
+        on_stderr(err_tail)
     return ProcessResult(
-        exit_code=None if timed_out else exit_code, output="".join(output), timed_out=timed_out
+        exit_code=None if timed_out else exit_code,
+        output="".join(output),
+        timed_out=timed_out,
     )

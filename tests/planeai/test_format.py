@@ -210,8 +210,8 @@ def test_the_sandbox_renders_what_the_spec_lists_and_refuses_escapes():
         ctx,
     )
     assert text == "ship r2 an input\nmake ci\n- A.md"
-    with pytest.raises(templates.RenderError, match=r"inputs.task_key is undefined"):
-        templates.render("{{ inputs.task_key }}", ctx)
+    with pytest.raises(templates.RenderError, match=r"inputs.ticket is undefined"):
+        templates.render("{{ inputs.ticket }}", ctx)
     with pytest.raises(templates.RenderError, match="sandbox|unsafe|undefined"):
         templates.render("{{ inputs.__class__.__mro__ }}", ctx)
     with pytest.raises(templates.RenderError):

@@ -188,3 +188,20 @@ def test_workflow_recipes_are_unchanged_by_the_new_kind():
     """)
     )
     assert result.ok and result.kind == "workflow"
+
+
+def test_the_designs_camel_case_spellings_are_read_as_written():
+    """`maxIterations` and the hooks `onInit`, `onIterationEnd`, ... as the design writes
+    them; the snake_case names stay."""
+    camel = VALID.replace("max_iterations: 10", "maxIterations: 10").replace(
+        "on_iteration_end:", "onIterationEnd:"
+    )
+    result = load_recipe(camel)
+    assert result.ok and result.warnings == [], [str(p) for p in result.errors + result.warnings]
+    assert result.spec.loop.max_iterations == 10
+    assert result.spec.loop.hooks == {"on_iteration_end": "loops.example_hooks:first_line_only"}
+
+
+def test_one_field_spelled_both_ways_is_an_error():
+    both = VALID.replace("max_iterations: 10", "max_iterations: 10\n      maxIterations: 5")
+    assert_error(load_recipe(both), "'max_iterations' is given twice", 15)

@@ -78,6 +78,11 @@ class Command(JsonErrorsCommand):
         sub.choices["approve"].add_argument(
             "--decision", default="", help="the choice, at an approval with declared decisions"
         )
+        sub.choices["approve"].add_argument(
+            "--record-only",
+            action="store_true",
+            help="record the decision and leave the run paused; `run resume ID` goes on with it",
+        )
         sub.choices["reject"].add_argument("--reason", default="", help="why; kept on the run")
         sub.choices["status"].add_argument(
             "--wait", action="store_true", help="wait until terminal or paused"
@@ -237,6 +242,7 @@ class Command(JsonErrorsCommand):
             self.actor,
             comment=options["comment"],
             decision=options["decision"],
+            record_only=options["record_only"],
         )
         self.emit(options, run)
 

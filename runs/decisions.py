@@ -1,0 +1,179 @@
+"""Deciding at gates: approve, reject, the rules a decision must pass, and what a decision
+does to its node. Part of the services (runs/services.py re-exports every name): pages,
+the API, the CLI and the MCP server decide through these and nothing else."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef
+
+from recipes.models import Recipe
+from runs.actor import Actor
+from runs.errors import Conflict, NotFound, StarterCannotApprove
+from runs.executor import group as group_exec
+from runs.executor.spec import SpecError, node_spec, spec_for
+from runs.executor.state import lock_run, max_iterations_error
+from runs.models import Gate, NodeRun, Run, RunEvent
+
+
+def pending_gate(run: Run) -> Gate | None:
+    """The gate the run waits at, if any (the oldest, when parallel branches wait at several)."""
+    return run.gates.filter(status=Gate.Status.PENDING).select_related("iteration").first()
+
+
+def gate_for_decision(run: Run, gate_id: int | None = None) -> Gate:
+    """The gate a console form, an API call or the CLI decides (see GateQuerySet)."""
+    return Gate.objects.for_decision(run, gate_id)
+
+
+def approve(
+    gate_id: int, actor: Actor, *, comment: str = "", decision: str = "", record_only=False
+) -> Gate:
+    """Approve: what that means (accept, or iterate with the comment) is Gate.outcome.
+    `record_only`: record the decision and leave the run paused; `resume_run` acts on it."""
+    return decide(
+        gate_id, actor, "approve", comment=comment, decision=decision, record_only=record_only
+    )
+
+
+def reject(gate_id: int, actor: Actor, *, reason: str) -> Gate:
+    return decide(gate_id, actor, "reject", comment=reason)
+
+
+def decide(
+    gate_id: int, actor: Actor, action: str, *, comment="", decision="", record_only=False
+) -> Gate:
+    """Load the gate under the run's lock, let it record the decision, then move its node
+    (unless `record_only`: the node stays paused until `resume_run` applies the decision)."""
+    run_id = Gate.objects.filter(pk=gate_id).values_list("run_id", flat=True).first()
+    if run_id is None:
+        raise NotFound(f"No gate {gate_id}.")
+    with transaction.atomic():
+        run = lock_run(run_id)
+        gate = Gate.objects.select_related("iteration", "decided_by").get(pk=gate_id)
+        if record_only and run.recipe.kind != Recipe.Kind.WORKFLOW:
+            raise Conflict("Only a workflow recipe's gates can be decided now and resumed later.")
+        check_approver(run, gate, actor, action, comment)
+        check_room_to_iterate(run, gate, action, comment)
+        status = gate.decide(run, actor, action, comment, decision)
+        if record_only:
+            run.append_event(
+                "decision_recorded", gate.node_id, gate=gate.pk, outcome=status, by=actor.name
+            )
+            return gate
+        row = NodeRun.objects.select_for_update().get(pk=gate.node_run_id)
+        _apply(run, gate, row, status, actor)
+        run.update_status()
+    return gate
+
+
+def recorded_decisions(run: Run) -> list[Gate]:
+    """Gates decided with `record_only` (their `decision_recorded` event says so) whose node
+    still waits: what `resume_run` applies."""
+    if run.recipe.kind != Recipe.Kind.WORKFLOW:
+        return []
+    recorded = set(
+        RunEvent.objects.filter(run=run, kind="decision_recorded").values_list(
+            "data__gate", flat=True
+        )
+    )
+    waiting = Gate.objects.filter(pk__in=recorded, node_run__status=NodeRun.Status.PAUSED)
+    # ... and still the node's last gate (a node that went on may pause again at a new one)
+    later = Gate.objects.filter(node_run_id=OuterRef("node_run_id"), pk__gt=OuterRef("pk"))
+    return list(waiting.exclude(Exists(later)).select_related("iteration"))
+
+
+OTHERS_APPROVE = (
+    "This recipe asks for someone other than the person who started the run to approve its"
+    " gates (approvers: others). Ask another operator to approve; you can still give"
+    " feedback or reject."
+)
+
+
+def check_approver(run: Run, gate: Gate, actor: Actor, action: str, comment: str) -> None:
+    """A recipe with `approvers: others`: the starter may not accept at its gates (feedback
+    that asks for another iteration, and rejecting, stay open to everyone)."""
+    if action != "approve" or getattr(_run_spec(run), "approvers", "anyone") != "others":
+        return
+    if gate.status != Gate.Status.PENDING or gate.outcome(action, comment) == Gate.Status.ITERATED:
+        return  # a decided gate answers AlreadyDecided as usual
+    person = actor.person
+    if person is None:
+        raise StarterCannotApprove(
+            "This recipe asks for someone other than the person who started the run to approve"
+            " its gates (approvers: others): approve as a named account (--user NAME)."
+        )
+    if run.started_by_id is not None and run.started_by_id == person.pk:
+        raise StarterCannotApprove(OTHERS_APPROVE)
+
+
+LAST_ITERATION = (
+    "Iteration {n} is this loop's last (max_iterations: {n}) and it met its completion "
+    "condition, so feedback cannot run another iteration. Approve without feedback to accept "
+    "its output, or reject it."
+)
+
+
+def check_room_to_iterate(run: Run, gate: Gate, action: str, comment: str) -> None:
+    """Feedback at a loop gate asks for another iteration (Gate.outcome); at the loop's last
+    iteration there is none to run. Refused, with the gate left open, rather than failing
+    the node as if no completion condition had been met."""
+    if run.recipe.kind != Recipe.Kind.WORKFLOW or gate.kind != Gate.Kind.LOOP:
+        return
+    if gate.status != Gate.Status.PENDING or gate.outcome(action, comment) != Gate.Status.ITERATED:
+        return
+    row = NodeRun.objects.get(pk=gate.node_run_id)
+    node = node_spec(_run_spec(run), row.node_id)
+    limit = (node.loop or node.loop_group).max_iterations
+    if gate.completion_signaled and row.iteration_count >= limit:
+        raise Conflict(LAST_ITERATION.format(n=limit))
+
+
+def _run_spec(run: Run):
+    """The run's spec for a decision. It loads from the run's snapshot; a run started
+    before snapshots were kept reads its command files from the disk and may not load:
+    that is a refusal with the reason (cancel still works), never a server error."""
+    try:
+        return spec_for(run)
+    except SpecError as exc:
+        raise Conflict(
+            f"Run {run.pk}'s recipe no longer loads ({exc}); cancel the run or restore the file."
+        ) from None
+
+
+def _apply(run: Run, gate: Gate, row: NodeRun, status: str, actor: Actor) -> None:
+    """Move the gate's node on. Each transition sends what comes next (the node's own next
+    iteration, or one advance_run when the node ends) and nothing else does."""
+    if run.recipe.kind == "python":
+        # A Python loop's own code decides what a decision means (recipes.python).
+        from recipes.python.gates import gate_decided
+
+        gate_decided(run, gate, row)
+        return
+    if run.recipe.kind == "planeai":
+        # A human.wait: accept goes on, feedback goes on with it as runtime.last_error.
+        from recipes.planeai.runner import gate_decided as step_machine_decided
+
+        step_machine_decided(run, gate, row, status, actor)
+        return
+    if status == Gate.Status.REJECTED:
+        reason = f"rejected at the gate by {actor.name}"
+        row.fail(run, reason + (f": {gate.comment}" if gate.comment else ""))
+        return
+    if gate.kind == Gate.Kind.APPROVAL:
+        capture = node_spec(_run_spec(run), row.node_id).approval.capture_response
+        output = gate.decision or (gate.comment if capture else "") or "approved"
+        row.complete(run, output, decided_by=actor.name)
+    elif status == Gate.Status.ACCEPTED:
+        it = gate.iteration
+        row.complete(run, it.output, it.structured, iterations=it.number, channels=gate.channels)
+    else:
+        node = node_spec(_run_spec(run), row.node_id)
+        loop = node.loop or node.loop_group
+        number = row.iteration_count + 1
+        if row.iteration_count >= loop.max_iterations:
+            row.fail(run, max_iterations_error(row.node_id, loop))
+        elif row.kind == "loop_group":
+            group_exec.begin_next(run, row, number, feedback=gate.comment, after_gate=True)
+        else:
+            row.start_iteration(run, number, feedback=gate.comment, after_gate=True)
