@@ -43,14 +43,18 @@ def enabled() -> bool:
     return env_bool("LOOP_GIT_WORKTREES", False)
 
 
-def git(*args: str, cwd: Path | str) -> subprocess.CompletedProcess:
+def git(
+    *args: str, cwd: Path | str, index: Path | str | None = None
+) -> subprocess.CompletedProcess:
+    """`index`: a private index file instead of the repository's (GIT_INDEX_FILE)."""
+    extra = {"GIT_TERMINAL_PROMPT": "0", **({"GIT_INDEX_FILE": str(index)} if index else {})}
     return subprocess.run(
         ["git", *GIT_IDENTITY, *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
-        env=child_env({"GIT_TERMINAL_PROMPT": "0"}),
+        env=child_env(extra),
     )
 
 

@@ -7,6 +7,8 @@ terminal prompts). Branch names come from recipes and inputs: they are checked w
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 from django.conf import settings
@@ -27,6 +29,8 @@ __all__ = [
     "remove_worktree",
     "role_worktree_path",
     "set_branch",
+    "snapshot",
+    "tree_changes",
 ]
 
 
@@ -133,6 +137,36 @@ def commit_all(workdir: str | Path, message: str) -> str | None:
 
 
 PATCH_LIMIT = 100_000
+
+
+def snapshot(workdir: str | Path) -> str:
+    """The working tree as it is, tracked and untracked files (ignored ones left out), as a
+    git tree. Written through a private copy of the index: the person's index, files and
+    branches are left exactly as they were."""
+    with tempfile.TemporaryDirectory() as private:
+        index = Path(private) / "index"
+        own = Path(_ok(git("rev-parse", "--git-path", "index", cwd=workdir), "git").strip())
+        own = own if own.is_absolute() else Path(workdir) / own
+        if own.is_file():
+            shutil.copyfile(own, index)  # its stat cache keeps `add -A` quick
+        _ok(git("add", "-A", cwd=workdir, index=index), "git add (snapshot)")
+        return _ok(git("write-tree", cwd=workdir, index=index), "git write-tree").strip()
+
+
+def tree_changes(workdir: str | Path, before: str, after: str) -> dict | None:
+    """What changed between two snapshots: whatever the agent did in a working tree it
+    shares with a person (committed or not), and nothing the person had there before."""
+    if before == after:
+        return None
+    stat = git("diff", "--stat", before, after, cwd=workdir).stdout.strip()
+    patch = git("diff", before, after, cwd=workdir).stdout
+    now = git("rev-parse", "--verify", "-q", "HEAD", cwd=workdir).stdout.strip()
+    return {
+        "commit": now,
+        "stat": stat,
+        "diff": patch[:PATCH_LIMIT],
+        "truncated": len(patch) > PATCH_LIMIT,
+    }
 
 
 def changes(workdir: str | Path, since: str) -> dict | None:

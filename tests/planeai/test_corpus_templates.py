@@ -196,7 +196,7 @@ name: corpus
 inputs:
   v: {{type: textarea}}
 roles:
-  r: {{mode: write, isolation: project}}
+  r: {{provider: demo, mode: write, isolation: project}}
 steps:
   - id: check
     kind: gates.run

@@ -195,7 +195,7 @@ schema: planeai.loop.recipe.v1
 id: corpus-prompt
 name: corpus-prompt
 roles:
-  maker: {mode: write, isolation: project}
+  maker: {provider: demo, mode: write, isolation: project}
   checker: {provider: scripted, mode: review, isolation: project}
 steps:
   - {id: wait, kind: handoff.wait, from: maker, on: {completed: tell}}
@@ -266,7 +266,7 @@ schema: planeai.loop.recipe.v1
 id: goal-command
 name: goal-command
 roles:
-  r: {mode: write, isolation: project}
+  r: {provider: demo, mode: write, isolation: project}
 steps:
   - id: check
     kind: gates.run

@@ -19,7 +19,7 @@ id: simple
 name: Simple
 {extra}
 roles:
-  r: {{mode: write, isolation: project}}
+  r: {{provider: demo, mode: write, isolation: project}}
 steps:
   - {{id: done, kind: loop.status, status: approved}}
 """
@@ -166,7 +166,7 @@ def test_the_cli_creates_dry_runs_ticks_and_stops(
         call_command("loop", "tick", str(run.pk))
 
 
-def test_loop_recipe_lists_shows_and_validates(bundled, capsys, tmp_path):
+def test_loop_recipe_lists_shows_and_validates(house_default, capsys, tmp_path):
     call_command("loop", "recipe", "ls")
     listing = capsys.readouterr().out
     assert re.search(r"^no-mistakes\s+No Mistakes\s+builtin\s+valid", listing, re.M)
