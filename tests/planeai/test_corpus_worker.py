@@ -85,7 +85,7 @@ def inputs_recipe() -> tuple[str, dict]:
     source = document(
         id="corpus-inputs",
         inputs=declared,
-        roles={"r": {"mode": "write", "isolation": "project"}},
+        roles={"r": {"provider": "demo", "mode": "write", "isolation": "project"}},
         steps=[
             {
                 "id": "check",
@@ -156,7 +156,7 @@ def rounds_recipe() -> str:
     ]
     return document(
         id="corpus-rounds",
-        roles={"maker": {"mode": "write", "isolation": "project"}},
+        roles={"maker": {"provider": "demo", "mode": "write", "isolation": "project"}},
         policy={"max_rounds": len(PAYLOADS), "max_ticks": 10 * len(PAYLOADS)},
         steps=steps,
     )
@@ -241,7 +241,7 @@ def test_a_command_that_renders_unsafe_is_refused_at_run_time(live_worker, plane
     source = document(
         id="corpus-late",
         inputs={"v": {"type": "text", "default": STORABLE[0]}},
-        roles={"r": {"mode": "write", "isolation": "project"}},
+        roles={"r": {"provider": "demo", "mode": "write", "isolation": "project"}},
         steps=[
             {
                 "id": "check",

@@ -139,3 +139,28 @@ def test_no_mistakes_ends_needs_human_when_the_rebase_conflicts(
     assert [e.step for e in events(run, "tick")] == ["rebase", "wait_for_rebase", "needs_human"]
     assert "conflicts" in run.error
     assert Run.Status.NEEDS_HUMAN in Run.NEEDS_PERSON  # the inbox lists it for a person
+
+
+def test_the_seeds_run_lifecycle_commands(live_worker, maker_verifier, operator, tmp_path, capsys):
+    """create (without --start), tick, status, stop — as the seed's CLI section lists them."""
+    import json
+
+    repository = create_repository(tmp_path)
+
+    def loop(*args) -> dict:
+        call_command("loop", *args, "--json")
+        return json.loads(capsys.readouterr().out)
+
+    created = loop(
+        "create", "--recipe", "maker-verifier", "--goal", GOAL, "--repository", str(repository),
+        "--user", operator.username,
+    )  # fmt: skip
+    assert created["started"] is False and created["ticks"] == 0
+    run = Run.objects.get(pk=created["id"])
+    loop("tick", str(run.pk), "--user", operator.username)  # starts it: its worker ticks
+    settled(run, "paused")
+    status = loop("status", str(run.pk))
+    assert status["current_step"]["id"] == "await_approval" and status["round"] == 1
+    assert (status["ticks"], status["max_ticks"], status["max_rounds"]) == (7, 50, 3)
+    stopped = loop("stop", str(run.pk), "--user", operator.username)
+    assert stopped["status"] == "cancelled"

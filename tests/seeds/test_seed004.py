@@ -92,3 +92,14 @@ def test_iterating_past_the_cap_closes_the_loop_as_exhausted(live_worker, operat
         {"loopId": loop.pk, "status": "exhausted", "iterations": 2, "result": loop.result},
     )
     assert [name for name, _ in got].count("loop:iteration:start") == 2
+
+
+def test_a_loop_left_open_when_the_run_ends_is_closed_as_completed(live_worker, operator):
+    run = start("left-open", operator)
+    (loop,) = Loop.objects.filter(run=run)
+    assert (loop.status, loop.iteration_count) == ("completed", 1)
+    assert loop.result == loop.last_output
+    assert crumbs_on_stream(operator, run)[-1] == (
+        "loop:end",
+        {"loopId": loop.pk, "status": "completed", "iterations": 1, "result": loop.result},
+    )
