@@ -43,11 +43,9 @@ def enabled() -> bool:
     return env_bool("LOOP_GIT_WORKTREES", False)
 
 
-def git(
-    *args: str, cwd: Path | str, index: Path | str | None = None
-) -> subprocess.CompletedProcess:
-    """`index`: a private index file instead of the repository's (GIT_INDEX_FILE)."""
-    extra = {"GIT_TERMINAL_PROMPT": "0", **({"GIT_INDEX_FILE": str(index)} if index else {})}
+def git(*args: str, cwd: Path | str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`env`: git's own variables for this call (a private index or object store)."""
+    extra = {"GIT_TERMINAL_PROMPT": "0", **(env or {})}
     return subprocess.run(
         ["git", *GIT_IDENTITY, *args],
         cwd=cwd,

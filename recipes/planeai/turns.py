@@ -11,7 +11,9 @@ the runner is ticked: a step may be waiting for this session.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
+from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 
 from runs import dispatch
@@ -63,7 +65,9 @@ def run_turn(it: Iteration) -> None:
     # isolation: project shares the person's working tree: the turn's diff is recorded from
     # snapshots and nothing is committed for them (their own changes stay theirs).
     shared = writes and row.state.get("isolation") == "project"
-    before = (_snapshot(workdir) if shared else _head(workdir)) if writes else None
+    # The snapshots' objects go to the run's data folder, not the person's repository.
+    store = Path(settings.LOOP_DATA_DIR) / "runs" / str(run.pk) / "snapshots" / role_id
+    before = (_snapshot(workdir, store) if shared else _head(workdir)) if writes else None
     try:
         if prompt_error is not None:
             raise prompt_error
@@ -108,7 +112,7 @@ def run_turn(it: Iteration) -> None:
     if writes and before:
         try:
             if shared:
-                changes = git.tree_changes(workdir, before, git.snapshot(workdir))
+                changes = git.tree_changes(workdir, before, git.snapshot(workdir, store), store)
             else:
                 # The role's own worktree: what the agent left uncommitted is committed on
                 # its branch, so the review request carries it.
@@ -119,9 +123,9 @@ def run_turn(it: Iteration) -> None:
     on_fresh_connection(_done, it, outcome, changes)
 
 
-def _snapshot(workdir: str) -> str | None:
+def _snapshot(workdir: str, store: Path) -> str | None:
     try:
-        return git.snapshot(workdir)
+        return git.snapshot(workdir, store)
     except git.GitError as exc:
         log.warning("could not snapshot %s before a turn: %s", workdir, exc)
         return None

@@ -151,9 +151,11 @@ def test_isolation_project_commits_nothing_and_keeps_the_persons_changes_theirs(
     git("add", "staged.txt", cwd=repo)
     head = git("rev-parse", "HEAD", cwd=repo)
     staged = git("diff", "--cached", "--name-only", cwd=repo)
+    objects = git("count-objects", cwd=repo)
 
     run = services.start_run(plane_recipe(SHARED_TREE), user=operator, workdir=str(repo))
     settled(run, "completed_unreviewed")
+    assert git("count-objects", cwd=repo) == objects  # the snapshots went elsewhere
 
     # Nothing was committed on the person's branch; their changes are as they left them.
     assert git("rev-parse", "HEAD", cwd=repo) == head
