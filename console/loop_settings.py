@@ -25,6 +25,11 @@ LOOP_USER_RECIPE_DIR = Path(
     os.getenv("LOOP_USER_RECIPE_DIR")
     or Path(os.getenv("XDG_CONFIG_HOME") or Path.home() / ".config") / "loop-console" / "recipes"
 )
+# The step-machine design's own user folder: read too, above LOOP_USER_RECIPE_DIR.
+LOOP_PLANEAI_USER_DIR = Path(
+    os.getenv("LOOP_PLANEAI_USER_DIR")
+    or Path(os.getenv("XDG_CONFIG_HOME") or Path.home() / ".config") / "planeai" / "loops"
+)
 
 # The most of one iteration's or one node's output kept in the database, in bytes (UTF-8):
 # a longer output keeps its end there and goes whole to a file in the run's data folder

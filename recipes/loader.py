@@ -32,11 +32,13 @@ def load_recipe(
     commands_dirs: Sequence[Path] = (),
     provider_fallback: bool = True,
     resources: Resources | None = None,
+    provider_check=None,
 ) -> LoadResult:
     """Parse and validate a recipe. Never raises for bad input.
 
     ``provider_fallback=False`` says no default provider is configured: agent nodes that
-    name no provider are then an error. ``resources`` says where command files, named
+    name no provider are then an error. ``provider_check(name)`` says why a step-machine
+    role's provider (None: the default) cannot answer, or None. ``resources`` says where command files, named
     scripts and included workflows are (``commands_dirs`` alone is enough without those).
     """
     data, lines, yaml_problems = parse_yaml(source)
@@ -60,7 +62,7 @@ def load_recipe(
     kind = "planeai" if planeai else "driven" if is_driven(data) else "workflow"
     try:
         if kind == "planeai":
-            result = parse_planeai(data, lines)
+            result = parse_planeai(data, lines, provider_check=provider_check)
         elif kind == "driven":
             result = parse_driven(data, lines, provider_fallback=provider_fallback)
         else:

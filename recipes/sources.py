@@ -22,14 +22,34 @@ def project_dirs() -> list[Path]:
     return [Path(p).expanduser() for p in settings.LOOP_RECIPE_DIRS]
 
 
-def planeai_dirs() -> list[Path]:
-    """`.planeai/loops/` of each repository step-machine runs work in (LOOP_REPOSITORIES):
-    project recipes of the highest precedence, as planeai places them."""
-    return [Path(p).expanduser() / ".planeai" / "loops" for p in settings.LOOP_REPOSITORIES]
+def planeai_dirs(repositories: tuple = ()) -> list[Path]:
+    """`.planeai/loops/` of each repository step-machine runs may work in, first one first:
+    `repositories` (a run's own, given by the caller), the current one (the repository the
+    command is run from, as the design finds project recipes), then LOOP_REPOSITORIES.
+    Project recipes of the highest precedence, as the design places them."""
+    roots = [Path(p).expanduser().resolve() for p in repositories]
+    here = current_repository()
+    if here is not None:
+        roots.append(here)
+    roots += [Path(p).expanduser().resolve() for p in settings.LOOP_REPOSITORIES]
+    return _unique([root / ".planeai" / "loops" for root in roots])
+
+
+def current_repository() -> Path | None:
+    """The top of the git repository the process runs in, if it runs in one."""
+    from runs.worktree import git
+
+    found = git("rev-parse", "--show-toplevel", cwd=Path.cwd())
+    return Path(found.stdout.strip()).resolve() if found.returncode == 0 else None
 
 
 def user_dir() -> Path:
     return Path(settings.LOOP_USER_RECIPE_DIR).expanduser()
+
+
+def planeai_user_dir() -> Path:
+    """The step-machine design's user folder (`~/.config/planeai/loops`)."""
+    return Path(settings.LOOP_PLANEAI_USER_DIR).expanduser()
 
 
 def _unique(dirs: list[Path]) -> list[Path]:

@@ -16,7 +16,7 @@ from django.utils.text import slugify
 from recipes import editing
 from recipes.layout import recipe_files, workflow_folder
 from recipes.models import Recipe
-from recipes.sources import BUILTIN_DIR, planeai_dirs, project_dirs, user_dir
+from recipes.sources import BUILTIN_DIR, planeai_dirs, planeai_user_dir, project_dirs, user_dir
 
 
 @dataclass
@@ -56,17 +56,19 @@ def planeai_id(path: Path) -> str:
     return recipe_id if isinstance(recipe_id, str) and SLUG_PATTERN.match(recipe_id) else ""
 
 
-def discover() -> dict[str, Found]:
+def discover(repositories: tuple = ()) -> dict[str, Found]:
+    """Every recipe file by slug, the highest precedence winning; `repositories`: a run's own
+    repositories, whose `.planeai/loops/` come first (recipes.sources.planeai_dirs)."""
     found: dict[str, Found] = {}
     sources = [
         (Recipe.Origin.BUILTIN, [BUILTIN_DIR]),
-        (Recipe.Origin.USER, [user_dir()]),
+        (Recipe.Origin.USER, list(dict.fromkeys([user_dir(), planeai_user_dir()]))),
         # Like PATH, the first folder listed in LOOP_RECIPE_DIRS wins; visiting the list
         # backwards lets it overwrite the ones listed after it.
         # A project folder may be a repository root: its recipes are in .archon/workflows.
         (Recipe.Origin.PROJECT, [workflow_folder(p) for p in reversed(project_dirs())]),
         # A repository's own .planeai/loops comes last, so it wins over everything.
-        (Recipe.Origin.PROJECT, list(reversed(planeai_dirs()))),
+        (Recipe.Origin.PROJECT, list(reversed(planeai_dirs(repositories)))),
     ]
     for origin, folders in sources:
         for folder in folders:
@@ -120,3 +122,16 @@ def _sync_one(item: Found, source: str, force: bool) -> SyncReport:
         action = f"{action} (invalid)"
         detail = str(loaded.result.errors[0])
     return SyncReport(item.slug, action, item.origin, str(item.path), detail)
+
+
+def sync_slug(slug: str, repositories: tuple = ()) -> SyncReport | None:
+    """Load the file that is `slug` now, if one is (the precedence rule of `sync`, for one
+    recipe): a step-machine run is created from what is on disk, not only what was synced."""
+    item = discover(repositories).get(slug)
+    if item is None:
+        return None
+    try:
+        source = item.path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return SyncReport(slug, "unreadable", item.origin, str(item.path), str(exc))
+    return _sync_one(item, source, force=False)

@@ -21,15 +21,20 @@ def default_provider_configured() -> bool:
     return ProviderConfig.objects.filter(is_default=True, enabled=True).exists()
 
 
-def validate_source(source: str, source_path: str = "") -> LoadResult:
+def validate_source(source: str, source_path: str = "", *, providers: bool = True) -> LoadResult:
+    """`providers=False` leaves out whether the providers it names can answer here: a run's
+    pinned version loads whatever the providers became since (a turn that cannot reach its
+    provider fails, saying so)."""
     if is_python_path(source_path):
-        return parse_python(
-            source, Path(source_path).stem, provider_fallback=default_provider_configured
-        )
+        fallback = default_provider_configured if providers else (lambda: True)
+        return parse_python(source, Path(source_path).stem, provider_fallback=fallback)
+    from runs.providers.registry import unresolvable
+
     return load_recipe(
         source,
         resources=resources_for(source_path),
-        provider_fallback=default_provider_configured(),
+        provider_fallback=not providers or default_provider_configured(),
+        provider_check=unresolvable if providers else None,
     )
 
 
@@ -58,3 +63,17 @@ def apply_result(recipe, result: LoadResult) -> None:
         recipe.description = getattr(result.spec, "description", "") or ""
     elif not recipe.name:
         recipe.name = recipe.slug
+
+
+def refresh_verdicts(**_signal) -> None:
+    """Validate every recipe again after the providers changed: whether a recipe can run
+    depends on them (a default provider set, a named one added or removed), and the list
+    and the start button read the stored verdict. Connected in recipes.apps."""
+    from recipes.models import Recipe
+
+    fields = ["valid", "problems", "kind", "name", "description"]
+    for recipe in Recipe.objects.only("pk", "slug", "source", "source_path", *fields):
+        before = [getattr(recipe, name) for name in fields]
+        apply_result(recipe, validate_source(recipe.source, recipe.source_path))
+        if [getattr(recipe, name) for name in fields] != before:
+            recipe.save(update_fields=fields)

@@ -43,14 +43,16 @@ def enabled() -> bool:
     return env_bool("LOOP_GIT_WORKTREES", False)
 
 
-def git(*args: str, cwd: Path | str) -> subprocess.CompletedProcess:
+def git(*args: str, cwd: Path | str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`env`: git's own variables for this call (a private index or object store)."""
+    extra = {"GIT_TERMINAL_PROMPT": "0", **(env or {})}
     return subprocess.run(
         ["git", *GIT_IDENTITY, *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
-        env=child_env({"GIT_TERMINAL_PROMPT": "0"}),
+        env=child_env(extra),
     )
 
 

@@ -17,8 +17,8 @@ from recipes.problems import LineMap, LoadResult, Problem, sort_problems
 __all__ = ["PlaneSpec", "parse_planeai"]
 
 
-def parse_planeai(data: dict, lines: LineMap) -> LoadResult:
-    ctx = RuleContext(lines=lines)
+def parse_planeai(data: dict, lines: LineMap, *, provider_check=None) -> LoadResult:
+    ctx = RuleContext(lines=lines, provider_check=provider_check)
     cleaned = check_planeai(data, ctx)
     errors = list(ctx.errors)
     spec: PlaneSpec | None = None

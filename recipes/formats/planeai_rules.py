@@ -172,6 +172,7 @@ def _check_roles(block: Any, ctx: RuleContext) -> set[str]:
                 f"unknown isolation {short_repr(isolation)}; expected one of "
                 + ", ".join(ISOLATIONS),
             )
+        _check_role_provider(role_id, role, path, ctx)
         if role.get("mode") == "write" and isolation == "readonly":
             ctx.warn(
                 child_path(path, "isolation"),
@@ -179,6 +180,32 @@ def _check_roles(block: Any, ctx: RuleContext) -> set[str]:
                 "write anything",
             )
     return {str(role_id) for role_id in block}
+
+
+def _check_role_provider(role_id, role: dict, path: str, ctx: RuleContext) -> None:
+    """A role whose provider cannot answer here is refused now, not found out by a run
+    that could never take its first turn."""
+    name = role.get("provider", "default")
+    if ctx.provider_check is None or not isinstance(name, str):
+        return
+    problem = ctx.provider_check(None if name == "default" else name)
+    if problem is None:
+        return
+    label = f"role {short_repr(role_id)}"
+    where = child_path(path, "provider") if "provider" in role else path
+    if name == "default":
+        ctx.error(
+            where,
+            f"{label} uses the default provider, but {problem}: name one (`provider: demo` is "
+            "the built-in demo agent) or mark a provider as the default in the admin (Providers)",
+        )
+    else:
+        ctx.error(
+            where,
+            f"{label}: {problem}: add it in the admin (Providers) or name another "
+            "(`provider: demo` is the built-in demo agent); a step-machine recipe declares no "
+            "providers of its own",
+        )
 
 
 def _check_steps(items: list, roles: set[str], ctx: RuleContext) -> list:

@@ -10,7 +10,7 @@ other node; each role's sessions are rows of kind ``session``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -172,6 +172,8 @@ class PlaneSpec(_Spec):
     )
 
     kind: str = "planeai"
+    # Roles name providers configured in the admin (or builtin): there is no inline map.
+    INLINE_PROVIDERS: ClassVar[bool] = False
     # The kernel's view: no inline providers, no recipe-wide provider or model.
     providers: dict = Field(default_factory=dict)
     provider: str | None = None

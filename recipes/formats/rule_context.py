@@ -101,6 +101,9 @@ class RuleContext:
     # Whether something answers for agent nodes that name no provider (a default provider
     # configured in the admin or the settings); when not, such a recipe cannot run.
     provider_fallback: bool = True
+    # Why a provider name (None: the default) cannot answer, or None when it can: given by
+    # validation (runs.providers.registry.unresolvable) for formats without inline providers.
+    provider_check: Any = None
     errors: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
 

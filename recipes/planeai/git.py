@@ -7,6 +7,8 @@ terminal prompts). Branch names come from recipes and inputs: they are checked w
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 from django.conf import settings
@@ -27,6 +29,8 @@ __all__ = [
     "remove_worktree",
     "role_worktree_path",
     "set_branch",
+    "snapshot",
+    "tree_changes",
 ]
 
 
@@ -133,6 +137,49 @@ def commit_all(workdir: str | Path, message: str) -> str | None:
 
 
 PATCH_LIMIT = 100_000
+
+
+def snapshot(workdir: str | Path, store: Path) -> str:
+    """The working tree as it is, tracked and untracked files (ignored ones left out), as a
+    git tree. Written through a private copy of the index into a private object store
+    (`store`, reading the repository's own as an alternate): the person's index, files,
+    branches and object store are left exactly as they were."""
+    with tempfile.TemporaryDirectory() as private:
+        index = Path(private) / "index"
+        own = Path(_ok(git("rev-parse", "--git-path", "index", cwd=workdir), "git").strip())
+        own = own if own.is_absolute() else Path(workdir) / own
+        if own.is_file():
+            shutil.copyfile(own, index)  # its stat cache keeps `add -A` quick
+        env = {**_private_store(workdir, store), "GIT_INDEX_FILE": str(index)}
+        _ok(git("add", "-A", cwd=workdir, env=env), "git add (snapshot)")
+        return _ok(git("write-tree", cwd=workdir, env=env), "git write-tree").strip()
+
+
+def tree_changes(workdir: str | Path, before: str, after: str, store: Path) -> dict | None:
+    """What changed between two snapshots: whatever the agent did in a working tree it
+    shares with a person (committed or not), and nothing the person had there before."""
+    if before == after:
+        return None
+    env = _private_store(workdir, store)
+    stat = git("diff", "--stat", before, after, cwd=workdir, env=env).stdout.strip()
+    patch = git("diff", before, after, cwd=workdir, env=env).stdout
+    now = git("rev-parse", "--verify", "-q", "HEAD", cwd=workdir).stdout.strip()
+    return {
+        "commit": now,
+        "stat": stat,
+        "diff": patch[:PATCH_LIMIT],
+        "truncated": len(patch) > PATCH_LIMIT,
+    }
+
+
+def _private_store(workdir: str | Path, store: Path) -> dict:
+    objects = Path(_ok(git("rev-parse", "--git-path", "objects", cwd=workdir), "git").strip())
+    objects = objects if objects.is_absolute() else Path(workdir) / objects
+    store.mkdir(parents=True, exist_ok=True)
+    return {
+        "GIT_OBJECT_DIRECTORY": str(store),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(objects.resolve()),
+    }
 
 
 def changes(workdir: str | Path, since: str) -> dict | None:

@@ -74,10 +74,16 @@ def handoff_wait(ctx: StepContext, step) -> Outcome:
     handoff = handoffs.take(ctx.run, ctx.row, ctx.state, step.from_, step.id)
     if handoff is None:
         session = latest_session(ctx.run, step.from_)
-        why = ""
         if session is not None and session.status == NodeRun.Status.FAILED:
-            why = f" — its session failed ({session.error}); record a handoff or stop the run"
-        return Outcome("wait", reason=f"waiting for a handoff from {step.from_}{why}")
+            # Its turn could not run (no provider, the agent crashed): nothing will ever
+            # hand off, so a person must step in rather than the run wait for good.
+            return Outcome(
+                "end",
+                status="blocked",
+                reason=f"the {step.from_} role cannot hand off: its session failed "
+                f"({session.error})",
+            )
+        return Outcome("wait", reason=f"waiting for a handoff from {step.from_}")
     ctx.state.last_error = handoff.summary
     ctx.run.append_event(
         "handoff_consumed", step.id, role=handoff.role, status=handoff.status, handoff=handoff.pk

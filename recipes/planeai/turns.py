@@ -11,7 +11,9 @@ the runner is ticked: a step may be waiting for this session.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
+from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 
 from runs import dispatch
@@ -60,7 +62,12 @@ def run_turn(it: Iteration) -> None:
     stream = OutputStream(Iteration, it.pk, it.attempts, run.pk)
     workdir = row.state.get("workdir") or "."
     writes = not row.state.get("read_only") and git.is_repository(workdir)
-    before = _head(workdir) if writes else None
+    # isolation: project shares the person's working tree: the turn's diff is recorded from
+    # snapshots and nothing is committed for them (their own changes stay theirs).
+    shared = writes and row.state.get("isolation") == "project"
+    # The snapshots' objects go to the run's data folder, not the person's repository.
+    store = Path(settings.LOOP_DATA_DIR) / "runs" / str(run.pk) / "snapshots" / role_id
+    before = (_snapshot(workdir, store) if shared else _head(workdir)) if writes else None
     try:
         if prompt_error is not None:
             raise prompt_error
@@ -102,13 +109,26 @@ def run_turn(it: Iteration) -> None:
         on_fresh_connection(_failed, it, f"{type(exc).__name__}: {exc}", stream)
         return
     changes = None
-    if writes:
+    if writes and before:
         try:
-            git.commit_all(workdir, f"loop run {run.pk}: {role_id} turn {it.number}")
-            changes = git.changes(workdir, before) if before else None
+            if shared:
+                changes = git.tree_changes(workdir, before, git.snapshot(workdir, store), store)
+            else:
+                # The role's own worktree: what the agent left uncommitted is committed on
+                # its branch, so the review request carries it.
+                git.commit_all(workdir, f"loop run {run.pk}: {role_id} turn {it.number}")
+                changes = git.changes(workdir, before)
         except git.GitError as exc:
-            log.warning("could not commit the %s turn of run %s: %s", role_id, run.pk, exc)
+            log.warning("could not record the %s turn of run %s: %s", role_id, run.pk, exc)
     on_fresh_connection(_done, it, outcome, changes)
+
+
+def _snapshot(workdir: str, store: Path) -> str | None:
+    try:
+        return git.snapshot(workdir, store)
+    except git.GitError as exc:
+        log.warning("could not snapshot %s before a turn: %s", workdir, exc)
+        return None
 
 
 def _head(workdir: str) -> str | None:

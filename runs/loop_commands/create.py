@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from django.core.management import CommandError
+from django.db import transaction
 
 from recipes.inputs import InputsInvalid, clean_inputs
 from recipes.models import Recipe
@@ -25,7 +26,7 @@ def add_arguments(parser):
         "--repository",
         default="",
         help="the git repository to work in (default: the first "
-        "of LOOP_REPOSITORIES, else the current folder when it is a repository's top)",
+        "of LOOP_REPOSITORIES, else the repository the command runs in)",
     )
     parser.add_argument("--start", action="store_true", help="start it now (else: loop tick ID)")
     parser.add_argument(
@@ -35,6 +36,19 @@ def add_arguments(parser):
 
 
 def handle(command, options):
+    if not options["dry_run"]:
+        return _create(command, options)
+    with transaction.atomic():
+        _create(command, options)
+        transaction.set_rollback(True)  # a dry run loads no file into the catalogue either
+
+
+def _create(command, options):
+    from recipes.sync import sync_slug
+
+    repository = _repository(options["repository"])
+    # What is on disk now, the run's repository's own `.planeai/loops/` first.
+    sync_slug(options["recipe"], (repository,) if repository else ())
     recipe = Recipe.objects.filter(slug=options["recipe"]).select_related("current_version").first()
     if recipe is None or recipe.kind != Recipe.Kind.PLANEAI:
         raise CommandError(f"No step-machine recipe with id '{options['recipe']}' (loop recipe ls)")
@@ -52,7 +66,6 @@ def handle(command, options):
         inputs[key.strip()] = value
     if options["goal"] and "goal" in spec.inputs:
         inputs.setdefault("goal", options["goal"])
-    repository = _repository(options["repository"])
     if options["dry_run"]:
         try:
             cleaned = clean_inputs(spec.inputs, inputs)
@@ -96,10 +109,11 @@ def _repository(value: str) -> str:
         if not path.is_dir():
             raise CommandError(f"--repository {value}: no such folder")
         return str(path)
-    here = Path.cwd().resolve()
     from recipes.planeai.start import default_repository
+    from recipes.sources import current_repository
 
-    return default_repository() or (str(here) if is_repository(here) else "")
+    here = current_repository()  # the one the command runs in, from any of its folders
+    return default_repository() or (str(here) if here and is_repository(here) else "")
 
 
 def _inputs_error(errors: dict) -> str:

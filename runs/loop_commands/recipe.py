@@ -1,8 +1,10 @@
 """`manage.py loop recipe ls | show ID_OR_PATH | validate ID_OR_PATH`: step-machine recipes.
 
-Recipes come from, first match by `id:` winning: each repository's `.planeai/loops/`, the
-project folders of LOOP_RECIPE_DIRS, the user's folder, the bundled ones (`manage.py recipe
-sync` loads them; `ls` shows what it loaded and what each one shadows)."""
+Recipes come from, first match by `id:` winning: the `.planeai/loops/` of the repository the
+command runs in and of each of LOOP_REPOSITORIES, the project folders of LOOP_RECIPE_DIRS,
+the user's folders (LOOP_PLANEAI_USER_DIR, LOOP_USER_RECIPE_DIR), the bundled ones. `ls`
+scans them as they are now (and says which the console has not loaded yet); `loop create`
+loads the file it names."""
 
 from pathlib import Path
 
@@ -45,28 +47,60 @@ def _source(target: str) -> tuple[str, str, Recipe | None]:
 
 
 def _ls(command, options):
+    """What is there: every step-machine recipe file found now (validated as it is on
+    disk), then those only the console has; each says whether the console has it as is."""
     from recipes.sync import discover
 
-    found = discover()
+    stored = {r.slug: r for r in Recipe.objects.filter(kind=Recipe.Kind.PLANEAI)}
     rows = []
-    for recipe in Recipe.objects.filter(kind=Recipe.Kind.PLANEAI).order_by("slug"):
-        item = found.get(recipe.slug)
+    for slug, item in sorted(discover().items()):
+        try:
+            source = item.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        result = validate_source(source, str(item.path))
+        if result.kind != Recipe.Kind.PLANEAI:
+            continue
+        recipe = stored.pop(slug, None)
         rows.append(
             {
-                "id": recipe.slug,
+                "id": slug,
+                "name": getattr(result.spec, "name", "") or (recipe.name if recipe else slug),
+                "origin": item.origin,
+                "valid": result.ok,
+                "path": str(item.path),
+                "shadows": item.shadows,
+                "synced": _synced(recipe, source),
+            }
+        )
+    for slug, recipe in sorted(stored.items()):
+        rows.append(
+            {
+                "id": slug,
                 "name": recipe.name,
                 "origin": recipe.origin,
                 "valid": recipe.valid,
                 "path": recipe.source_path,
-                "shadows": item.shadows if item else [],
+                "shadows": [],
+                "synced": "console only" if not recipe.source_path else "file gone",
             }
         )
     text = "\n".join(
         f"{r['id']:<28} {r['name'][:32]:<32} {r['origin']:<8} {'valid' if r['valid'] else 'INVALID'}"
+        + ("" if r["synced"] == "synced" else f"  [{r['synced']}]")
         + (f"  (shadows {', '.join(r['shadows'])})" if r["shadows"] else "")
         for r in rows
     )
-    emit(command, options, rows, text or "no step-machine recipes (run: manage.py recipe sync)")
+    emit(command, options, rows, text or "no step-machine recipes")
+
+
+def _synced(recipe: Recipe | None, source: str) -> str:
+    """How the console's copy stands against the file (`loop create` loads the file)."""
+    if recipe is None:
+        return "not synced"
+    if recipe.source == source:
+        return "synced"
+    return "kept: edited in the console" if recipe.edited_locally else "changed since sync"
 
 
 def _show(command, options):

@@ -99,6 +99,24 @@ def _resolve(name: str | None, spec) -> Provider:
     return _named(settings.LOOP_DEFAULT_PROVIDER, spec)
 
 
+def unresolvable(name: str | None) -> str | None:
+    """Why `name` (None: the default provider) cannot answer for a step, looked up where a
+    recipe without inline providers looks (the admin, the builtin names); None when it can.
+    Validation asks here, so a recipe that cannot run says so before it is started."""
+    from runs.models import ProviderConfig
+
+    if not name:
+        if ProviderConfig.objects.filter(is_default=True, enabled=True).exists():
+            return None
+        if not settings.LOOP_DEFAULT_PROVIDER:
+            return "no default provider is set"
+        name = settings.LOOP_DEFAULT_PROVIDER
+    row = ProviderConfig.objects.filter(name=name).first()
+    if row is not None:
+        return None if row.enabled else f"provider '{name}' is disabled in the admin (Providers)"
+    return None if name in BUILTIN else f"provider '{name}' is not configured"
+
+
 def _named(name: str, spec) -> Provider:
     from runs.models import ProviderConfig
 
@@ -116,6 +134,12 @@ def _named(name: str, spec) -> Provider:
         return build(name, name, {})
     if row is not None:
         raise ProviderError(f"provider '{name}' is disabled in the admin (Providers)")
+    if not getattr(spec, "INLINE_PROVIDERS", True):
+        # A step-machine recipe has no `providers:` map: do not send its author to one.
+        raise ProviderError(
+            f"provider '{name}' is not configured: add it in the admin (Providers) or use "
+            "`provider: demo`"
+        )
     raise ProviderError(
         f"provider '{name}' is not configured: add it in the admin (Providers), declare it in "
         f'the recipe\'s `providers:` map (for example `{name}: {{kind: command, command: "..."}}`)'

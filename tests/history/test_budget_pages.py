@@ -53,7 +53,7 @@ schema: planeai.loop.recipe.v1
 id: forkless
 name: Forkless
 roles:
-  maker: {mode: write, isolation: project}
+  maker: {provider: demo, mode: write, isolation: project}
 steps:
   - {id: first, kind: session.create, role: maker, prompt: "go"}
 """

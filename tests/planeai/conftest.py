@@ -24,6 +24,18 @@ def scripted(db):
 
 
 @pytest.fixture
+def house_default(bundled):
+    """A default provider (the demo agent): the verbatim no-mistakes, whose roles use the
+    default provider, becomes runnable (its stored verdict is refreshed at once)."""
+    from runs.models import ProviderConfig
+
+    ProviderConfig.objects.create(name="house", kind="demo", is_default=True)
+    for recipe in bundled.values():
+        recipe.refresh_from_db()
+    return bundled
+
+
+@pytest.fixture
 def plane_recipe(make_recipe):
     """A step-machine recipe from YAML (its slug is its id)."""
 
@@ -134,8 +146,8 @@ schema: planeai.loop.recipe.v1
 id: waiting
 name: Waiting for a maker
 roles:
-  maker: {mode: write, isolation: project}
-  checker: {mode: review, isolation: readonly}
+  maker: {provider: demo, mode: write, isolation: project}
+  checker: {provider: demo, mode: review, isolation: readonly}
 steps:
   - {id: wait, kind: handoff.wait, from: maker, on: {completed: done}}
   - {id: done, kind: loop.status, status: approved}

@@ -60,7 +60,7 @@ def recipe_source(command: str, input_type: str | None = None, options=()) -> st
         "schema": "planeai.loop.recipe.v1",
         "id": "corpus",
         "name": "corpus",
-        "roles": {"r": {"mode": "write", "isolation": "project"}},
+        "roles": {"r": {"provider": "demo", "mode": "write", "isolation": "project"}},
         "steps": [
             {
                 "id": "check",
@@ -196,7 +196,7 @@ name: corpus
 inputs:
   v: {{type: textarea}}
 roles:
-  r: {{mode: write, isolation: project}}
+  r: {{provider: demo, mode: write, isolation: project}}
 steps:
   - id: check
     kind: gates.run

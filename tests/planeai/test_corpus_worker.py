@@ -85,7 +85,7 @@ def inputs_recipe() -> tuple[str, dict]:
     source = document(
         id="corpus-inputs",
         inputs=declared,
-        roles={"r": {"mode": "write", "isolation": "project"}},
+        roles={"r": {"provider": "demo", "mode": "write", "isolation": "project"}},
         steps=[
             {
                 "id": "check",
@@ -156,7 +156,7 @@ def rounds_recipe() -> str:
     ]
     return document(
         id="corpus-rounds",
-        roles={"maker": {"mode": "write", "isolation": "project"}},
+        roles={"maker": {"provider": "demo", "mode": "write", "isolation": "project"}},
         policy={"max_rounds": len(PAYLOADS), "max_ticks": 10 * len(PAYLOADS)},
         steps=steps,
     )
@@ -195,7 +195,7 @@ schema: planeai.loop.recipe.v1
 id: corpus-prompt
 name: corpus-prompt
 roles:
-  maker: {mode: write, isolation: project}
+  maker: {provider: demo, mode: write, isolation: project}
   checker: {provider: scripted, mode: review, isolation: project}
 steps:
   - {id: wait, kind: handoff.wait, from: maker, on: {completed: tell}}
@@ -241,7 +241,7 @@ def test_a_command_that_renders_unsafe_is_refused_at_run_time(live_worker, plane
     source = document(
         id="corpus-late",
         inputs={"v": {"type": "text", "default": STORABLE[0]}},
-        roles={"r": {"mode": "write", "isolation": "project"}},
+        roles={"r": {"provider": "demo", "mode": "write", "isolation": "project"}},
         steps=[
             {
                 "id": "check",
@@ -266,7 +266,7 @@ schema: planeai.loop.recipe.v1
 id: goal-command
 name: goal-command
 roles:
-  r: {mode: write, isolation: project}
+  r: {provider: demo, mode: write, isolation: project}
 steps:
   - id: check
     kind: gates.run

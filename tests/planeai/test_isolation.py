@@ -106,7 +106,7 @@ schema: planeai.loop.recipe.v1
 id: broken-template
 name: Broken template
 roles:
-  a: {provider: scripted, mode: write, isolation: project}
+  a: {provider: demo, mode: write, isolation: project}
 inputs:
   topic: {}
 steps:
@@ -121,3 +121,54 @@ def test_a_template_error_fails_the_step_with_its_message(live_worker, plane_rec
         "step ask failed: template error in prompt: inputs.topic is undefined (known: none)"
     )
     assert not run.iterations.exists()
+
+
+SHARED_TREE = """
+schema: planeai.loop.recipe.v1
+id: shared-tree
+name: Shared tree
+roles:
+  maker: {provider: scripted, mode: write, isolation: project}
+steps:
+  - id: make
+    kind: session.create
+    role: maker
+    prompt: |
+      @write 1: agent.txt: written by the agent
+      @handoff 1: completed: wrote agent.txt
+  - {id: wait, kind: handoff.wait, from: maker, on: {completed: done}}
+  - {id: done, kind: loop.status, status: completed_unreviewed}
+"""
+
+
+def test_isolation_project_commits_nothing_and_keeps_the_persons_changes_theirs(
+    live_worker, scripted, plane_recipe, operator, repo
+):
+    git("checkout", "-q", "feature", cwd=repo)
+    (repo / "README.md").write_text("hello\nthe person's edit, not committed\n")
+    (repo / "notes.txt").write_text("the person's untracked notes\n")
+    (repo / "staged.txt").write_text("staged by the person\n")
+    git("add", "staged.txt", cwd=repo)
+    head = git("rev-parse", "HEAD", cwd=repo)
+    staged = git("diff", "--cached", "--name-only", cwd=repo)
+    objects = git("count-objects", cwd=repo)
+
+    run = services.start_run(plane_recipe(SHARED_TREE), user=operator, workdir=str(repo))
+    settled(run, "completed_unreviewed")
+    assert git("count-objects", cwd=repo) == objects  # the snapshots went elsewhere
+
+    # Nothing was committed on the person's branch; their changes are as they left them.
+    assert git("rev-parse", "HEAD", cwd=repo) == head
+    assert git("rev-parse", "--abbrev-ref", "HEAD", cwd=repo).strip() == "feature"
+    assert git("diff", "--cached", "--name-only", cwd=repo) == staged == "staged.txt\n"
+    assert "the person's edit" in (repo / "README.md").read_text()
+    status = git("status", "--porcelain", cwd=repo).splitlines()
+    assert sorted(status) == sorted(
+        ["?? agent.txt", "?? notes.txt", " M README.md", "A  staged.txt"]
+    )
+    # The turn's diff holds what the agent changed, and only that.
+    (diff,) = [e.data for e in run.events.filter(kind="worktree_diff", step="maker")]
+    assert "agent.txt" in diff["stat"] and "written by the agent" in diff["diff"]
+    for theirs in ("README.md", "notes.txt", "staged.txt"):
+        assert theirs not in diff["stat"], diff["stat"]
+    assert diff["commit"] == head.strip()

@@ -46,6 +46,7 @@ def test_the_verbatim_builtin_runs_end_to_end_with_the_default_provider(
     live_worker, bundled, operator, tmp_path
 ):
     ProviderConfig.objects.create(name="house-demo", kind="demo", is_default=True)
+    bundled["no-mistakes"].refresh_from_db()  # runnable now: a default provider answers
     repository = create_repository(tmp_path)
     run = start(bundled, operator, "no-mistakes", repository)
     settled(run, "approved", timeout=300)

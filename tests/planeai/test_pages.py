@@ -104,7 +104,7 @@ def test_a_run_without_progress_for_stale_after_ms_is_marked_stale(
     assert not MachineState.of(machine_row(run)).stale  # progress clears it
 
 
-def test_a_step_machine_recipes_page_lists_its_roles_and_steps(client, viewer, bundled):
+def test_a_step_machine_recipes_page_lists_its_roles_and_steps(client, viewer, house_default):
     client.force_login(viewer)
     page = client.get("/recipes/no-mistakes/").content.decode()
     assert "<code>reviewer</code> — review, readonly" in page

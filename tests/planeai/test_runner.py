@@ -308,8 +308,8 @@ schema: planeai.loop.recipe.v1
 id: waits
 name: Waits for handoffs
 roles:
-  a: {mode: write, isolation: project}
-  b: {mode: write, isolation: project}
+  a: {provider: demo, mode: write, isolation: project}
+  b: {provider: demo, mode: write, isolation: project}
 steps:
   - {id: first_a, kind: handoff.wait, from: a, on: {completed: from_b}}
   - {id: from_b, kind: handoff.wait, from: b, on: {completed: again_a}}
@@ -407,7 +407,7 @@ steps:
   - {id: stop, kind: loop.status, status: needs_human}
   - {id: done, kind: loop.status, status: approved}
 roles:
-  r: {mode: write, isolation: project}
+  r: {provider: demo, mode: write, isolation: project}
 """
 
 

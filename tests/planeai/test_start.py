@@ -19,7 +19,7 @@ id: simple
 name: Simple
 {extra}
 roles:
-  r: {{mode: write, isolation: project}}
+  r: {{provider: demo, mode: write, isolation: project}}
 steps:
   - {{id: done, kind: loop.status, status: approved}}
 """
@@ -183,7 +183,7 @@ def test_loop_create_records_the_os_users_account_as_run_start_does(
     assert run.started_by is None and run.starter == "cli (somebody-else)"
 
 
-def test_loop_recipe_lists_shows_and_validates(bundled, capsys, tmp_path):
+def test_loop_recipe_lists_shows_and_validates(house_default, capsys, tmp_path):
     call_command("loop", "recipe", "ls")
     listing = capsys.readouterr().out
     assert re.search(r"^no-mistakes\s+No Mistakes\s+builtin\s+valid", listing, re.M)

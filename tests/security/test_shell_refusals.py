@@ -248,7 +248,7 @@ GATE_RECIPE = """\
 schema: planeai.loop.recipe.v1
 id: gate-probe
 roles:
-  maker: {mode: write}
+  maker: {provider: demo, mode: write}
 steps:
   - id: check
     kind: gates.run
