@@ -146,7 +146,14 @@ def start_run(
         )
         if step_machine:
             # Its one node exists from the start: a run created without starting waits.
-            NodeRun.objects.create(run=run, node_id="steps", kind="stepmachine")
+            from recipes.planeai.machine import CREATED_ONLY
+
+            NodeRun.objects.create(
+                run=run,
+                node_id="steps",
+                kind="stepmachine",
+                state={} if start else {CREATED_ONLY: True},
+            )
         if forked:
             forked["carry"](run)  # the fork's history, and where it goes on (runs.fork)
         elif start or not step_machine:
@@ -392,6 +399,8 @@ def tick(run: Run, actor: Actor, *, inline: bool = False):
             raise Conflict(f"Run {run.pk} waits for a decision at a gate: decide there.")
         run.append_event("tick_requested", by=actor.name, surface=actor.surface)
         if row is None or (row.status == NodeRun.Status.PENDING and row.queued_at is None):
+            if row is not None:  # asked to start now: the sweep starts it if this is lost
+                NodeRun.objects.filter(pk=row.pk).update(state={})
             dispatch.send_on_commit("advance_run", run.pk)
             return None
         if not inline:
