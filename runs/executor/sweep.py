@@ -117,9 +117,9 @@ def expired_steps(now, counts: Counter) -> None:
     for row in NodeRun.objects.expired(now):
 
         def act(run, row=row):
-            if row.attempts < settings.LOOP_MAX_ATTEMPTS:
+            if row.workers_lost < settings.LOOP_MAX_ATTEMPTS:
                 counts["requeued"] += row.requeue(run, now)
-            elif row.fail(run, _lost(row.attempts), attempt=row.attempts, expired_before=now):
+            elif row.fail(run, _lost(row.workers_lost), attempt=row.attempts, expired_before=now):
                 counts["failed"] += 1
 
         take_back(row, act)
