@@ -26,7 +26,7 @@ from runs.providers.base import AgentRequest, Cancelled, ProviderError
 from runs.sandbox import agent_network, limits_of
 
 from . import git
-from .context import base_env
+from .context import RERUN_HEADING, base_env
 from .handoffs import RECORD_HANDOFF
 from .machine import machine_row
 
@@ -50,17 +50,29 @@ def run_turn(it: Iteration) -> None:
     except Exception as exc:  # noqa: BLE001 - claimed, then reported like any failure
         prompt_error = exc
     session_id = row.state.get("session_id") or None
+    workdir = row.state.get("workdir") or "."
+    writes = not row.state.get("read_only") and git.is_repository(workdir)
+    before = _head(workdir) if writes else None
     with transaction.atomic():
         locked = lock_run(run.pk, with_recipe=False)
         if locked.is_terminal or not Iteration.objects.claim(it, it.prompt, session_id):
             return
+        first = _first_attempt(locked, role_id, it) if it.attempts > 1 else None
         locked.append_event(
-            "iteration_started", role_id, iteration=it.number, attempt=it.attempts, turn=True
+            "iteration_started",
+            role_id,
+            iteration=it.number,
+            attempt=it.attempts,
+            turn=True,
+            **({"base": before} if before and first is None else {}),
         )
     stream = OutputStream(Iteration, it.pk, it.attempts, run.pk)
-    workdir = row.state.get("workdir") or "."
-    writes = not row.state.get("read_only") and git.is_repository(workdir)
-    before = _head(workdir) if writes else None
+    prompt = it.prompt
+    if first is not None:
+        # Run again after its worker was lost: told what the lost attempt left, and its
+        # changes counted from where the turn began (docs/recipes.md, "A re-run turn").
+        before = first.data.get("base") or before
+        prompt = rerun_note(workdir if writes else None, before) + prompt
     try:
         if prompt_error is not None:
             raise prompt_error
@@ -69,7 +81,7 @@ def run_turn(it: Iteration) -> None:
             [RECORD_HANDOFF],
         )
         request = AgentRequest(
-            prompt=it.prompt,
+            prompt=prompt,
             workdir=workdir,
             session_id=session_id,
             idle_timeout=IDLE_TIMEOUT_SECONDS,
@@ -109,6 +121,42 @@ def run_turn(it: Iteration) -> None:
         except git.GitError as exc:
             log.warning("could not commit the %s turn of run %s: %s", role_id, run.pk, exc)
     on_fresh_connection(_done, it, outcome, changes)
+
+
+def _first_attempt(run, role_id: str, it: Iteration):
+    """The `iteration_started` event of this turn's first attempt (it holds the turn's base)."""
+    return (
+        run.events.filter(kind="iteration_started", step=role_id, data__iteration=it.number)
+        .order_by("seq")
+        .first()
+    )
+
+
+def rerun_note(workdir: str | None, base: str | None) -> str:
+    """What a re-run turn is told first: an earlier attempt of it was interrupted (its
+    worker was lost) and may have done part of the work; what it left is listed."""
+    lines = [
+        RERUN_HEADING,
+        "",
+        "An earlier attempt of this turn was interrupted before it ended (its worker was "
+        "lost). It may have done part of the work: look at the working tree before you "
+        "redo anything, and finish what is left.",
+    ]
+    if workdir and base:
+        try:
+            commits, uncommitted = git.left_since(workdir, base)
+        except git.GitError:
+            commits, uncommitted = [], []
+        lines.append("")
+        lines.append(
+            f"Commits since this turn began ({base[:12]}): "
+            + ("none" if not commits else "\n" + "\n".join(f"- {c}" for c in commits[:50]))
+        )
+        lines.append(
+            "Uncommitted changes: "
+            + ("none" if not uncommitted else "\n" + "\n".join(f"- {c}" for c in uncommitted[:50]))
+        )
+    return "\n".join(lines) + "\n\n"
 
 
 def _head(workdir: str) -> str | None:

@@ -9,12 +9,9 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from kombu.exceptions import OperationalError as BrokerDown
 
-from recipes.planeai import runner
-from runs import dispatch, services
+from runs import services
 from runs.actor import Actor
-from runs.executor import scheduler, steps
 from runs.executor.sweep import sweep
 from runs.models import NodeRun, RunEvent
 from tests.planeai.conftest import WAITING, machine
@@ -34,33 +31,8 @@ steps:
 
 
 @pytest.fixture
-def broker(monkeypatch):
-    """Messages in a list; `broker.down = True` makes every send raise as kombu does."""
-
-    class Broker:
-        down = False
-        sent: list = []
-
-        def deliver(self, name, *args):
-            if self.down:
-                raise BrokerDown("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
-            self.sent.append((name, args))
-
-        def run_all(self):
-            """Deliver what was sent, as a worker would, until nothing is left."""
-            while self.sent:
-                name, args = self.sent.pop(0)
-                task = {
-                    "advance_run": scheduler.advance_run,
-                    "start_node": steps.start_node,
-                    "tick_machine": runner.tick,
-                }[name]
-                task(*args)
-
-    fake = Broker()
-    fake.sent = []
-    monkeypatch.setattr(dispatch, "deliver", fake.deliver)
-    return fake
+def broker(offline_broker):
+    return offline_broker
 
 
 def age(run) -> None:
