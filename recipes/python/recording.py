@@ -191,7 +191,7 @@ class RecordingHost:
         try:
             result = call_provider(
                 agent,
-                resolve_provider(agent.provider),
+                on_fresh_connection(resolve_provider, agent.provider),
                 prompt,
                 iteration=scope.iteration,
                 workdir=self.workdir,
@@ -203,6 +203,8 @@ class RecordingHost:
         except Cancelled:
             stream.keep_after_cancel()
             raise RunCancelled("the run was cancelled") from None
+        except (OperationalError, InterfaceError):
+            raise  # the database, not the agent: the sweep re-sends the node (see `close`)
         except Exception as exc:
             on_fresh_connection(self._call_failed, it, str(exc), stream)
             if isinstance(exc, WorkflowError):

@@ -72,3 +72,40 @@ def test_a_connection_dropped_at_the_end_of_a_call_does_not_fail_the_run(monkeyp
     writer = Iteration.objects.get(run=run, node_id="writer")
     assert (writer.status, writer.output, writer.attempts) == ("completed", "the draft", 1)
     assert not NodeRun.objects.filter(run=run, status="running").exists()
+
+
+def test_a_connection_dropped_before_the_provider_is_looked_up(monkeypatch, tmp_path):
+    """The call's start is recorded, then the session drops before the provider's row is
+    read (an admin-configured provider): looked up again on a new connection, not failed as
+    the agent's error."""
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: a server session to terminate")
+    from runs.models import ProviderConfig
+
+    ProviderConfig.objects.create(name="slow-demo", kind="demo", options={"delay": 0})
+    real = recording.resolve_provider
+    dropped = []
+
+    def dropping_first(name):
+        if not dropped:
+            dropped.append(name)
+            terminate_this_threads_session()
+        return real(name)
+
+    sent: list = []
+    monkeypatch.setattr(dispatch, "deliver", lambda name, *args: sent.append((name, args)))
+    monkeypatch.setattr(recording, "resolve_provider", dropping_first)
+    source = SOURCE.replace('provider="demo"', 'provider="slow-demo"')
+    path = tmp_path / "slow_writer.py"
+    path.write_text(source)
+    recipe, _ = create_recipe(
+        source, slug="slow-writer", origin=Recipe.Origin.PROJECT, source_path=str(path)
+    )
+    run = services.start_run(recipe, message="Write")
+    tasks = {"advance_run": scheduler.advance_run, "start_node": steps.start_node}
+    while sent:
+        name, args = sent.pop(0)
+        tasks[name](*args)
+    run.refresh_from_db()
+    assert dropped and run.status == "completed", run.error
+    assert Iteration.objects.get(run=run, node_id="writer").status == "completed"
