@@ -27,7 +27,7 @@ from runs.actor import Actor
 from runs.agent_tools import AgentTool, ToolContext, ToolError
 from runs.errors import Conflict, InputError, NotFound
 from runs.executor.spec import SpecError, spec_for
-from runs.executor.state import lock_run
+from runs.executor.state import lock_run, on_fresh_connection
 from runs.models import Handoff, Iteration, NodeRun, Run
 
 from .machine import MachineState, machine_row
@@ -161,7 +161,9 @@ def _record_from_agent(ctx: ToolContext, args: dict):
     if role != ctx.role:
         raise ToolError(f"you are the {ctx.role} agent: record handoffs for your own role")
     try:
-        handoff = record_handoff(
+        # A dropped database session costs a retry on a new one, not the turn's report.
+        handoff = on_fresh_connection(
+            record_handoff,
             ctx.run_id,
             role=role,
             status=args.get("status", ""),

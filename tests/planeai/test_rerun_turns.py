@@ -111,3 +111,27 @@ def test_a_re_run_turns_handoff_replaces_the_one_not_taken_yet(
     offline_broker.run_all(skip={"run_iteration"})
     assert Handoff.objects.get(pk=replacing.pk).consumed_by_step == "wait_make"
     assert machine(run).last_error == "made it (attempt 2)"
+
+
+def test_an_agents_handoff_survives_a_dropped_database_session(
+    offline_broker, plane_recipe, operator
+):
+    """The soak's two stalled machines: the database session was terminated as the agent
+    recorded its handoff, the tool answered an error, the turn ended without a report."""
+    from django.db import connection
+
+    from recipes.planeai.handoffs import RECORD_HANDOFF
+    from runs import services
+    from runs.agent_tools import ToolContext
+    from tests.python.test_dropped_connections import terminate_this_threads_session
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: a server session to terminate")
+    run = services.start_run(plane_recipe(TWO_TURNS), user=operator)
+    offline_broker.run_all(skip={"run_iteration"})
+    first = claim(turn(run, 1))
+    context = ToolContext(run_id=run.pk, node_id="maker", iteration_id=first.pk, role="maker")
+    terminate_this_threads_session()
+    answer = RECORD_HANDOFF.handler(context, {"status": "completed", "summary": "made it"})
+    assert answer["status"] == "completed"
+    assert Handoff.objects.get(pk=answer["recorded"]).iteration_id == first.pk
