@@ -56,6 +56,18 @@ class MachineState:
         self.stale = False
 
 
+def create_machine(run: Run, *, started: bool) -> NodeRun:
+    """The run's one node, made with the run: a run created without starting is marked so
+    (`CREATED_ONLY`): it waits for `loop tick`, and the sweep's `lost_ticks` leaves it."""
+    state = {} if started else {CREATED_ONLY: True}
+    return NodeRun.objects.create(run=run, node_id=MACHINE_NODE, kind=MACHINE_KIND, state=state)
+
+
+def start_asked(row: NodeRun) -> None:
+    """`loop tick` on a run created without starting: from now on it is due to start."""
+    NodeRun.objects.filter(pk=row.pk).update(state={})
+
+
 def machine_row(run: Run, *, lock: bool = False) -> NodeRun | None:
     rows = NodeRun.objects.filter(run=run, node_id=MACHINE_NODE, iteration=0, kind=MACHINE_KIND)
     if lock:
