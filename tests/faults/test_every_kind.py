@@ -52,7 +52,9 @@ steps:
 
 
 def nothing_left_running(run) -> None:
-    assert not NodeRun.objects.filter(run=run, status="running").exists(), run.pk
+    from tests.planeai.conftest import _where_it_stands
+
+    assert not NodeRun.objects.filter(run=run, status="running").exists(), _where_it_stands(run)
     assert not Iteration.objects.filter(run=run, status__in=["pending", "running"]).exists()
 
 
@@ -196,4 +198,66 @@ def test_a_python_run_killed_after_two_gates_is_taken_back_not_failed(
     assert workflow.workers_lost == 2  # the killed execution and the one that took over
     writer = Iteration.objects.get(run=run, node_id="writer", number=3)
     assert writer.attempts == 2 and writer.status == "completed"
+    nothing_left_running(run)
+
+
+# A maker that hands off, then keeps working on its first turn until `go` exists: a kill
+# then lands after the handoff was recorded, as in the soak's run 117.
+TALKER = r"""#!/usr/bin/env bash
+go=$1
+cat >/dev/null
+$LOOP_HANDOFF_CMD --status completed --summary "turn $LOOP_ITERATION"
+echo "handed off turn $LOOP_ITERATION"
+while [ "$LOOP_ITERATION" = 1 ] && [ ! -e "$go" ]; do sleep 0.05; done
+echo "done talking"
+"""
+
+MAKER = """
+schema: planeai.loop.recipe.v1
+id: fault-rerun
+name: Make, polish, ask
+roles:
+  maker: {provider: talker, mode: write, isolation: project}
+steps:
+  - {id: make, kind: session.create, role: maker, prompt: Make it.}
+  - {id: wait_make, kind: handoff.wait, from: maker, on: {completed: polish}}
+  - {id: polish, kind: session.prompt, role: maker, select: latest, prompt: Polish it.}
+  - {id: wait_polish, kind: handoff.wait, from: maker, on: {completed: ask}}
+  - {id: ask, kind: human.wait, prompt: "Ship it?"}
+  - {id: done, kind: loop.status, status: approved}
+"""
+
+
+def test_a_step_machine_turn_killed_after_its_handoff_is_not_taken_twice(
+    fault_engine, make_recipe, tmp_path
+):
+    from runs.models import Handoff
+
+    script, go = tmp_path / "talker.sh", tmp_path / "go"
+    script.write_text(TALKER)
+    ProviderConfig.objects.create(name="talker", kind="command", command=f"bash {script} {go}")
+    worker = fault_engine.start_worker(concurrency=2)  # one for the turn, one for ticks
+    run = services.start_run(make_recipe(MAKER, slug="fault-rerun"), message="rerun")
+    from tests.planeai.conftest import _where_it_stands
+
+    try:
+        wait_for(
+            lambda: run.events.filter(kind="handoff_consumed", step="wait_make").exists(),
+            120,
+            message="maker turn 1's handoff taken while the turn still runs",
+        )
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{_where_it_stands(run)}") from None
+    worker.kill()
+    go.touch()
+    fault_engine.start_worker(concurrency=2)
+    settle(fault_engine, [run], approve)
+    assert run.status == "approved", run.error
+    first = Iteration.objects.get(run=run, node_id="maker", number=1)
+    second = Iteration.objects.get(run=run, node_id="maker", number=2)
+    assert first.attempts == 2  # the killed turn ran again and handed off again
+    taken = Handoff.objects.get(run=run, consumed_by_step="wait_polish")
+    assert taken.iteration_id == second.pk  # not turn 1's second report
+    gate = run.gates.get()
+    assert gate.created_at >= taken.recorded_at
     nothing_left_running(run)
