@@ -387,6 +387,9 @@ class Soak:
         self.bench.close()
         if self.redis.proc and self.redis.proc.poll() is None:
             self.redis.kill()
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def duplicates(run_ids: list[int]) -> int:

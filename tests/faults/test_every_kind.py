@@ -52,10 +52,20 @@ steps:
 
 
 def nothing_left_running(run) -> None:
+    """Once a turn still finishing after its handoff has ended (its session ends with it),
+    nothing of the ended run is left running."""
     from tests.planeai.conftest import _where_it_stands
 
-    assert not NodeRun.objects.filter(run=run, status="running").exists(), _where_it_stands(run)
-    assert not Iteration.objects.filter(run=run, status__in=["pending", "running"]).exists()
+    def idle():
+        return not (
+            NodeRun.objects.filter(run=run, status="running").exists()
+            or Iteration.objects.filter(run=run, status__in=["pending", "running"]).exists()
+        )
+
+    try:
+        wait_for(idle, 60, message=f"nothing of run {run.pk} left running")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{_where_it_stands(run)}") from None
 
 
 def settle(engine, runs, approver, timeout=180) -> None:
