@@ -100,16 +100,20 @@ def approve(run, gate, comment: str = "") -> None:
     services.approve(gate.pk, Actor("cli"), comment=comment)
 
 
-def test_step_machines_whose_wake_ups_are_lost_with_the_broker_go_on(
-    transactional_db, worker_env, monkeypatch, settings, tmp_path, step_recipe, bundled
+def test_runs_whose_wake_ups_are_lost_with_the_broker_go_on(
+    transactional_db, worker_env, monkeypatch, settings, tmp_path, step_recipe, bundled, slow_python
 ):
+    """Every kind: a run created while Redis is down starts; a decision taken then (a step
+    machine's human.wait, a Python loop's gate) is acted on."""
     settings.LOOP_STALE_PENDING_SECONDS = 1
     server = RedisServer(tmp_path).start()
     engine = FaultEngine(server.url, worker_env, tmp_path, monkeypatch)
     try:
         worker = engine.start_worker()
         paused = services.start_run(step_recipe, message="first")
+        gated = services.start_run(slow_python("slow-gated", gate=True), message="gated")
         wait_for(lambda: pending_gate(paused), 120, message="the machine at its human.wait")
+        wait_for(lambda: pending_gate(gated), 120, message="the Python loop at its gate")
         server.stop(signal.SIGKILL)
         wait_for(
             lambda: "Connection to broker lost" in worker.log_path.read_text(errors="replace"),
@@ -119,15 +123,20 @@ def test_step_machines_whose_wake_ups_are_lost_with_the_broker_go_on(
         # Committed while the broker is down: every message that follows is lost.
         created = services.start_run(step_recipe, message="created in the outage")
         workflow = services.start_run(bundled["counter-loop"], message="created in the outage")
+        driven = services.start_run(bundled["launch-note"], message="created in the outage")
         approve(paused, pending_gate(paused))
+        approve(gated, pending_gate(gated), comment="once more")
         server.start()
-        settle(engine, [paused, created, workflow], approve)
+        settle(engine, [paused, created, workflow, driven, gated], approve)
         assert worker.proc.poll() is None, "the worker exited instead of reconnecting"
         for run in (paused, created):
             assert run.status == "approved", (run.pk, run.status, run.error)
             assert not run.events.filter(kind="tick_requested").exists()  # nobody ticked it
             nothing_left_running(run)
-        assert workflow.status == "completed", workflow.error
+        for run in (workflow, driven, gated):
+            assert run.status == "completed", (run.pk, run.recipe.slug, run.error)
+            nothing_left_running(run)
+        assert gated.gates.filter(status="iterated").count() == 1  # the outage's decision
     finally:
         engine.close()
         server.stop()
