@@ -8,10 +8,9 @@ and a person approving gates. Prints what happened to every run and fault.
 
 REDIS_URL only satisfies the harness: the soak starts a redis-server of its own on a free
 port (it is the one killed) and a scratch database (BENCH_DB, else `soak_faults_<pid>`).
-Agents are the demo provider (LOOP_DEMO_DELAY per word) and run without the sandbox, as
-the fault suite's do. Exits non-zero when a run did not end (or wait for a person) by
-itself, when a finished run left a row running, when an iteration was recorded twice, or
-when a worker exited by itself (each is replaced, and counted).
+Agents are the demo provider (LOOP_DEMO_DELAY per word), without the sandbox as in the
+fault suite. Exits non-zero when a run did not end (or wait for a person) by itself, left a
+row running or recorded an iteration twice, or a worker exited by itself (replaced).
 """
 
 from __future__ import annotations
@@ -20,8 +19,6 @@ import argparse
 import os
 import random
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -76,49 +73,13 @@ GOOD = {"completed", "approved"}
 KINDS = ("workflow", "driven", "python", "step machine")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Redis:
-    def __init__(self, folder: Path):
-        self.folder, self.port, self.proc = folder, free_port(), None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        log = open(self.folder / "redis.log", "ab")  # noqa: SIM115 - the server owns it
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
-            + ["--appendonly", "no", "--dir", str(self.folder)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        import redis
-
-        client = redis.Redis(port=self.port, socket_timeout=1)
-        for _ in range(100):
-            try:
-                if client.ping():
-                    return
-            except redis.RedisError:
-                time.sleep(0.1)
-        sys.exit("redis-server did not start")
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-
 class Soak:
     def __init__(self, args):
         self.args = args
         self.folder = Path(tempfile.mkdtemp(prefix="loop-soak-"))
-        self.redis = Redis(self.folder)
+        from bench.harness import PrivateRedis
+
+        self.redis = PrivateRedis(self.folder)
         self.redis.start()
         os.environ["REDIS_URL"] = self.redis.url
         os.environ.pop("CELERY_BROKER_URL", None)
