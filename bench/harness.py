@@ -14,6 +14,7 @@ import os
 import platform
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -233,3 +234,43 @@ def wait_runs(runs, timeout: float = 600, interval: float = 0.01) -> None:
             return
         time.sleep(interval)
     sys.exit(f"runs did not finish within {timeout}s")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class PrivateRedis:
+    """A redis-server of a benchmark's own, on a free port: one it may kill and restart."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.port, self.proc = folder, free_port(), None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        log = open(self.folder / "redis.log", "ab")  # noqa: SIM115 - the server owns it
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+            + ["--appendonly", "no", "--dir", str(self.folder)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        import redis
+
+        client = redis.Redis(port=self.port, socket_timeout=1)
+        for _ in range(100):
+            try:
+                if client.ping():
+                    return
+            except redis.RedisError:
+                time.sleep(0.1)
+        sys.exit("redis-server did not start")
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()

@@ -5,6 +5,12 @@ leaves only once the rows it names are committed), `send_now` (outside one: the 
 re-sending lost work) or `send_later` (a retry's back-off). All end in `deliver`, the
 single seam tests replace.
 
+A message sent on commit that the broker does not take (Redis down) is not an error of
+the work that committed: the rows say what is due, and the sweep sends every such message
+again (docs/architecture.md, "What wakes each kind"). So it is logged as a warning, noted
+for whoever asked (`noting_unsent`: the command line says "done, message delayed"), and
+the caller goes on.
+
 The continuation fast path lives here too. While a `run_iteration` task runs an iteration
 inside `chain`, the first `run_iteration` that iteration's transaction queues is handed
 back to the task instead of being sent, and the task runs it at once: no broker round trip,
@@ -20,17 +26,24 @@ these rules.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 
 from django.db import transaction
+from kombu.exceptions import KombuError
+from redis.exceptions import RedisError
 
 # How long one task may keep running the iterations its own iterations create.
 CHAIN_SECONDS = 0.5
 CHAINED_TASK = "run_iteration"
 
 _local = threading.local()
+log = logging.getLogger(__name__)
+# The broker out of reach (kombu wraps most of these; a raw socket error may come through).
+BROKER_ERRORS = (KombuError, RedisError, ConnectionError)
 
 
 def deliver(task_name: str, *args, countdown: float | None = None) -> None:
@@ -58,7 +71,32 @@ def send_on_commit(task_name: str, *args) -> None:
     handoff = getattr(_local, "handoff", None)
     if handoff is not None and handoff.take(task_name, args):
         return
-    transaction.on_commit(lambda: deliver(task_name, *args))
+    transaction.on_commit(lambda: _deliver_committed(task_name, *args))
+
+
+def _deliver_committed(task_name: str, *args) -> None:
+    try:
+        deliver(task_name, *args)
+    except BROKER_ERRORS as exc:
+        log.warning(
+            "broker unreachable: %s%r not sent after its commit (%r); the sweep sends it again",
+            task_name,
+            args,
+            exc,
+        )
+        unsent = getattr(_local, "unsent", None)
+        if unsent is not None:
+            unsent.append((task_name, args))
+
+
+@contextmanager
+def noting_unsent():
+    """Collect, in the list it yields, the messages this thread's commits could not send."""
+    _local.unsent = []
+    try:
+        yield _local.unsent
+    finally:
+        _local.unsent = None
 
 
 class Handoff:

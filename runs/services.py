@@ -158,8 +158,9 @@ def start_run(
             budget=limits,
         )
         if step_machine:
-            # Its one node exists from the start: a run created without starting waits.
-            NodeRun.objects.create(run=run, node_id="steps", kind="stepmachine")
+            from recipes.planeai.machine import create_machine
+
+            create_machine(run, started=start)  # a run created without starting waits
         if forked:
             forked["carry"](run)  # the fork's history, and where it goes on (runs.fork)
         elif start or not step_machine:
@@ -301,7 +302,7 @@ def tick(run: Run, actor: Actor, *, inline: bool = False):
     process (the command line, which waits to print what happened); otherwise they are
     sent to a worker."""
     from recipes.planeai import runner
-    from recipes.planeai.machine import machine_row
+    from recipes.planeai.machine import machine_row, start_asked
 
     with transaction.atomic():
         run = lock_run(run.pk)
@@ -314,6 +315,8 @@ def tick(run: Run, actor: Actor, *, inline: bool = False):
             raise Conflict(f"Run {run.pk} waits for a decision at a gate: decide there.")
         run.append_event("tick_requested", by=actor.name, surface=actor.surface)
         if row is None or (row.status == NodeRun.Status.PENDING and row.queued_at is None):
+            if row is not None:
+                start_asked(row)  # the sweep starts it, should this message be lost
             dispatch.send_on_commit("advance_run", run.pk)
             return None
         if not inline:

@@ -74,6 +74,10 @@ or call the `record_handoff` tool. Statuses: completed, blocked, needs_human, fa
 Add structured details with --data-file details.json (a JSON object)."""
 
 
+# Opens the prompt of a turn run again after its worker was lost (turns.rerun_note).
+RERUN_HEADING = "# This turn is running again"
+
+
 def turn_prompt(spec, role_id: str, prompt: str, workdir: str) -> str:
     """Role instructions, the recipe's knowledge, the step's prompt, how to hand off."""
     role = spec.roles[role_id]

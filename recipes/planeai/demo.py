@@ -18,6 +18,8 @@ from pathlib import Path
 from runs.providers.base import AgentRequest, AgentResult, OnChunk
 from runs.worktree import git
 
+from .context import RERUN_HEADING
+
 FEATURE_BRANCH = "feature/greeting"
 
 FILES_MAIN = {
@@ -87,7 +89,7 @@ def role_turn(provider, request: AgentRequest, on_chunk: OnChunk) -> AgentResult
     if request.read_only:
         status, summary = _review(step, workdir)
     elif re.search(r"\b(tests?|lint) failed", step, re.I):
-        status, summary = _fix(workdir)
+        status, summary = _fix(workdir, rerun=RERUN_HEADING in request.prompt)
     elif "documentation" in step.lower():
         status, summary = _document(workdir)
     elif "up to date with" in step:
@@ -127,13 +129,16 @@ def _review(step: str, workdir: str) -> tuple[str, str]:
     return "completed", f"Reviewed {branch} against {base} ({stat or 'no changes'}): no findings."
 
 
-def _fix(workdir: str) -> tuple[str, str]:
+def _fix(workdir: str, *, rerun: bool = False) -> tuple[str, str]:
     fixed = []
     for name, bug, fix in FIXES:
         path = Path(workdir) / name
         if path.is_file() and bug in path.read_text():
             path.write_text(path.read_text().replace(bug, fix))
             fixed.append(name)
+    if not fixed and rerun:
+        # The interrupted attempt of this turn got as far as the fix (turns.rerun_note).
+        return "completed", "An earlier attempt of this turn already fixed it; nothing is left."
     if not fixed:
         return "needs_human", "The failure is not one the demo agent knows how to fix."
     _git(

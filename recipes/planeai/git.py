@@ -26,6 +26,7 @@ __all__ = [
     "default_branch",
     "head",
     "is_repository",
+    "left_since",
     "remove_worktree",
     "role_worktree_path",
     "set_branch",
@@ -195,6 +196,14 @@ def changes(workdir: str | Path, since: str) -> dict | None:
         "diff": patch[:PATCH_LIMIT],
         "truncated": len(patch) > PATCH_LIMIT,
     }
+
+
+def left_since(workdir: str | Path, since: str) -> tuple[list[str], list[str]]:
+    """What the tree holds beyond `since`: the commits made after it (`sha subject`,
+    oldest first) and the files changed but not committed (`git status --short`)."""
+    log = git("log", "--reverse", "--format=%h %s", f"{since}..HEAD", cwd=workdir).stdout
+    status = git("status", "--short", cwd=workdir).stdout
+    return log.splitlines(), status.splitlines()
 
 
 def set_branch(repository: str | Path, name: str, commit: str) -> None:

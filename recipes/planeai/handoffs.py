@@ -5,6 +5,13 @@
 MCP server, an HTTP provider's function tool) — so what is accepted is decided here once.
 A `handoff.wait` step then takes the latest handoff of its role recorded after the run's
 last consumed one (`take`); nothing on disk ever counts.
+
+An agent's handoff belongs to its turn (`iteration`) and to the attempt that recorded it
+(logged with it): a turn that ended records no more, and a wait takes only a handoff from
+the role's latest turn (or one a person recorded, which has no turn). So a turn re-run
+after its worker was lost replaces its earlier handoff if that was not taken yet (the
+latest wins), and one a later wait would otherwise mistake for the next turn's report is
+never taken (recipes.md, "A re-run turn").
 """
 
 from __future__ import annotations
@@ -12,15 +19,16 @@ from __future__ import annotations
 import json
 
 from django.db import transaction
+from django.db.models import Q
 
-from recipes.formats.planeai_spec import HANDOFF_SCHEMA, HANDOFF_STATUSES
+from recipes.formats.planeai_spec import HANDOFF_SCHEMA, HANDOFF_STATUSES, SESSION_KIND
 from runs import dispatch
 from runs.actor import Actor
 from runs.agent_tools import AgentTool, ToolContext, ToolError
 from runs.errors import Conflict, InputError, NotFound
 from runs.executor.spec import SpecError, spec_for
-from runs.executor.state import lock_run
-from runs.models import Handoff, NodeRun, Run
+from runs.executor.state import lock_run, on_fresh_connection
+from runs.models import Handoff, Iteration, NodeRun, Run
 
 from .machine import MachineState, machine_row
 
@@ -70,6 +78,7 @@ def record_handoff(
             errors["role"] = f"{str(role)[:60]!r} is not a role of this recipe (roles: {known})"
         if errors:
             raise InputError(errors)
+        turn = _turn(iteration_id, role) if iteration_id is not None else None
         content = {"schema": schema, "role": role, "status": status, "summary": summary}
         if data is not None:
             content["data"] = data
@@ -81,6 +90,7 @@ def record_handoff(
             summary=summary[:500],
             by=name,
             surface=actor.surface,
+            **({"turn": turn.number, "attempt": turn.attempts} if turn else {}),
         )
         handoff = Handoff.objects.create(
             run=run,
@@ -102,13 +112,34 @@ def record_handoff(
     return handoff
 
 
+def _turn(iteration_id: int, role: str) -> Iteration:
+    """The turn recording a handoff: it must be this role's, and still at work (an attempt
+    the sweep took back, or a turn that ended, reports nothing more)."""
+    turn = Iteration.objects.filter(pk=iteration_id, node_id=role).first()
+    if turn is None or turn.status != Iteration.Status.RUNNING:
+        raise Conflict("This turn has ended: its handoff would not be taken.")
+    return turn
+
+
+def latest_turn(run: Run, role: str) -> Iteration | None:
+    """The last turn the machine sent to `role` (any of its sessions)."""
+    return (
+        Iteration.objects.filter(run=run, node_id=role, node_run__kind=SESSION_KIND)
+        .order_by("-id")
+        .first()
+    )
+
+
 def take(run: Run, row: NodeRun, state: MachineState, role: str, step_id: str) -> Handoff | None:
     """The handoff a `handoff.wait` on `role` consumes now, if any (the caller holds the
-    run's lock): the latest of that role recorded after the last consumed handoff, whose
-    document is a valid planeai.handoff.v1. Older ones stay unconsumed: stale."""
-    candidates = Handoff.objects.filter(run=run, role=role, seq__gt=state.consumed_seq).order_by(
-        "-seq"
+    run's lock): the latest of that role recorded after the last consumed handoff by the
+    role's latest turn (or by a person, for the role), whose document is a valid
+    planeai.handoff.v1. Older ones stay unconsumed: stale."""
+    turn = latest_turn(run, role)
+    candidates = Handoff.objects.filter(run=run, role=role, seq__gt=state.consumed_seq).filter(
+        Q(iteration__isnull=True) | Q(iteration=turn)
     )
+    candidates = candidates.order_by("-seq")
     chosen = next((h for h in candidates if h.accepted_form), None)
     if chosen is None:
         return None
@@ -130,7 +161,9 @@ def _record_from_agent(ctx: ToolContext, args: dict):
     if role != ctx.role:
         raise ToolError(f"you are the {ctx.role} agent: record handoffs for your own role")
     try:
-        handoff = record_handoff(
+        # A dropped database session costs a retry on a new one, not the turn's report.
+        handoff = on_fresh_connection(
+            record_handoff,
             ctx.run_id,
             role=role,
             status=args.get("status", ""),

@@ -16,6 +16,8 @@ from recipes.formats.planeai_spec import MACHINE_KIND, MACHINE_NODE, SESSION_KIN
 from runs.budget import HOLD
 from runs.models import Iteration, NodeRun, Run
 
+# On the machine row of a run created without starting (it waits for `loop tick`).
+CREATED_ONLY = "created_only"
 FINAL_STATUSES = {"completed_unreviewed", "approved", "failed", "cancelled"}
 STOPPING_STATUSES = {"blocked", "needs_human"}
 PHASE_STATUSES = {"observing", "verifying"}
@@ -36,6 +38,7 @@ class MachineState:
     gates_step: str = ""  # a gates.run whose commands are running
     ended_at_step: str = ""
     finishing: str = ""  # past this last step, waiting for the turns it sent to finish
+    seen_seq: int = 0  # the run's last event when a tick last stopped (lost_ticks)
 
     @classmethod
     def of(cls, row: NodeRun) -> MachineState:
@@ -51,6 +54,18 @@ class MachineState:
     def progressed(self) -> None:
         self.progress_at = timezone.now().isoformat()
         self.stale = False
+
+
+def create_machine(run: Run, *, started: bool) -> NodeRun:
+    """The run's one node, made with the run: a run created without starting is marked so
+    (`CREATED_ONLY`): it waits for `loop tick`, and the sweep's `lost_ticks` leaves it."""
+    state = {} if started else {CREATED_ONLY: True}
+    return NodeRun.objects.create(run=run, node_id=MACHINE_NODE, kind=MACHINE_KIND, state=state)
+
+
+def start_asked(row: NodeRun) -> None:
+    """`loop tick` on a run created without starting: from now on it is due to start."""
+    NodeRun.objects.filter(pk=row.pk).update(state={})
 
 
 def machine_row(run: Run, *, lock: bool = False) -> NodeRun | None:
@@ -161,6 +176,49 @@ def latest_session(run: Run, role: str) -> NodeRun | None:
         .order_by("-generation")
         .first()
     )
+
+
+def saw_events(run: Run, row: NodeRun) -> None:
+    """A tick stops here: everything logged so far has been looked at (the caller holds
+    the run's lock, so nothing is logged meanwhile)."""
+    state = MachineState.of(row)
+    state.seen_seq = Run.objects.filter(pk=run.pk).values_list("last_seq", flat=True).first()
+    state.save(row)
+
+
+def lost_ticks(stale_before) -> list[tuple[str, int]]:
+    """The sweep's pass for a lost wake-up: a live machine with nothing in flight (no turn
+    pending or running, no gates.run under its lease, no start message queued, no gate
+    open) where something was logged after its last tick stopped (a handoff, a turn's
+    end, a decision, the run's creation, `loop tick`), long enough ago that the message
+    it sent should have arrived. Returns the messages to send: `advance_run` for a machine
+    never started, `tick_machine` for one under way. A duplicate is harmless: a tick
+    reads the database and does what is due."""
+    found = []
+    rows = NodeRun.objects.filter(
+        kind=MACHINE_KIND,
+        status__in=[NodeRun.Status.PENDING, NodeRun.Status.RUNNING],
+        lease_expires_at__isnull=True,
+        run__status__in=Run.ACTIVE - Run.NEEDS_PERSON,
+    ).select_related("run")
+    for row in rows:
+        run = row.run
+        if row.status == NodeRun.Status.PENDING:
+            if row.queued_at is not None or (row.state or {}).get(CREATED_ONLY):
+                continue  # start_node is lost_messages' to re-send; or it waits for `loop tick`
+        elif run.last_seq <= MachineState.of(row).seen_seq:
+            continue
+        in_flight = Iteration.objects.filter(
+            run=run, status__in=[Iteration.Status.PENDING, Iteration.Status.RUNNING]
+        )
+        if in_flight.exists() or run.gates.filter(status="pending").exists():
+            continue  # a turn that ends ticks the machine; a gate waits for a person
+        at = run.events.filter(seq=run.last_seq).values_list("created_at", flat=True).first()
+        if at is None or at >= stale_before:
+            continue
+        started = row.status == NodeRun.Status.RUNNING
+        found.append(("tick_machine" if started else "advance_run", run.pk))
+    return found
 
 
 def mark_stale(now) -> int:

@@ -91,77 +91,93 @@ def _one_tick(run_id: int, report: TickReport):
     """One step under the lock: "continue", None (stop), or the gates to run."""
     with transaction.atomic():
         run = lock_run(run_id)
-        if run is None or run.is_terminal or run.status in Run.NEEDS_PERSON:
-            report.stopped = report.stopped or "the run is not active"
-            return None
-        row = machine.machine_row(run, lock=True)
-        if row is not None and row.status == NodeRun.Status.RUNNING and row.state.get("finishing"):
-            machine.steps_ran_out(run, row, MachineState.of(row), row.state["finishing"])
-            report.stopped = "the steps ended"
-            return None
-        if row is None or row.status != NodeRun.Status.RUNNING or not row.state.get("current"):
-            report.stopped = "the machine is not running (waiting at a gate, or not started)"
-            return None
-        state = MachineState.of(row)
-        if state.gates_step:
-            # Its worker goes on ticking when they end; if it was lost, the sweep takes the
-            # machine back and the gates run again.
-            report.stopped = "this machine's gates are running"
-            return None
-        try:
-            spec = spec_for(run)
-        except SpecError as exc:
-            machine.end(run, row, "failed", f"the recipe version does not load: {exc}")
-            return None
-        if report.ticks >= MAX_TICKS_PER_TRIGGER:
-            reason = (
-                f"paused after {MAX_TICKS_PER_TRIGGER} steps in one go (the limit per "
-                "trigger): tick again to continue"
-            )
-            if state.waiting != reason:
-                run.append_event("ticks_paused", state.current, limit=MAX_TICKS_PER_TRIGGER)
-            state.waiting = reason
-            state.save(row)
-            report.stopped = reason
-            return None
-        if state.ticks >= spec.policy.max_ticks:
-            machine.end(run, row, "blocked", f"max_ticks ({spec.policy.max_ticks}) reached")
-            report.stopped = "max_ticks reached"
-            return None
-        step = spec.step(state.current)
-        repository = run.workdir if is_repository(run.workdir) else None
-        ctx = StepContext(run, row, spec, state, repository)
-        try:
-            outcome = KINDS[step.kind](ctx, step)
-        except StepFailed as exc:
-            _count(run, state, step, report, "failed")
-            machine.end(run, row, "failed", f"step {step.id} failed: {exc}")
-            return None
-        if outcome.kind == "budget":
-            # The machine waits at this step, holding the budget stop (runs.budget): its
-            # state is left as it was, so the step runs again on resume.
-            report.stopped = outcome.reason
-            return None
-        if outcome.kind == "wait":
-            if state.waiting != outcome.reason:
-                run.append_event("step_waiting", step.id, reason=outcome.reason)
-            state.waiting = outcome.reason
-            state.save(row)
-            report.stopped = outcome.reason
-            return None
-        state.waiting = ""
-        number = _count(run, state, step, report, outcome.kind)
-        if outcome.kind == "gates":
-            state.gates_step = step.id
-            state.save(row)
-            lease = timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS)
-            NodeRun.objects.filter(pk=row.pk).update(
-                lease_expires_at=lease, output="", output_file="", output_bytes=None
-            )
-            row.lease_expires_at = lease
-            run.append_event("gates_started", step.id, gates=[name for name, _ in outcome.commands])
-            return run, row, step, outcome.commands, outcome.workdir, number
-        return _apply(run, row, state, step, outcome, report)
+        outcome = _step(run, report)
+        if outcome is None:
+            _stopped(run)
+        return outcome
+
+
+def _stopped(run: Run | None) -> None:
+    """A trigger's ticks stop: the machine has seen what the run logged so far, so the
+    sweep's `lost_ticks` wakes it only for what comes after (a lost wake-up)."""
+    row = machine.machine_row(run, lock=True) if run is not None else None
+    if row is not None and row.status == NodeRun.Status.RUNNING:
+        machine.saw_events(run, row)
+
+
+def _step(run: Run | None, report: TickReport):
+    """One step of the machine (the caller holds the run's lock)."""
+    if run is None or run.is_terminal or run.status in Run.NEEDS_PERSON:
+        report.stopped = report.stopped or "the run is not active"
+        return None
+    row = machine.machine_row(run, lock=True)
+    if row is not None and row.status == NodeRun.Status.RUNNING and row.state.get("finishing"):
+        machine.steps_ran_out(run, row, MachineState.of(row), row.state["finishing"])
+        report.stopped = "the steps ended"
+        return None
+    if row is None or row.status != NodeRun.Status.RUNNING or not row.state.get("current"):
+        report.stopped = "the machine is not running (waiting at a gate, or not started)"
+        return None
+    state = MachineState.of(row)
+    if state.gates_step:
+        # Its worker goes on ticking when they end; if it was lost, the sweep takes the
+        # machine back and the gates run again.
+        report.stopped = "this machine's gates are running"
+        return None
+    try:
+        spec = spec_for(run)
+    except SpecError as exc:
+        machine.end(run, row, "failed", f"the recipe version does not load: {exc}")
+        return None
+    if report.ticks >= MAX_TICKS_PER_TRIGGER:
+        reason = (
+            f"paused after {MAX_TICKS_PER_TRIGGER} steps in one go (the limit per "
+            "trigger): tick again to continue"
+        )
+        if state.waiting != reason:
+            run.append_event("ticks_paused", state.current, limit=MAX_TICKS_PER_TRIGGER)
+        state.waiting = reason
+        state.save(row)
+        report.stopped = reason
+        return None
+    if state.ticks >= spec.policy.max_ticks:
+        machine.end(run, row, "blocked", f"max_ticks ({spec.policy.max_ticks}) reached")
+        report.stopped = "max_ticks reached"
+        return None
+    step = spec.step(state.current)
+    repository = run.workdir if is_repository(run.workdir) else None
+    ctx = StepContext(run, row, spec, state, repository)
+    try:
+        outcome = KINDS[step.kind](ctx, step)
+    except StepFailed as exc:
+        _count(run, state, step, report, "failed")
+        machine.end(run, row, "failed", f"step {step.id} failed: {exc}")
+        return None
+    if outcome.kind == "budget":
+        # The machine waits at this step, holding the budget stop (runs.budget): its
+        # state is left as it was, so the step runs again on resume.
+        report.stopped = outcome.reason
+        return None
+    if outcome.kind == "wait":
+        if state.waiting != outcome.reason:
+            run.append_event("step_waiting", step.id, reason=outcome.reason)
+        state.waiting = outcome.reason
+        state.save(row)
+        report.stopped = outcome.reason
+        return None
+    state.waiting = ""
+    number = _count(run, state, step, report, outcome.kind)
+    if outcome.kind == "gates":
+        state.gates_step = step.id
+        state.save(row)
+        lease = timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS)
+        NodeRun.objects.filter(pk=row.pk).update(
+            lease_expires_at=lease, output="", output_file="", output_bytes=None
+        )
+        row.lease_expires_at = lease
+        run.append_event("gates_started", step.id, gates=[name for name, _ in outcome.commands])
+        return run, row, step, outcome.commands, outcome.workdir, number
+    return _apply(run, row, state, step, outcome, report)
 
 
 def _count(run: Run, state: MachineState, step, report: TickReport, result: str) -> int:
@@ -238,7 +254,10 @@ def _gates_done(run_id: int, row: NodeRun, step, result, report: TickReport) -> 
             state.save(fresh)
             machine.end(run, fresh, "failed", f"step {step.id} failed: {exc}")
             return False
-        return _apply(run, fresh, state, step, outcome, report) == "continue"
+        if _apply(run, fresh, state, step, outcome, report) == "continue":
+            return True
+        _stopped(run)
+        return False
 
 
 def gate_decided(run: Run, gate: Gate, row: NodeRun, status: str, actor) -> None:

@@ -28,7 +28,7 @@ from runs.providers.base import AgentRequest, Cancelled, ProviderError
 from runs.sandbox import agent_network, limits_of
 
 from . import git
-from .context import base_env
+from .context import RERUN_HEADING, base_env
 from .handoffs import RECORD_HANDOFF
 from .machine import machine_row
 
@@ -52,14 +52,6 @@ def run_turn(it: Iteration) -> None:
     except Exception as exc:  # noqa: BLE001 - claimed, then reported like any failure
         prompt_error = exc
     session_id = row.state.get("session_id") or None
-    with transaction.atomic():
-        locked = lock_run(run.pk, with_recipe=False)
-        if locked.is_terminal or not Iteration.objects.claim(it, it.prompt, session_id):
-            return
-        locked.append_event(
-            "iteration_started", role_id, iteration=it.number, attempt=it.attempts, turn=True
-        )
-    stream = OutputStream(Iteration, it.pk, it.attempts, run.pk)
     workdir = row.state.get("workdir") or "."
     writes = not row.state.get("read_only") and git.is_repository(workdir)
     # isolation: project shares the person's working tree: the turn's diff is recorded from
@@ -68,6 +60,27 @@ def run_turn(it: Iteration) -> None:
     # The snapshots' objects go to the run's data folder, not the person's repository.
     store = Path(settings.LOOP_DATA_DIR) / "runs" / str(run.pk) / "snapshots" / role_id
     before = (_snapshot(workdir, store) if shared else _head(workdir)) if writes else None
+    with transaction.atomic():
+        locked = lock_run(run.pk, with_recipe=False)
+        if locked.is_terminal or not Iteration.objects.claim(it, it.prompt, session_id):
+            return
+        first = _first_attempt(locked, role_id, it) if it.attempts > 1 else None
+        locked.append_event(
+            "iteration_started",
+            role_id,
+            iteration=it.number,
+            attempt=it.attempts,
+            turn=True,
+            **({"base": before} if before and first is None else {}),
+        )
+    stream = OutputStream(Iteration, it.pk, it.attempts, run.pk)
+    prompt = it.prompt
+    if first is not None:
+        # Run again after its worker was lost: told what the lost attempt left, and its
+        # changes counted from where the turn began (docs/recipes.md, "A re-run turn").
+        before = first.data.get("base") or before
+        # (A shared tree's base is a snapshot outside its repository: no list of commits.)
+        prompt = rerun_note(workdir if writes and not shared else None, before) + prompt
     try:
         if prompt_error is not None:
             raise prompt_error
@@ -76,7 +89,7 @@ def run_turn(it: Iteration) -> None:
             [RECORD_HANDOFF],
         )
         request = AgentRequest(
-            prompt=it.prompt,
+            prompt=prompt,
             workdir=workdir,
             session_id=session_id,
             idle_timeout=IDLE_TIMEOUT_SECONDS,
@@ -129,6 +142,42 @@ def _snapshot(workdir: str, store: Path) -> str | None:
     except git.GitError as exc:
         log.warning("could not snapshot %s before a turn: %s", workdir, exc)
         return None
+
+
+def _first_attempt(run, role_id: str, it: Iteration):
+    """The `iteration_started` event of this turn's first attempt (it holds the turn's base)."""
+    return (
+        run.events.filter(kind="iteration_started", step=role_id, data__iteration=it.number)
+        .order_by("seq")
+        .first()
+    )
+
+
+def rerun_note(workdir: str | None, base: str | None) -> str:
+    """What a re-run turn is told first: an earlier attempt of it was interrupted (its
+    worker was lost) and may have done part of the work; what it left is listed."""
+    lines = [
+        RERUN_HEADING,
+        "",
+        "An earlier attempt of this turn was interrupted before it ended (its worker was "
+        "lost). It may have done part of the work: look at the working tree before you "
+        "redo anything, and finish what is left.",
+    ]
+    if workdir and base:
+        try:
+            commits, uncommitted = git.left_since(workdir, base)
+        except git.GitError:
+            commits, uncommitted = [], []
+        lines.append("")
+        lines.append(
+            f"Commits since this turn began ({base[:12]}): "
+            + ("none" if not commits else "\n" + "\n".join(f"- {c}" for c in commits[:50]))
+        )
+        lines.append(
+            "Uncommitted changes: "
+            + ("none" if not uncommitted else "\n" + "\n".join(f"- {c}" for c in uncommitted[:50]))
+        )
+    return "\n".join(lines) + "\n\n"
 
 
 def _head(workdir: str) -> str | None:

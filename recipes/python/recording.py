@@ -22,13 +22,13 @@ from __future__ import annotations
 import asyncio
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 
 from recipes.formats.python import NODE_ID
 from runs import budget
 from runs.executor.agent import record_call
 from runs.executor.context import run_dirs
-from runs.executor.state import lock_run
+from runs.executor.state import lock_run, on_fresh_connection
 from runs.executor.stream import OutputStream, renew_lease
 from runs.models import Gate, Iteration, NodeRun, Run
 from runs.providers.base import Cancelled
@@ -59,6 +59,13 @@ async def in_thread(work, *args):
             connection.close()
 
     return await asyncio.to_thread(closing)
+
+
+async def db_step(work, *args):
+    """`in_thread` for one database step: a connection dropped under it (a restarted
+    server, a terminated session) costs a retry on a new one, as a workflow iteration's
+    steps do (`on_fresh_connection`), not the run."""
+    return await in_thread(on_fresh_connection, work, *args)
 
 
 HELD_BY_BUDGET = object()
@@ -103,10 +110,14 @@ class RecordingHost:
     async def close(self, result=None, error: BaseException | None = None) -> None:
         if isinstance(error, Suspended | RunCancelled):
             return
+        if isinstance(error, OperationalError | InterfaceError):
+            # The database out of reach even after a retry: not the workflow's fault. The
+            # node's lease runs out and the sweep sends it again; the replay goes on.
+            return
         if error is None:
-            await in_thread(self._complete, result)
+            await db_step(self._complete, result)
         elif isinstance(error, Exception):
-            await in_thread(self._fail, error)
+            await db_step(self._fail, error)
 
     @property
     def lease(self) -> tuple:
@@ -166,7 +177,7 @@ class RecordingHost:
         node_id = node_id_for(agent, scope)
         # The feedback a person gave at the gate before this iteration: the call's card shows
         # it ("Feedback that started it"), as a YAML loop's iteration does.
-        began = self._begin(agent, node_id, scope, prompt, feedback)
+        began = on_fresh_connection(self._begin, agent, node_id, scope, prompt, feedback)
         if began is HELD_BY_BUDGET:
             # The run stopped before this call; a resume sends the workflow node back to a
             # worker, whose replay reaches this call again.
@@ -180,7 +191,7 @@ class RecordingHost:
         try:
             result = call_provider(
                 agent,
-                resolve_provider(agent.provider),
+                on_fresh_connection(resolve_provider, agent.provider),
                 prompt,
                 iteration=scope.iteration,
                 workdir=self.workdir,
@@ -192,13 +203,15 @@ class RecordingHost:
         except Cancelled:
             stream.keep_after_cancel()
             raise RunCancelled("the run was cancelled") from None
+        except (OperationalError, InterfaceError):
+            raise  # the database, not the agent: the sweep re-sends the node (see `close`)
         except Exception as exc:
-            self._call_failed(it, str(exc), stream)
+            on_fresh_connection(self._call_failed, it, str(exc), stream)
             if isinstance(exc, WorkflowError):
                 raise
             raise AgentFailed(f"agent {agent.name!r}: {type(exc).__name__}: {exc}") from exc
         stream.publish()
-        self._call_done(it, result, stream)
+        on_fresh_connection(self._call_done, it, result, stream)
         return result
 
     def _begin(self, agent: Agent, node_id: str, scope: Scope, prompt: str, feedback=""):
@@ -247,6 +260,8 @@ class RecordingHost:
                 cost_usd=result.cost,
                 duration_ms=result.duration_ms,
             ):
+                if it.finished_as(Iteration.Status.COMPLETED):
+                    return  # recorded by a try whose commit this one did not see
                 raise RunCancelled("the run was cancelled")
             if result.record is not None:
                 record_call(run, it.node_id, it.number, *result.record)
@@ -312,10 +327,10 @@ class RecordingHost:
                 if not run.is_terminal and not seen.exists():
                     run.append_event(kind, step, **data)
 
-        await in_thread(work)
+        await db_step(work)
 
     async def ask(self, request: GateRequest) -> GateDecision:
-        gate = await in_thread(self._gate, request)
+        gate = await db_step(self._gate, request)
         if isinstance(gate, GateDecision):
             return gate
         every = max(1.0, settings.LOOP_LEASE_SECONDS / 3)

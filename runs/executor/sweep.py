@@ -6,8 +6,10 @@ and is sent again, until its recorded attempt count reaches LOOP_MAX_ATTEMPTS, w
 fails. Pending work that nobody claimed for a while is sent again (claims make duplicates
 harmless). A gate holds no lease and no message, so a gate may wait for weeks, unless its
 recipe gave it a deadline (`gate_timeout`): then `overdue_gates` reminds, rejects or fails
-as `on_timeout` says, acting as "the sweep". A notification whose message was lost is sent
-again by `lost_notifications`.
+as `on_timeout` says, acting as "the sweep". A step machine between ticks holds no lease:
+`lost_ticks` wakes one whose wake-up was lost. A notification whose message was lost is
+sent again by `lost_notifications`. docs/architecture.md ("What wakes each kind") says,
+per kind, what wakes it and which pass repairs a lost wake-up.
 
 Each pass is named for what it repairs; every one goes through `take_back`, which locks the
 run and acts only if the row is still in the state the pass found it in.
@@ -30,7 +32,7 @@ from runs.engine.durations import say_duration
 from runs.errors import ServiceError
 from runs.models import Gate, Iteration, NodeRun, Run
 
-from .state import lock_run
+from .state import lock_run, on_fresh_connection
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +41,22 @@ def sweep(now=None) -> dict:
     now = now or timezone.now()
     stale = now - timedelta(seconds=settings.LOOP_STALE_PENDING_SECONDS)
     counts: Counter = Counter()
-    expired_iterations(now, counts)
-    expired_group_checks(now, counts)
-    expired_steps(now, counts)
-    lost_messages(stale, now, counts)
-    stalled_runs(stale, counts)
-    waiting_parents(stale, counts)
-    overdue_gates(now, counts)
-    lost_notifications(stale, counts)
-    stale_machines(now, counts)
+    passes = (
+        lambda: expired_iterations(now, counts),
+        lambda: expired_group_checks(now, counts),
+        lambda: expired_steps(now, counts),
+        lambda: lost_messages(stale, now, counts),
+        lambda: stalled_runs(stale, counts),
+        lambda: waiting_parents(stale, counts),
+        lambda: lost_ticks(stale, counts),
+        lambda: overdue_gates(now, counts),
+        lambda: lost_notifications(stale, counts),
+        lambda: stale_machines(now, counts),
+    )
+    for sweep_pass in passes:
+        # A dropped connection costs this pass one retry on a new one, not the sweep: every
+        # action is conditional on what the pass saw, so one done twice does nothing.
+        on_fresh_connection(sweep_pass)
     keys = ("requeued", "failed", "resent", "advanced", "reminded", "timed_out", "stale")
     result = {key: counts[key] for key in keys}
     if any(result.values()):
@@ -108,9 +117,9 @@ def expired_steps(now, counts: Counter) -> None:
     for row in NodeRun.objects.expired(now):
 
         def act(run, row=row):
-            if row.attempts < settings.LOOP_MAX_ATTEMPTS:
+            if row.workers_lost < settings.LOOP_MAX_ATTEMPTS:
                 counts["requeued"] += row.requeue(run, now)
-            elif row.fail(run, _lost(row.attempts), attempt=row.attempts, expired_before=now):
+            elif row.fail(run, _lost(row.workers_lost), attempt=row.attempts, expired_before=now):
                 counts["failed"] += 1
 
         take_back(row, act)
@@ -162,6 +171,18 @@ def waiting_parents(stale, counts: Counter) -> None:
         ):
             dispatch.send_now("advance_run", row.run_id)
             counts["advanced"] += 1
+
+
+def lost_ticks(stale, counts: Counter) -> None:
+    """A step machine holds no lease between ticks: its wake-up (the start, or the tick a
+    handoff, a turn's end or a decision sends) lost with the broker would leave it idle
+    for good. Send it again when something was logged after its last tick stopped
+    (recipes.planeai.machine.lost_ticks)."""
+    from recipes.planeai.machine import lost_ticks as due
+
+    for task_name, run_id in due(stale):
+        dispatch.send_now(task_name, run_id)
+        counts["advanced"] += 1
 
 
 def overdue_gates(now, counts: Counter) -> None:

@@ -197,6 +197,11 @@ class Iteration(models.Model):
             setattr(self, name, value)
         return True
 
+    def finished_as(self, status: str) -> bool:
+        """This attempt already ended with `status`: a retry on a new connection finds the
+        work of a try whose commit it did not see (`on_fresh_connection`)."""
+        return Iteration.objects.filter(pk=self.pk, status=status, attempts=self.attempts).exists()
+
     def finish_then_next(self, status: str, *, node_fields: dict, completed: dict, **fields):
         """The plain "go on" of a loop in one statement on PostgreSQL: `finish` this
         attempt, log `iteration_completed` (with `completed`), write `node_fields`

@@ -62,6 +62,7 @@ class NodeRun(models.Model):
 
     TERMINAL = {Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.CANCELLED}
     UNFINISHED = [Status.PENDING, Status.RUNNING, Status.PAUSED]
+    WAKES = "wakes"  # in `state`: claims that followed a decision, not a lost worker
 
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="nodes")
     node_id = models.CharField(max_length=300)
@@ -121,6 +122,13 @@ class NodeRun(models.Model):
     def output_truncated(self) -> bool:
         """The output passed LOOP_MAX_OUTPUT_BYTES: `output` is its end, the file all of it."""
         return bool(self.output_file)
+
+    @property
+    def workers_lost(self) -> int:
+        """Executions of this node whose worker was lost, the one whose lease just ran out
+        included: its claims, less those that followed a gate's decision (`wake`). The
+        sweep's attempt limit (LOOP_MAX_ATTEMPTS) counts these, not the gates passed."""
+        return self.attempts - (self.state or {}).get(self.WAKES, 0)
 
     @property
     def is_terminal(self) -> bool:
@@ -330,8 +338,12 @@ class NodeRun(models.Model):
         return self._move(self.Status.RUNNING, allowed=[self.Status.PAUSED])
 
     def wake(self, run) -> bool:
-        """A suspended node goes back to work: pending, queued, sent (`start_node`)."""
-        if not self._move(self.Status.PENDING, allowed=[self.Status.PAUSED], lease_expires_at=None):
+        """A suspended node goes back to work: pending, queued, sent (`start_node`). Its
+        next claim is counted as a wake-up, not as a lost worker (`workers_lost`)."""
+        woken = {**(self.state or {}), self.WAKES: (self.state or {}).get(self.WAKES, 0) + 1}
+        if not self._move(
+            self.Status.PENDING, allowed=[self.Status.PAUSED], lease_expires_at=None, state=woken
+        ):
             return False
         self.queue(run)
         return True

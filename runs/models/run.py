@@ -288,6 +288,9 @@ class Run(models.Model):
             )
             if failed:
                 error = f"node '{failed.node_id}' failed: {failed.error}"
+                # What is left unfinished outside the graph (a Python run's agent rows and
+                # the call they were in) stops with it: a failed run has nothing running.
+                self.stop_all_work(error)
                 self.set_status(self.Status.FAILED, error=error, **data)
             else:
                 self.set_status(self.Status.COMPLETED, error="", **data)

@@ -141,6 +141,47 @@ def sent(monkeypatch):
     return messages
 
 
+@pytest.fixture
+def offline_broker(monkeypatch):
+    """Messages in a list; `down = True` makes every send raise as kombu does."""
+
+    class Broker:
+        down = False
+        sent: list = []
+
+        def deliver(self, name, *args):
+            if self.down:
+                from kombu.exceptions import OperationalError as BrokerDown
+
+                raise BrokerDown("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+            self.sent.append((name, args))
+
+        def run_all(self, skip=()):
+            """Deliver what was sent, as a worker would, until nothing is left (the tasks
+            named in `skip` are kept aside in `self.skipped`)."""
+            from recipes.planeai import runner
+            from runs.executor import scheduler, steps
+
+            while self.sent:
+                name, args = self.sent.pop(0)
+                if name in skip:
+                    self.skipped.append((name, args))
+                    continue
+                task = {
+                    "advance_run": scheduler.advance_run,
+                    "start_node": steps.start_node,
+                    "tick_machine": runner.tick,
+                }[name]
+                task(*args)
+
+    from runs import dispatch
+
+    fake = Broker()
+    fake.sent, fake.skipped = [], []
+    monkeypatch.setattr(dispatch, "deliver", fake.deliver)
+    return fake
+
+
 WAITING = """
 schema: planeai.loop.recipe.v1
 id: waiting

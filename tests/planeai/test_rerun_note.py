@@ -1,0 +1,102 @@
+"""A step-machine turn run again after its worker was lost is told plainly what the lost
+attempt left (commits since the turn began, uncommitted files), and the turn's diff counts
+from where the turn began. The demo agent reads that note: a fix already committed by the
+lost attempt is not a failure it cannot fix (the soak's run 34 ended `needs_human`)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+
+from recipes.planeai import demo, turns
+from recipes.planeai.context import RERUN_HEADING
+from runs.executor.state import lock_run
+from runs.executor.sweep import sweep
+from runs.models import Iteration
+from tests.planeai.conftest import git
+from tests.python.scripted import ScriptedProvider
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ONE_TURN = """
+schema: planeai.loop.recipe.v1
+id: one-turn
+name: Fix it
+roles:
+  maker: {mode: write, isolation: project}
+steps:
+  - {id: make, kind: session.create, role: maker, prompt: Fix it.}
+  - {id: wait_make, kind: handoff.wait, from: maker, on: {completed: done}}
+  - {id: done, kind: loop.status, status: approved}
+"""
+
+
+def lost_first_attempt(run, repo):
+    """Attempt 1 claims the turn, commits a fix and leaves a file, then its worker dies."""
+    it = Iteration.objects.get(run=run, node_id="maker", number=1)
+    base = git("rev-parse", "HEAD", cwd=repo).strip()
+    with transaction.atomic():
+        locked = lock_run(run.pk)
+        assert Iteration.objects.claim(it, it.prompt, None)
+        locked.append_event(
+            "iteration_started", "maker", iteration=1, attempt=1, turn=True, base=base
+        )
+    (repo / "fix.txt").write_text("fixed\n")
+    git("add", "fix.txt", cwd=repo)
+    git("commit", "-q", "-m", "fix: the lost attempt's fix", cwd=repo)
+    (repo / "notes.txt").write_text("half done\n")
+    long_ago = timezone.now() - timedelta(hours=1)
+    Iteration.objects.filter(pk=it.pk).update(lease_expires_at=long_ago)
+    assert sweep()["requeued"] == 1
+    return Iteration.objects.select_related("run", "node_run").get(pk=it.pk)
+
+
+def test_a_re_run_turn_is_told_what_the_lost_attempt_left(
+    offline_broker, plane_recipe, operator, repo, monkeypatch
+):
+    from runs import services
+
+    provider = ScriptedProvider(lambda request, count: "looked at the tree: done")
+    monkeypatch.setattr(turns.registry, "resolve", lambda *args: provider)
+    run = services.start_run(plane_recipe(ONE_TURN), user=operator, workdir=str(repo))
+    offline_broker.run_all(skip={"run_iteration"})
+    it = lost_first_attempt(run, repo)
+
+    turns.run_turn(it)
+
+    prompt = provider.requests[0].prompt
+    assert prompt.startswith(RERUN_HEADING)
+    assert "fix: the lost attempt's fix" in prompt and "notes.txt" in prompt
+    it.refresh_from_db()
+    assert (it.status, it.attempts) == ("completed", 2)
+    diff = run.events.get(kind="worktree_diff")
+    assert "fix.txt" in diff.data["stat"] and "notes.txt" in diff.data["stat"]
+    restarted = run.events.filter(kind="iteration_started").order_by("seq").last()
+    assert "base" not in restarted.data  # the turn's base stays the first attempt's
+
+
+def test_a_first_attempt_is_not_told_anything(
+    offline_broker, plane_recipe, operator, repo, monkeypatch
+):
+    from runs import services
+
+    provider = ScriptedProvider(lambda request, count: "done")
+    monkeypatch.setattr(turns.registry, "resolve", lambda *args: provider)
+    run = services.start_run(plane_recipe(ONE_TURN), user=operator, workdir=str(repo))
+    offline_broker.run_all(skip={"run_iteration"})
+    turns.run_turn(Iteration.objects.select_related("run", "node_run").get(run=run))
+    assert RERUN_HEADING not in provider.requests[0].prompt
+    started = run.events.get(kind="iteration_started")
+    assert started.data["base"] == git("rev-parse", "HEAD~0", cwd=repo).strip()
+
+
+def test_the_demo_agent_finds_its_fix_already_made_on_a_re_run(tmp_path):
+    repo = demo.create_repository(tmp_path)
+    git("checkout", "-q", demo.FEATURE_BRANCH, cwd=repo)
+    assert demo._fix(str(repo))[0] == "completed"  # the lost attempt fixed and committed
+    assert demo._fix(str(repo))[0] == "needs_human"  # what a re-run used to conclude
+    status, summary = demo._fix(str(repo), rerun=True)
+    assert status == "completed" and "already fixed" in summary
