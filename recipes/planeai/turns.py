@@ -59,7 +59,8 @@ def run_turn(it: Iteration) -> None:
     shared = writes and row.state.get("isolation") == "project"
     # The snapshots' objects go to the run's data folder, not the person's repository.
     store = Path(settings.LOOP_DATA_DIR) / "runs" / str(run.pk) / "snapshots" / role_id
-    before = (_snapshot(workdir, store) if shared else _head(workdir)) if writes else None
+    head = _head(workdir) if writes else None
+    before = _snapshot(workdir, store) if shared else head
     with transaction.atomic():
         locked = lock_run(run.pk, with_recipe=False)
         if locked.is_terminal or not Iteration.objects.claim(it, it.prompt, session_id):
@@ -72,6 +73,7 @@ def run_turn(it: Iteration) -> None:
             attempt=it.attempts,
             turn=True,
             **({"base": before} if before and first is None else {}),
+            **({"head": head} if shared and head and first is None else {}),
         )
     stream = OutputStream(Iteration, it.pk, it.attempts, run.pk)
     prompt = it.prompt
@@ -79,8 +81,10 @@ def run_turn(it: Iteration) -> None:
         # Run again after its worker was lost: told what the lost attempt left, and its
         # changes counted from where the turn began (docs/recipes.md, "A re-run turn").
         before = first.data.get("base") or before
-        # (A shared tree's base is a snapshot outside its repository: no list of commits.)
-        prompt = rerun_note(workdir if writes and not shared else None, before) + prompt
+        # A shared tree's base is a snapshot outside its repository: its commits are listed
+        # from the commit it was at.
+        since = first.data.get("head") if shared else before
+        prompt = rerun_note(workdir if writes else None, since) + prompt
     try:
         if prompt_error is not None:
             raise prompt_error

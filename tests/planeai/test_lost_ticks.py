@@ -23,7 +23,7 @@ schema: planeai.loop.recipe.v1
 id: gated
 name: Ask, then finish
 roles:
-  maker: {mode: write, isolation: project}
+  maker: {mode: write, isolation: project, provider: demo}
 steps:
   - {id: ask, kind: human.wait, prompt: "Go on?"}
   - {id: done, kind: loop.status, status: approved}

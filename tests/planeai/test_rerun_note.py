@@ -6,8 +6,10 @@ lost attempt is not a failure it cannot fix (the soak's run 34 ended `needs_huma
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -26,7 +28,7 @@ schema: planeai.loop.recipe.v1
 id: one-turn
 name: Fix it
 roles:
-  maker: {mode: write, isolation: project}
+  maker: {mode: write, isolation: project, provider: demo}
 steps:
   - {id: make, kind: session.create, role: maker, prompt: Fix it.}
   - {id: wait_make, kind: handoff.wait, from: maker, on: {completed: done}}
@@ -37,12 +39,16 @@ steps:
 def lost_first_attempt(run, repo):
     """Attempt 1 claims the turn, commits a fix and leaves a file, then its worker dies."""
     it = Iteration.objects.get(run=run, node_id="maker", number=1)
-    base = git("rev-parse", "HEAD", cwd=repo).strip()
+    # As run_turn records it for a role sharing the project's tree: the tree's snapshot
+    # (kept in the run's data folder) and the commit it was at.
+    head = git("rev-parse", "HEAD", cwd=repo).strip()
+    store = Path(settings.LOOP_DATA_DIR) / "runs" / str(run.pk) / "snapshots" / "maker"
+    base = turns._snapshot(str(repo), store)
     with transaction.atomic():
         locked = lock_run(run.pk)
         assert Iteration.objects.claim(it, it.prompt, None)
         locked.append_event(
-            "iteration_started", "maker", iteration=1, attempt=1, turn=True, base=base
+            "iteration_started", "maker", iteration=1, attempt=1, turn=True, base=base, head=head
         )
     (repo / "fix.txt").write_text("fixed\n")
     git("add", "fix.txt", cwd=repo)
@@ -90,7 +96,8 @@ def test_a_first_attempt_is_not_told_anything(
     turns.run_turn(Iteration.objects.select_related("run", "node_run").get(run=run))
     assert RERUN_HEADING not in provider.requests[0].prompt
     started = run.events.get(kind="iteration_started")
-    assert started.data["base"] == git("rev-parse", "HEAD~0", cwd=repo).strip()
+    assert started.data["head"] == git("rev-parse", "HEAD~0", cwd=repo).strip()
+    assert started.data["base"]  # the shared tree's snapshot, where the turn's diff counts from
 
 
 def test_the_demo_agent_finds_its_fix_already_made_on_a_re_run(tmp_path):

@@ -22,7 +22,7 @@ schema: planeai.loop.recipe.v1
 id: two-turns
 name: Make, then polish
 roles:
-  maker: {mode: write, isolation: project}
+  maker: {mode: write, isolation: project, provider: demo}
 steps:
   - {id: make, kind: session.create, role: maker, prompt: Make it.}
   - {id: wait_make, kind: handoff.wait, from: maker, on: {completed: polish}}
