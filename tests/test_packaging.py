@@ -104,6 +104,7 @@ def installed(tmp_path_factory):
 
 
 def test_check_and_migrate_run_from_the_installed_copy(installed):
+    assert (installed.target / "bin" / "loop-console").is_file()  # the installed command
     installed("check")
     installed("migrate", "--noinput")
     assert "[X]" in installed("showmigrations", "notifications", "loops")
