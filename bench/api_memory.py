@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.harness import ROOT, Bench, make_recipe, wait_runs  # noqa: E402
+from bench.harness import ROOT, Bench, make_recipe, wait_runs
 
 PROBE_RECIPE = """
 name: dos2

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.harness import RESULTS, ROOT, median  # noqa: E402
+from bench.harness import RESULTS, ROOT, median
 
 # Figures printed per benchmark: (label, how to read it from the JSON figures).
 COLUMNS = {

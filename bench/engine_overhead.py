@@ -32,7 +32,7 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.harness import Bench, make_recipe, median, wait_runs  # noqa: E402
+from bench.harness import Bench, make_recipe, median, wait_runs
 
 RECIPE = """
 name: instant-loop

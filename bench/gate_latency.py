@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.harness import Bench, make_recipe, median, percentile  # noqa: E402
+from bench.harness import Bench, make_recipe, median, percentile
 
 RECIPE = """
 name: gated-loop

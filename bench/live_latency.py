@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop in this thread
-from bench.harness import ROOT, Bench, make_recipe, median, percentile  # noqa: E402
+from bench.harness import ROOT, Bench, make_recipe, median, percentile
 
 RECIPE = """
 name: live

@@ -21,7 +21,7 @@ import time
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 

@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.harness import Bench, make_recipe, wait_runs  # noqa: E402
+from bench.harness import Bench, make_recipe, wait_runs
 
 RECIPE = """
 name: scale-loop

@@ -19,6 +19,8 @@ from console.loop_settings import LOOP_VISIBILITY_TIMEOUT
 from console.secrets import secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# Pages and static files ship inside the package, so an installed copy finds them too.
+CONSOLE_DIR = Path(__file__).resolve().parent
 
 
 DEBUG = env_bool("DEBUG", False)
@@ -86,7 +88,7 @@ ROOT_URLCONF = "console.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [CONSOLE_DIR / "templates"],  # before the apps': overrides admin pages
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -265,7 +267,6 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = LOOP_DATA_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)
 WHITENOISE_USE_FINDERS = True

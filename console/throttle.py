@@ -67,7 +67,7 @@ def seconds_locked(request, username: str | None) -> int:
                 until = cache.get(key + ":until") or time.time()
                 wait = max(wait, math.ceil(until - time.time()), 1)
         return wait
-    except Exception:  # noqa: BLE001 - an unreachable cache must not stop every sign-in
+    except Exception:  # an unreachable cache must not stop every sign-in
         log.warning("login throttle unavailable; attempt allowed", exc_info=True)
         return 0
 
@@ -84,7 +84,7 @@ def record_failure(request, username: str | None) -> None:
                 cache.incr(key)
             except ValueError:  # expired between add and incr
                 cache.set(key, 1, timeout=window)
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.warning("login throttle unavailable; failure not counted", exc_info=True)
 
 
@@ -95,7 +95,7 @@ def forget_failures(request, username: str | None) -> None:
     account_key = _keys(None, username)[0][0]
     try:
         _cache().delete_many([account_key, account_key + ":until"])
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.warning("login throttle unavailable", exc_info=True)
 
 
@@ -114,7 +114,7 @@ def spend(key: str, limit: int, window: int) -> int:
         except ValueError:
             cache.set(key, 1, timeout=window)
         return 0
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.warning("throttle unavailable; use allowed", exc_info=True)
         return 0
 

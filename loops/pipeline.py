@@ -121,7 +121,7 @@ def run_step(driver, loop_iteration, agent_id: str, value):
     except (StepFailed, ProviderError) as exc:
         on_fresh_connection(_failed, it, str(exc), stream)
         raise StepError(f"{agent_id}: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - an agent's crash is this step's error
+    except Exception as exc:  # an agent's crash is this step's error
         log.exception("driven step %s of run %s crashed", agent_id, run.pk)
         on_fresh_connection(_failed, it, f"{type(exc).__name__}: {exc}", stream)
         raise StepError(f"{agent_id}: {type(exc).__name__}: {exc}") from None

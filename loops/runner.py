@@ -107,7 +107,7 @@ def execute(run: Run, row: NodeRun) -> None:
         driver.close_open(failed=True, error=f"the host's turn failed: {exc}")
         on_fresh_connection(_turn_failed, row, turn, str(exc), stream)
         return
-    except Exception as exc:  # noqa: BLE001 - the host's crash fails its node, with the reason
+    except Exception as exc:  # the host's crash fails its node, with the reason
         log.exception("driven host of run %s crashed", run.pk)
         error = f"{type(exc).__name__}: {exc}"
         driver.close_open(failed=True, error=f"the host's turn failed: {error}")

@@ -73,7 +73,7 @@ def load_recipe(
                 provider_fallback=provider_fallback,
                 resources=resources,
             )
-    except Exception as exc:  # noqa: BLE001 - last-resort guard: never raise on input
+    except Exception as exc:  # last-resort guard: never raise on input
         log.exception("could not validate a recipe")
         result = LoadResult(
             kind=kind,

@@ -15,7 +15,7 @@ LINK = re.compile(r"\]\(\s*([^)\s]+)\s*\)")
 EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.IGNORECASE)
 # A file named in prose: `docs/x.md`, or an all-capitals root file like ARCHITECTURE.md.
 NAMED_FILE = re.compile(r"(?<![\w/.-])((?:docs/[\w-]+|[A-Z][A-Z_-]+)\.md)\b")
-OWN_FORMATS_ONLY = ["console", "runs", "recipes", "loops", "notifications", "templates", "docs"]
+OWN_FORMATS_ONLY = ["console", "runs", "recipes", "loops", "notifications", "docs"]
 FOREIGN = re.compile(r"\bseed\s*0\d*\b|\bseeds/", re.IGNORECASE)
 
 

@@ -6,7 +6,8 @@ node kinds derived, command files loaded) for pydantic to type-check.  Rules sta
 quiet about values of the wrong type: pydantic reports those.
 
 A rule about one node that only reports (it does not reshape the node) is a function
-in ``NODE_RULES``: add one there to check something new about every node.
+in ``NODE_RULES``: add one there to check something new about every node. The rules
+of ``depends_on`` (names, cycles, include blocks) are in recipes.formats.depends_rules.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from recipes.formats.budget import check_budget_field
+from recipes.formats.depends_rules import check_cycles, check_depends, through_aliases
 from recipes.formats.field_rules import (
     check_approval,
     check_controls,
@@ -26,7 +28,7 @@ from recipes.formats.field_rules import (
     load_command,
     nested_group_error,
 )
-from recipes.formats.include import expand_include, rename_outputs, rewrite_strings
+from recipes.formats.include import expand_include
 from recipes.formats.rule_context import (
     COMMON_NODE_FIELDS,
     FOREIGN_NODE_FIELDS,
@@ -53,7 +55,6 @@ from recipes.formats.top_rules import (
     take_block_providers,
 )
 from recipes.problems import child_path, short_repr
-from runs.engine.dag import find_cycles
 from runs.engine.shell_context import shell_report
 
 __all__ = ["NODE_RULES", "NodeRule", "NodeSite", "check_workflow"]
@@ -204,72 +205,14 @@ def _check_nodes(
             cleaned.append(_check_node(raw, node_path, label, ctx, group, visible))
         deps = raw.get("depends_on")
         if isinstance(deps, list):
-            valid = _check_depends(deps, node_path, label, ctx, group, scope_ids, outer_ids)
+            valid = check_depends(deps, node_path, label, ctx, group, scope_ids, outer_ids)
             if isinstance(node_id, str) and node_paths.get(node_id) == node_path:
                 edges[node_id] = valid
-    _check_cycles(edges, node_paths, ctx)
+    check_cycles(edges, node_paths, ctx)
     ctx.aliases = aliases  # read by the caller at once (top level: returns; a group: until)
     if aliases:
-        cleaned = [_through_aliases(node, aliases) for node in cleaned]
+        cleaned = [through_aliases(node, aliases) for node in cleaned]
     return cleaned
-
-
-def _through_aliases(node: Any, aliases: dict[str, tuple[list[str], str]]) -> Any:
-    """`depends_on: [review]` waits for the block's last nodes; `$review.output` is its output."""
-    if not isinstance(node, dict):
-        return node
-    outputs = {alias: primary for alias, (_, primary) in aliases.items()}
-    node = rewrite_strings(node, lambda text: rename_outputs(text, outputs))
-    deps = node.get("depends_on")
-    if isinstance(deps, list):
-        wired: list = []
-        for dep in deps:
-            for target in aliases[dep][0] if dep in aliases else [dep]:
-                if target not in wired:
-                    wired.append(target)
-        node["depends_on"] = wired
-    return node
-
-
-def _check_depends(
-    deps: list,
-    node_path: str,
-    label: str,
-    ctx: RuleContext,
-    group: str | None,
-    scope_ids: set[str],
-    outer_ids: frozenset[str],
-) -> list[tuple[str, str]]:
-    valid: list[tuple[str, str]] = []
-    for j, dep in enumerate(deps):
-        dep_path = child_path(child_path(node_path, "depends_on"), j)
-        if not isinstance(dep, str):
-            continue  # pydantic reports the type
-        if dep in scope_ids:
-            valid.append((dep, dep_path))
-        elif group is not None and dep in outer_ids:
-            ctx.error(
-                dep_path,
-                f"{label} in loop_group {short_repr(group)} cannot depend on outer node {short_repr(dep)}: "
-                "a loop_group body is sealed, so depends_on may only name sibling body "
-                "nodes (read outer results through $" + dep + ".output instead)",
-            )
-        else:
-            ctx.error(dep_path, f"{label} depends on unknown node {short_repr(dep)}")
-    return valid
-
-
-def _check_cycles(
-    edges: dict[str, list[tuple[str, str]]], node_paths: dict[str, str], ctx: RuleContext
-) -> None:
-    order = {node_id: i for i, node_id in enumerate(node_paths)}
-    graph = {node_id: [dep for dep, _ in deps] for node_id, deps in edges.items()}
-    for ring in find_cycles(graph, list(order)):
-        # ``ring`` starts at its first-declared member, which depends on ring[1].
-        first, target = ring[0], ring[1] if len(ring) > 1 else ring[0]
-        dep_path = next(p for dep, p in edges[first] if dep == target)
-        text = " -> ".join([*ring, first])
-        ctx.error(dep_path, f"dependency cycle: {text} (each node depends on the next)")
 
 
 def _node_kind(raw: dict, path: str, label: str, ctx: RuleContext, group: str | None) -> str | None:
@@ -405,5 +348,5 @@ def _check_group(raw: dict, path: str, label: str, ctx: RuleContext, visible: fr
         out["nodes"] = _check_nodes(body, body_path, ctx, group=group_id, outer_ids=visible)
         if ctx.aliases:  # until / until_bash may read an included block's output
             nodes = out.pop("nodes")
-            out = {**_through_aliases(out, ctx.aliases), "nodes": nodes}
+            out = {**through_aliases(out, ctx.aliases), "nodes": nodes}
     return out

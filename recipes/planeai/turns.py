@@ -121,7 +121,7 @@ def run_turn(it: Iteration) -> None:
     except (StepFailed, ProviderError) as exc:
         on_fresh_connection(_failed, it, str(exc), stream)
         return
-    except Exception as exc:  # noqa: BLE001 - a turn that raises crashes its session
+    except Exception as exc:  # a turn that raises crashes its session
         log.exception("turn %s crashed", it.pk)
         on_fresh_connection(_failed, it, f"{type(exc).__name__}: {exc}", stream)
         return

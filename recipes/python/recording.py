@@ -71,7 +71,7 @@ async def db_step(work, *args):
 HELD_BY_BUDGET = object()
 
 
-class Suspended(Exception):  # noqa: N818 - control flow, not an error
+class Suspended(Exception):  # control flow, not an error
     """A worker reached an undecided gate: stop here, the decision re-sends the node."""
 
 

@@ -61,5 +61,5 @@ def execute(run: Run, row: NodeRun) -> None:
         asyncio.run(workflow.run(run.message, host=host))
     except (Suspended, RunCancelled, WorkflowError):
         return  # paused at a gate, cancelled, or failed: the database already says so
-    except Exception:  # noqa: BLE001 - the host's close() recorded it on the run
+    except Exception:  # the host's close() recorded it on the run
         log.exception("Python workflow of run %s raised", run.pk)

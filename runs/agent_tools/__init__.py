@@ -121,7 +121,7 @@ class ToolBox:
             result = ToolResult(True, value if isinstance(value, str) else _json(value))
         except ToolError as exc:
             result = ToolResult(False, str(exc))
-        except Exception as exc:  # noqa: BLE001 - a tool's bug must not crash the agent's turn
+        except Exception as exc:  # a tool's bug must not crash the agent's turn
             log.exception("tool %s failed in run %s", name, self.context.run_id)
             result = ToolResult(False, f"{name} failed: {type(exc).__name__}: {exc}")
         finally:

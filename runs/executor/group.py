@@ -117,7 +117,7 @@ def finish_group_iteration(group_row_id: int, number: int) -> None:
                     fired.append("until_bash")
             except VariableError as exc:
                 error = f"until_bash: {exc}"
-            except Exception as exc:  # noqa: BLE001 - reported on the node
+            except Exception as exc:  # reported on the node
                 log.exception("until_bash of %s crashed", group.node_id)
                 error = f"until_bash: {plain_cause(exc)} (details in the worker's log)"
     with transaction.atomic():

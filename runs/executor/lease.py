@@ -37,7 +37,7 @@ def keep_lease(renew: Callable[[], bool] | None, every: float = FLUSH_SECONDS):
                 try:
                     if not renew():
                         return  # cancelled or taken over: the work's own write will fail
-                except Exception:  # noqa: BLE001 - a missed beat must not kill the work
+                except Exception:  # a missed beat must not kill the work
                     log.warning("could not renew a lease", exc_info=True)
         finally:
             connections.close_all()  # this thread's own database connection

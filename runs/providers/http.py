@@ -165,7 +165,7 @@ class HttpStream:
             if response is not None:
                 try:
                     response.close()
-                except Exception:  # noqa: S110 - closing from another thread is best effort
+                except Exception:  # noqa: BLE001, S110 - closing from another thread is best effort
                     pass
 
     def events(self) -> Iterator[SseEvent]:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import State, option, payload_for, state_dir  # noqa: E402
+from _common import State, option, payload_for, state_dir
 
 SCHEMA_BLOCK = re.compile(r"```json\n(.*?)\n```", re.S)
 

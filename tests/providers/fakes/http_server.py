@@ -94,7 +94,7 @@ class FakeAI:
             def log_message(self, *args):  # keep test output quiet
                 pass
 
-            def do_POST(self):  # noqa: N802 - http.server's naming
+            def do_POST(self):  # http.server's naming
                 length = int(self.headers.get("Content-Length") or 0)
                 try:
                     body = json.loads(self.rfile.read(length) or b"{}")

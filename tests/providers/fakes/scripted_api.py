@@ -104,18 +104,18 @@ class ScriptedAPI:
             def log_message(self, *args):
                 pass
 
-            def do_HEAD(self):  # noqa: N802 - a reachability probe (Claude Code sends one)
+            def do_HEAD(self):  # a reachability probe (Claude Code sends one)
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            def do_GET(self):  # noqa: N802
+            def do_GET(self):
                 path = self.path.split("?")[0]
                 if path.endswith("/models"):  # a model list some CLIs ask for
                     return self._json(200, {"object": "list", "data": []})
                 return self._json(404, {"error": {"message": f"no route {path}"}})
 
-            def do_POST(self):  # noqa: N802
+            def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 try:
                     body = json.loads(self.rfile.read(length) or b"{}")
