@@ -26,6 +26,7 @@ from recipes.formats.field_rules import (
     load_command,
 )
 from recipes.formats.include import expand_include, rename_outputs, rewrite_strings
+from recipes.formats.peer_meaning import with_peer_meaning
 from recipes.formats.rule_context import (
     COMMON_NODE_FIELDS,
     FOREIGN_NODE_FIELDS,
@@ -291,6 +292,7 @@ def _node_kind(raw: dict, path: str, label: str, ctx: RuleContext, group: str | 
 def _check_node(
     raw: dict, path: str, label: str, ctx: RuleContext, group: str | None, visible: frozenset
 ) -> dict:
+    raw = with_peer_meaning(raw)
     kind = _node_kind(raw, path, label, ctx, group)
     is_loop = kind in ("loop", "loop_group")
     out: dict[str, Any] = {}

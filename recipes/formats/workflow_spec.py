@@ -232,9 +232,10 @@ class LoopGroupSpec(_Spec):
 
 
 class FanOutSpec(_Spec):
-    """One child run per item of a list an upstream node produced (a `workflow:` node)."""
+    """One child run per item of a list: an upstream node's output (a template such as
+    `$list.output`, resolved when the node runs) or a list written in the recipe."""
 
-    items: Text
+    items: Text | list[Any]
     max_parallel: PositiveInt = 5
     join: Literal["all_done", "all_success"] = "all_done"
     item_input: str | None = None  # `as:`: the item is also the child's $INPUTS.<name>

@@ -103,6 +103,25 @@ UNSAFE_CONTEXTS = {
 }
 
 
+# Places where the peer pastes a value into literal text: a workflow's bash is rewritten
+# when it loads (runs.engine.shell_rewrite) so bash reads the value there as data.
+# name -> (script using REF, what the file `out` must hold)
+REWRITTEN_CONTEXTS = {
+    "single quotes": ("printf %s 'a REF b' > out", lambda v: f"a {v} b"),
+    "single quotes, two": ("printf %s '[REF]' 'REF' > out", lambda v: f"[{v}]{v}"),
+    "test in single quotes": (
+        "e=$(cat expected; printf .); test 'REF.' = \"$e\" && printf ok > out",
+        None,
+    ),
+    "quoted heredoc": (
+        "cat > out <<'EOF'\n$HOME `x` \\n [REF]\nEOF",
+        lambda v: f"$HOME `x` \\n [{v}]\n",
+    ),
+    "quoted heredoc, tabs": ('cat > out <<-"END"\n\tREF $1\n\tEND', lambda v: f"{v} $1\n"),
+}
+LOAD_REWRITTEN = {"single quotes", "quoted heredoc", "escaped"}
+
+
 def _run(script: str, env: dict[str, str], tmp_path) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["bash", "-c", script],
@@ -154,7 +173,7 @@ def _recipe(script: str, *, until_bash: bool = False) -> str:
     return f"name: probe\nnodes:\n  - id: agent\n    prompt: hi\n  - id: step\n    depends_on: [agent]\n    bash: |\n{body}\n"
 
 
-@pytest.mark.parametrize("context", UNSAFE_CONTEXTS)
+@pytest.mark.parametrize("context", sorted(set(UNSAFE_CONTEXTS) - LOAD_REWRITTEN))
 @pytest.mark.parametrize("until_bash", [False, True], ids=["bash", "until_bash"])
 def test_unsafe_context_is_a_validation_error_with_its_line(context, until_bash):
     script = "echo first\n" + UNSAFE_CONTEXTS[context].replace("REF", "$USER_MESSAGE")
@@ -165,6 +184,44 @@ def test_unsafe_context_is_a_validation_error_with_its_line(context, until_bash)
     assert "$USER_MESSAGE" in source_lines[problems[0].line - 1]
     line = script[: script.index("$USER_MESSAGE")].count("\n") + 1
     assert f"line {line} of the script" in problems[0].message
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("context", REWRITTEN_CONTEXTS)
+def test_rewritten_context_gives_the_peer_text_and_keeps_values_data(tmp_path, source, context):
+    ref, make_ctx = SOURCES[source]
+    template, expected = REWRITTEN_CONTEXTS[context]
+    result = load_recipe(_recipe(template.replace("REF", ref)))
+    assert result.ok, result.errors
+    rewritten = result.spec.node("step").bash
+    for number, payload in enumerate([*PAYLOADS, "plain words", ""]):
+        work = tmp_path / str(number)
+        work.mkdir()
+        value = payload.replace("\0", "")
+        (work / "expected").write_text(value)
+        script, env = substitute_shell(rewritten, make_ctx(payload))
+        proc = _run(script, env, work)
+        assert proc.returncode == 0, (payload, script, proc.stderr)
+        want = "ok" if expected is None else expected(value)
+        assert (work / "out").read_bytes() == want.encode(), (payload, script)
+        assert not (work / CANARY).exists(), payload
+
+
+@pytest.mark.parametrize("source", ["message", "arguments", "artifacts dir"])
+def test_an_escaped_environment_name_is_left_to_the_shell_that_reads_it_later(tmp_path, source):
+    ref, make_ctx = SOURCES[source]
+    script = f'cat > run.sh <<EOF\nprintf %s "\\{ref}"\nEOF\nbash run.sh > out'
+    result = load_recipe(_recipe(script))
+    assert result.ok, result.errors
+    for number, payload in enumerate(PAYLOADS[:4]):
+        work = tmp_path / str(number)
+        work.mkdir()
+        text, env = substitute_shell(result.spec.node("step").bash, make_ctx(payload))
+        env[ref[1:]] = payload  # every step's environment carries it (step_env)
+        proc = _run(text, env, work)
+        assert proc.returncode == 0, proc.stderr
+        assert (work / "out").read_text() == payload
+        assert not (work / CANARY).exists()
 
 
 @pytest.mark.parametrize("context", SAFE_CONTEXTS)

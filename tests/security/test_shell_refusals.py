@@ -51,8 +51,11 @@ def _rows(heading: str) -> list[list[str]]:
     return rows[1:]  # the header
 
 
+REWRITTEN_HEADING = "### Rewritten when a workflow loads: a value in literal text"
 RUNS = [(place, _code(example), _code(payload)) for place, example, payload in _rows(RUNS_HEADING)]
 OTHERS = [(place, _code(example)) for place, example in _rows(OTHER_HEADING)]
+REWRITTEN = [(place, _code(a), _code(b)) for place, a, b in _rows(REWRITTEN_HEADING)]
+HOSTILE = ["'; touch CANARY; '", "$(touch CANARY)", "`touch CANARY`", "EOF\ntouch CANARY\nEOF"]
 
 
 def _bash(script: str, payload: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -101,7 +104,7 @@ def _assert_refused(script: str) -> None:
 
 
 def test_the_docs_list_the_places():
-    assert len(RUNS) >= 60 and len(OTHERS) >= 8
+    assert len(RUNS) >= 60 and len(OTHERS) >= 7 and len(REWRITTEN) >= 3
     examples = [example for _, example, _ in RUNS] + [example for _, example in OTHERS]
     assert len(set(examples)) == len(examples), "an example is listed twice"
 
@@ -121,6 +124,32 @@ def test_each_listed_place_runs_a_value_in_bash_and_is_refused(tmp_path, place, 
 @pytest.mark.parametrize("place,script", OTHERS, ids=[r[0] for r in OTHERS])
 def test_each_listed_place_without_a_payload_is_refused(place, script):
     _assert_refused(script)
+
+
+@pytest.mark.parametrize("place,written,rewritten", REWRITTEN, ids=[r[0] for r in REWRITTEN])
+def test_each_rewritten_place_loads_rewritten_and_keeps_values_data(
+    tmp_path, place, written, rewritten
+):
+    result = load_recipe(_recipe(written))
+    assert result.ok, result.errors
+    assert result.spec.node("step").bash.rstrip("\n") == rewritten
+    # Where nothing rewrites it (a command provider, a gate command), it stays refused.
+    with pytest.raises(VariableError, match=REFUSED):
+        substitute_shell(written, VarContext(user_message="x"))
+    for number, payload in enumerate(HOSTILE):
+        work = tmp_path / str(number)
+        work.mkdir()
+        script, env = substitute_shell(rewritten, VarContext(user_message=payload))
+        proc = subprocess.run(
+            ["bash", "-c", script + "\n[ ! -f f.sh ] || bash f.sh"],
+            cwd=work,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(work), "USER_MESSAGE": payload, **env},
+            capture_output=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert payload in proc.stdout.decode(), (script, proc.stdout)
+        assert not (work / "CANARY").exists(), payload
 
 
 def _table_cases() -> list[tuple[str, str]]:
