@@ -27,6 +27,7 @@ from recipes.formats.field_rules import (
 )
 from recipes.formats.include import expand_include, rename_outputs, rewrite_strings
 from recipes.formats.peer_meaning import with_peer_meaning
+from recipes.formats.repo_config import resolve_model_aliases
 from recipes.formats.rule_context import (
     COMMON_NODE_FIELDS,
     FOREIGN_NODE_FIELDS,
@@ -126,6 +127,9 @@ def check_workflow(data: dict, ctx: RuleContext) -> dict:
         cleaned["inputs"] = {name: check_input(name, spec, ctx) for name, spec in inputs.items()}
 
     check_provider_commands(cleaned.get("providers"), ctx)
+    resolve_model_aliases(cleaned, "", "the workflow", ctx)
+    if ctx.resources is not None and ctx.resources.default_assistant:
+        cleaned["default_provider"] = ctx.resources.default_assistant
 
     nodes = data.get("nodes")
     if nodes is None:
@@ -316,6 +320,7 @@ def _check_node(
             ctx.warn(key_path, f"{label}: unknown field {short_repr(key)} is ignored")
     out = drop_nulls(out, keep=("id", *KIND_KEYS))
     check_sandbox_fields(out, path, ctx, out)
+    resolve_model_aliases(out, path, label, ctx)
     if kind is not None:
         out["kind"] = kind
 

@@ -287,6 +287,9 @@ class WorkflowSpec(_Spec):
     approvers: Literal["anyone", "others"] = "anyone"
     provider: Text | None = None
     model: Text | None = None
+    # The repository's default assistant (`.archon/config.yaml`): the provider of agent
+    # nodes that name none when the console has no default provider of its own.
+    default_provider: Text | None = None
     providers: dict[str, ProviderSpec] = Field(default_factory=dict)
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     # Already cleaned by recipes.formats.budget (limits as stored on a run).

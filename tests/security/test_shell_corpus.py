@@ -298,13 +298,50 @@ def test_script_nodes_get_values_as_data_and_run_nothing(tmp_path, settings, sou
 @pytest.mark.parametrize("runtime", ["uv", "bun"])
 def test_a_value_written_into_script_code_is_refused_at_load(source, runtime):
     ref = SOURCES[source][0]
-    code = f"print('{ref}')" if runtime == "uv" else f"console.log(`{ref}`)"
+    code = f"print({ref})" if runtime == "uv" else f"console.log({ref})"
     result = load_recipe(
         "name: probe\nnodes:\n  - id: s\n    runtime: " + runtime + "\n    script: |\n"
         f"      const_or_import = 1\n      {code}\n"
     )
     (problem,) = result.errors
     assert problem.line == 7 and "line 2 of the script" in problem.message
-    assert f"{ref} would become part of the code; values reach scripts only as data" in (
-        problem.message
+    assert f"{ref} has no safe meaning there: it stands in the program's code" in problem.message
+    assert "values reach scripts only as data: read" in problem.message
+
+
+# A reference inside a string literal is the peer's "this text, here": the literal is split
+# around an environment read (runs.engine.script_literals), so the value stays data.
+LITERAL_WRITERS = {
+    "uv": "import sys\nopen('out', 'w', encoding='utf-8', newline='').write('<REF>' + \"|\" + f\"{sys.version_info[0]}:REF\")\n",
+    "bun": "const fs = require('fs');\nconst s: string = \"<REF>\";\nfs.writeFileSync('out', s + '|' + `3:REF`);\n",
+}
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("runtime", ["uv", "bun"])
+def test_a_value_in_a_script_string_literal_is_read_as_data(tmp_path, source, runtime):
+    from runs.executor.context import _bound, step_env
+    from runs.executor.script import command_line
+    from runs.sandbox import for_run, run_process
+
+    ref, make_ctx = SOURCES[source]
+    code = textwrap.indent(LITERAL_WRITERS[runtime].replace("REF", ref), " " * 6)
+    result = load_recipe(
+        f"name: probe\nnodes:\n  - id: s\n    runtime: {runtime}\n    script: |\n{code}"
     )
+    assert result.ok, result.errors
+    node = result.spec.node("s")
+    assert ref not in node.script
+    argv = command_line(node, "script node 's'")
+    for number, payload in enumerate([*PAYLOADS, "plain words"]):
+        payload = payload.replace("\0", "")  # no environment string holds NUL
+        ctx = make_ctx(payload)
+        ctx.inputs = {**ctx.inputs, **_bound(None, node.bindings, ctx)}
+        work = tmp_path / str(number)
+        work.mkdir()
+        done = run_process(
+            argv, sandbox=for_run(None, work), env=step_env(None, ctx), on_chunk=lambda _: None
+        )
+        assert done.exit_code == 0, done.output
+        assert (work / "out").read_bytes().decode() == f"<{payload}>|3:{payload}", payload
+        assert not (work / CANARY).exists()
