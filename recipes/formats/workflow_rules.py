@@ -55,6 +55,7 @@ from recipes.formats.top_rules import (
 )
 from recipes.problems import child_path, short_repr
 from runs.engine.dag import find_cycles
+from runs.engine.shell_checks import checked_at_start
 from runs.engine.shell_context import shell_report
 
 __all__ = ["NODE_RULES", "NodeRule", "NodeSite", "check_workflow"]
@@ -91,7 +92,10 @@ def _shell_references(node: NodeSite, ctx: RuleContext) -> None:
             scripts.append((until_path, node.raw[block].get("until_bash")))
     for path, script in scripts:
         if isinstance(script, str):
-            errors, warnings = shell_report(ctx.lines, path, script, node.label)
+            checked = path.endswith(".bash")  # a bash step checks values when it starts
+            errors, warnings = shell_report(
+                ctx.lines, path, script, node.label, start_checks=checked
+            )
             ctx.errors.extend(errors)
             ctx.warnings.extend(warnings)
 
@@ -348,6 +352,8 @@ def _check_node(
     if "with" in out and kind in ("script", "command"):
         out["bindings"] = check_bindings(out.pop("with"), child_path(path, "with"), label, ctx)
 
+    if kind == "bash" and isinstance(out.get("bash"), str):
+        out["start_checks"] = checked_at_start(out["bash"])[0]
     if kind in ("bash", "prompt", "cancel"):
         what = {"bash": "a script", "prompt": "prompt text", "cancel": "a reason"}[kind]
         require_text(raw, kind, path, ctx, f"{label}: a {kind} node needs {what}")

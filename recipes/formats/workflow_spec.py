@@ -255,6 +255,8 @@ class NodeSpec(_Spec):
     retry: RetrySpec | None = None
     always_run: bool = False
     bash: Text | None = None
+    # Values the bash step checks when it starts (runs.engine.shell_checks), set at load.
+    start_checks: list[dict[str, Any]] = Field(default_factory=list)
     prompt: Text | None = None
     command: Text | None = None
     loop: LoopSpec | None = None

@@ -120,6 +120,17 @@ REWRITTEN_CONTEXTS = {
     "quoted heredoc, tabs": ('cat > out <<-"END"\n\tREF $1\n\tEND', lambda v: f"{v} $1\n"),
 }
 LOAD_REWRITTEN = {"single quotes", "quoted heredoc", "escaped"}
+# Places a workflow's bash step checks when it starts (runs.engine.shell_checks): only an
+# integer may stand there. name -> (script using REF, what `out` holds for the value 7)
+CHECKED_AT_START = {
+    "arithmetic expansion": ("echo $(( REF + 1 )) > out", "8\n"),
+    "arithmetic command": ("(( REF > 1 )) && printf yes > out", "yes"),
+    "let": ("let n=REF+1; printf %s $n > out", "8"),
+    "declare -i": ("declare -i n=REF; printf %s $n > out", "7"),
+    "[[ -eq ]]": ("[[ REF -eq 7 ]] && printf yes > out", "yes"),
+    "a copy in arithmetic": ("n=REF\nprintf %s $(( n * 2 )) > out", "14"),
+    "python3 -c": ('python3 -c "print(REF * 3)" > out', "21\n"),
+}
 
 
 def _run(script: str, env: dict[str, str], tmp_path) -> subprocess.CompletedProcess:
@@ -179,11 +190,38 @@ def test_unsafe_context_is_a_validation_error_with_its_line(context, until_bash)
     script = "echo first\n" + UNSAFE_CONTEXTS[context].replace("REF", "$USER_MESSAGE")
     result = load_recipe(_recipe(script, until_bash=until_bash))
     problems = [p for p in result.errors if "where no substitution is safe" in p.message]
+    if context in CHECKED_AT_START and not until_bash:  # a bash step checks it at start
+        assert result.ok and result.spec.node("step").start_checks, result.errors
+        return
     assert len(problems) == 1, result.errors
     source_lines = _recipe(script, until_bash=until_bash).splitlines()
     assert "$USER_MESSAGE" in source_lines[problems[0].line - 1]
     line = script[: script.index("$USER_MESSAGE")].count("\n") + 1
     assert f"line {line} of the script" in problems[0].message
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("context", CHECKED_AT_START)
+def test_checked_place_fails_at_start_for_a_hostile_value_and_runs_an_integer(
+    tmp_path, source, context
+):
+    ref, make_ctx = SOURCES[source]
+    template, expected = CHECKED_AT_START[context]
+    result = load_recipe(_recipe(template.replace("REF", ref)))
+    assert result.ok, result.errors
+    node = result.spec.node("step")
+    line = template[: template.index("REF")].count("\n") + 1
+    for payload in [*PAYLOADS, "7.5", "", " 7"]:
+        with pytest.raises(
+            VariableError,
+            match=rf"^line {line + (context == 'a copy in arithmetic')}: .* not an integer",
+        ) as raised:
+            substitute_shell(node.bash, make_ctx(payload), node.start_checks)
+        assert "so the step did not start" in str(raised.value)
+    script, env = substitute_shell(node.bash, make_ctx("7"), node.start_checks)
+    proc = _run(script, env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out").read_text() == expected
 
 
 @pytest.mark.parametrize("source", SOURCES)

@@ -82,6 +82,25 @@ def _recipe(script: str) -> str:
     return f"name: probe\nprovider: demo\nnodes:\n  - id: step\n    bash: |\n{body}\n"
 
 
+def _until_recipe(script: str) -> str:
+    body = textwrap.indent(script, " " * 8)
+    return (
+        "name: probe\nprovider: demo\nnodes:\n  - id: step\n    loop:\n      prompt: go\n"
+        f"      max_iterations: 2\n      until_bash: |\n{body}\n"
+    )
+
+
+def _assert_checked_at_start(script: str, node, line: int) -> None:
+    """The place is a start check: a value that is not an integer fails the step before
+    anything runs, naming its source; an integer runs."""
+    assert node.start_checks and {c["line"] for c in node.start_checks} == {line}, node
+    with pytest.raises(VariableError, match=rf"^line {line}: .*the run's message.* not an integer"):
+        substitute_shell(
+            node.bash, VarContext(user_message="a[$(touch CANARY)]"), node.start_checks
+        )
+    substitute_shell(node.bash, VarContext(user_message="42"), node.start_checks)
+
+
 def _value_line(script: str) -> int:
     return script[: script.index("USER_MESSAGE")].count("\n") + 1
 
@@ -94,6 +113,11 @@ def _assert_refused(script: str) -> None:
     source = _recipe(script)
     result = load_recipe(source)
     problems = [p for p in result.errors if REFUSED in p.message]
+    if not problems and result.ok:  # a workflow's bash step checks the value when it starts
+        _assert_checked_at_start(script, result.spec.node("step"), line)
+        source = _until_recipe(script)  # where nothing checks it, it stays refused
+        result = load_recipe(source)
+        problems = [p for p in result.errors if REFUSED in p.message]
     assert problems, (script, result.errors)
     assert f"line {line} of the script" in problems[0].message
     shown = source.splitlines()[problems[0].line - 1].strip()
