@@ -147,6 +147,9 @@ FILES = {
           - id: pyc
             depends_on: [arith]
             bash: python3 -c "print($count.output + 1)"
+          - id: pysq
+            depends_on: [pyc]
+            bash: python3 -c 'print($count.output * 3)'
     """,
     "workflows/peer-models.yaml": """
         name: peer-models

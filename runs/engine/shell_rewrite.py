@@ -15,13 +15,16 @@ here" with the value as data, a recipe is rewritten once, when it loads:
   author deferred it to an inner shell, so it becomes `\\${ARTIFACTS_DIR}`, text that the
   inner shell reads from the same environment (and the checker follows).
 
-A rewrite is kept only where the rewritten reference stands in a safe place (a single-quoted
-string handed to `bash -c` stays refused: it is code either way).
+A rewrite is kept only where the rewritten reference stands in a safe place, or in one a
+bash step checks when it starts (runs.engine.shell_checks: `python3 -c 'print($n.output)'`
+becomes a program that gets an integer); a single-quoted string handed to `bash -c` stays
+refused: it is code either way.
 """
 
 from __future__ import annotations
 
 from .shell_analysis import _with_placeholders
+from .shell_checks import CHECKED
 from .shell_context import SAFE, Context, plan, reference_spans
 from .shell_tree import Node, parse
 
@@ -48,7 +51,11 @@ def rewrite_literal_references(script: str) -> str:
         rewritten, moved = _rewrite(script, spans, contexts, wanted)
         kept = [(i, span) for i, span in enumerate(moved) if span is not None]
         new_contexts, _ = plan(rewritten, [span for _, span in kept])
-        unsafe = {i for (i, _), c in zip(kept, new_contexts, strict=True) if c not in SAFE}
+        unsafe = {
+            i
+            for (i, _), c in zip(kept, new_contexts, strict=True)
+            if c not in SAFE and c not in CHECKED  # a bash step checks those when it starts
+        }
         unsafe &= wanted
         if not unsafe:
             return rewritten

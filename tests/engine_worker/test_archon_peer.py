@@ -72,6 +72,7 @@ def test_checked_places_run_for_an_integer(peer):
     assert run.status == "completed", run.error
     assert node(run, "arith").output == "40"
     assert node(run, "pyc").output == "21"
+    assert node(run, "pysq").output == "60"
 
 
 @pytest.mark.parametrize("message", HOSTILE[:3])

@@ -130,6 +130,7 @@ CHECKED_AT_START = {
     "[[ -eq ]]": ("[[ REF -eq 7 ]] && printf yes > out", "yes"),
     "a copy in arithmetic": ("n=REF\nprintf %s $(( n * 2 )) > out", "14"),
     "python3 -c": ('python3 -c "print(REF * 3)" > out', "21\n"),
+    "python3 -c in single quotes": ("python3 -c 'print(REF * 3)' > out", "21\n"),
 }
 
 
