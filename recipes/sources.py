@@ -5,6 +5,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from recipes.formats.repo_config import read_config
 from recipes.formats.resources import Resources
 from recipes.layout import (
     archon_dir_of_file,
@@ -130,7 +131,12 @@ def find_workflow(name: str, source_path: str = "") -> Path | None:
 
 def resources_for(source_path: str = "") -> Resources:
     """What a recipe file may refer to, for the loader (which knows no settings)."""
+    archon = archon_dir_of_file(Path(source_path)) if source_path else None
+    aliases, assistant, problem = read_config(archon)
     return Resources(
+        model_aliases=aliases,
+        default_assistant=assistant,
+        config_problem=problem,
         source_path=source_path,
         commands_dirs=tuple(commands_dirs(source_path)),
         scripts_dirs=tuple(scripts_dirs(source_path)),

@@ -38,6 +38,15 @@ def validate_source(source: str, source_path: str = "", *, providers: bool = Tru
     )
 
 
+def repository_default(recipe, console_default: bool) -> str:
+    """What the recipe list says about a recipe's default provider: the repository's default
+    assistant, when it is the one its agent nodes without a provider get."""
+    assistant = (recipe.problems or {}).get("repository_assistant")
+    if not assistant or console_default:
+        return ""
+    return f"default provider: {assistant} (the repository's .archon/config.yaml)"
+
+
 def problems_dict(result: LoadResult) -> dict:
     """Problems as shown on pages and through the API: to anyone who may read recipes, so
     without the server's folder paths."""
@@ -57,6 +66,9 @@ def apply_result(recipe, result: LoadResult) -> None:
     """Copy what the source says about itself onto the row (name, description, kind)."""
     recipe.valid = result.ok
     recipe.problems = problems_dict(result)
+    assistant = getattr(result.spec, "default_provider", None)
+    if assistant and not getattr(result.spec, "provider", None):
+        recipe.problems["repository_assistant"] = assistant
     recipe.kind = result.kind
     if result.spec is not None:
         recipe.name = (getattr(result.spec, "name", "") or recipe.slug)[:200]

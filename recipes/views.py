@@ -7,6 +7,7 @@ from recipes import diff
 from recipes.forms import StartRunForm, uses_message
 from recipes.graph import graph
 from recipes.models import Recipe
+from recipes.validation import default_provider_configured, repository_default
 from runs import services
 from runs.executor.spec import SpecError, spec_of
 
@@ -27,7 +28,10 @@ def current_spec(recipe: Recipe):
 @require_GET
 @recipe_reader_required
 def recipe_list(request):
-    recipes = Recipe.objects.select_related("current_version").order_by("slug")
+    recipes = list(Recipe.objects.select_related("current_version").order_by("slug"))
+    console_default = default_provider_configured()
+    for recipe in recipes:
+        recipe.default_note = repository_default(recipe, console_default)
     return render(request, "recipes/list.html", {"recipes": recipes})
 
 

@@ -7,7 +7,7 @@ repository's folders, the user's, the bundled ones), tests build them by hand.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -21,6 +21,11 @@ class Resources:
     find_workflow: Callable[[str], Path | None] | None = None
     # The resources of another recipe file: an included workflow keeps its own folders.
     for_file: Callable[[str], Resources] | None = None
+    # The repository's `.archon/config.yaml` (recipes.formats.repo_config): model aliases
+    # (`@mini` -> provider and model) and its default assistant; why it could not be read.
+    model_aliases: dict = field(default_factory=dict, hash=False, compare=False)
+    default_assistant: str = ""
+    config_problem: str = ""
 
     def of_file(self, path: Path) -> Resources:
         return self.for_file(str(path)) if self.for_file is not None else self

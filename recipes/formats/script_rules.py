@@ -2,9 +2,10 @@
 the `with:` bindings a script or command node reads as `$INPUTS.<name>` / `INPUTS_<NAME>`.
 
 A script is code the recipe author wrote: values from people and agents reach it only as
-data (the environment), never as part of its text. So a reference such as
-`$USER_MESSAGE` or `$plan.output` inside inline code is refused here, with what to write
-instead; a named script is a file and is never rewritten.
+data (the environment), never as part of its text. A reference such as `$USER_MESSAGE` or
+`$plan.output` inside a string literal of inline code is rewritten to read the environment
+(runs.engine.script_literals: the peer's meaning, "this text, here"); anywhere else it is
+refused here, with what to write instead. A named script is a file and is never rewritten.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from recipes.formats.rule_context import (
     require_text,
 )
 from recipes.problems import child_path, short_repr
-from runs.engine.shell_context import REFERENCE_RE
+from runs.engine.script_literals import rewrite_literals
+from runs.engine.shell_rewrite import ENVIRONMENT_NAMES
 from runs.engine.variables import input_env_name
 
 RUNTIMES = {"uv": (".py",), "bun": (".ts", ".js")}
@@ -60,12 +62,17 @@ def check_script(raw: dict, out: dict, path: str, label: str, ctx: RuleContext) 
         return
     script_path = child_path(path, "script")
     if is_inline(script):
-        for line, ref in _references(script):
-            problem = ctx.lines.problem(script_path, _reference_problem(label, line, ref, runtime))
+        bindings = dict(out.get("bindings") or {})
+        code, refusals = rewrite_literals(script, runtime, _carrier(bindings))
+        for refusal in refusals:
+            message = _reference_problem(label, refusal.line, refusal.ref, runtime, refusal.why)
+            problem = ctx.lines.problem(script_path, message)
             if problem.line is not None and "\n" in script.rstrip("\n"):
                 # A block scalar starts on the line below its key: point at the code's line.
-                problem = replace(problem, line=problem.line + line)
+                problem = replace(problem, line=problem.line + refusal.line)
             ctx.errors.append(problem)
+        if not refusals and code != script:
+            out["script"], out["bindings"] = code, bindings
         return
     found = _find_script(script.strip(), runtime, script_path, label, ctx)
     if found is not None:
@@ -96,14 +103,27 @@ def _check_deps(raw: dict, out: dict, path: str, label: str, ctx: RuleContext) -
             )
 
 
-def _references(script: str) -> list[tuple[int, str]]:
-    return [
-        (script.count("\n", 0, m.start()) + 1, m.group(0)) for m in REFERENCE_RE.finditer(script)
-    ]
+def _carrier(bindings: dict):
+    """The environment variable that carries a reference to a script: the names every step
+    gets as they are; any other value through a binding of its own (`INPUTS__REF_<n>`)."""
+    made: dict[str, str] = {}
+
+    def env_name(ref: str) -> str:
+        if ref in ENVIRONMENT_NAMES:
+            return ref[1:]
+        if ref not in made:
+            number = len(made) + 1
+            while f"_ref_{number}" in bindings:
+                number += 1
+            bindings[f"_ref_{number}"] = ref
+            made[ref] = input_env_name(f"_ref_{number}")
+        return made[ref]
+
+    return env_name
 
 
-def _reference_problem(label: str, line: int, ref: str, runtime: str) -> str:
-    """Why `ref` cannot be written in the code, and the environment variable to read."""
+def _reference_problem(label: str, line: int, ref: str, runtime: str, why: str) -> str:
+    """Why `ref` cannot be written there, and how to read the value instead."""
     name = ref[1:]
     if name.startswith("INPUTS."):
         env, how = input_env_name(name.split(".", 1)[1]), ""
@@ -113,9 +133,11 @@ def _reference_problem(label: str, line: int, ref: str, runtime: str) -> str:
     else:
         env, how = name, ""
     read = _ENV_READ[runtime].format(name=env)
+    language = "Python" if runtime == "uv" else "TypeScript/JavaScript"
     return (
-        f"{label}, line {line} of the script: {ref} would become part of the code; values "
-        f"reach scripts only as data: read {read}{how} instead"
+        f"{label}, line {line} of the script: {ref} has no safe meaning there: {why}. "
+        f"Inside a {language} string literal it would be read from the environment; here, "
+        f"values reach scripts only as data: read {read}{how} instead"
     )
 
 

@@ -7,6 +7,7 @@ step wrote), so it is not looked up here; only its form is checked.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from recipes.formats.commands import CommandError, check_name
@@ -96,14 +97,16 @@ def _check_fan_out(block: Any, path: str, label: str, ctx: RuleContext) -> Any:
             ctx.warn(child_path(path, key), f"{label}: unknown fan_out field {short_repr(key)}")
     out = {k: v for k, v in block.items() if k in FAN_OUT_FIELDS and v is not None}
     items = block.get("items")
+    items_path = child_path(path, "items")
     if items is None:
-        ctx.error(child_path(path, "items"), f"{label}: fan_out needs 'items' ($node.output)")
-    elif isinstance(items, str) and not REFERENCE_RE.search(items):
-        ctx.error(
-            child_path(path, "items"),
-            f"{label}: fan_out.items must name an upstream output that is a JSON list "
-            f"($node.output or $node.output.field), not {short_repr(items)}",
-        )
+        ctx.error(items_path, f"{label}: fan_out needs 'items' ($node.output or a list)")
+    elif isinstance(items, list) or (isinstance(items, str) and not REFERENCE_RE.search(items)):
+        literal = literal_items(items)
+        if isinstance(literal, str):
+            ctx.error(items_path, f"{label}: fan_out.items {literal}")
+            out.pop("items", None)
+        else:
+            out["items"] = literal
     join = block.get("join")
     if join == "first_success":
         ctx.error(
@@ -125,6 +128,26 @@ def _check_fan_out(block: Any, path: str, label: str, ctx: RuleContext) -> Any:
         else:
             ctx.error(child_path(path, "as"), f"{label}: fan_out.as must be an input name")
     return out
+
+
+def literal_items(items: list | str) -> list | str:
+    """A fan-out list written in the recipe (a YAML list, or a JSON list as text): the list,
+    or why it is not one. Each item becomes a child's message, so it must be text, a number,
+    a boolean or JSON (objects and lists arrive as their JSON text)."""
+    if isinstance(items, str):
+        try:
+            items = json.loads(items)
+        except ValueError:
+            return (
+                "must name an upstream output that is a JSON list ($node.output or "
+                f"$node.output.field) or be a list, not {short_repr(items)}"
+            )
+        if not isinstance(items, list):
+            return f"must be a list, not the JSON {type(items).__name__} {short_repr(items)}"
+    for index, item in enumerate(items):
+        if item is None:
+            return f"item {index + 1} is empty (null); write the text the child should get"
+    return items
 
 
 def fan_out_without_workflow(raw: dict, path: str, label: str, ctx: RuleContext) -> None:

@@ -56,6 +56,8 @@ def check_provider_named(cleaned: dict, ctx: RuleContext) -> None:
     """Without a provider named anywhere, say so here rather than let a run fail later."""
     if ctx.provider_fallback or cleaned.get("provider") is not None:
         return
+    if cleaned.get("default_provider"):  # the repository's default assistant answers
+        return
     unnamed = list(_agent_nodes_without_provider(cleaned["nodes"], "nodes"))
     if not unnamed:
         return

@@ -29,6 +29,8 @@ from recipes.formats.field_rules import (
     nested_group_error,
 )
 from recipes.formats.include import expand_include
+from recipes.formats.peer_meaning import with_peer_meaning
+from recipes.formats.repo_config import resolve_model_aliases
 from recipes.formats.rule_context import (
     COMMON_NODE_FIELDS,
     FOREIGN_NODE_FIELDS,
@@ -55,6 +57,7 @@ from recipes.formats.top_rules import (
     take_block_providers,
 )
 from recipes.problems import child_path, short_repr
+from runs.engine.shell_checks import checked_at_start
 from runs.engine.shell_context import shell_report
 
 __all__ = ["NODE_RULES", "NodeRule", "NodeSite", "check_workflow"]
@@ -91,7 +94,10 @@ def _shell_references(node: NodeSite, ctx: RuleContext) -> None:
             scripts.append((until_path, node.raw[block].get("until_bash")))
     for path, script in scripts:
         if isinstance(script, str):
-            errors, warnings = shell_report(ctx.lines, path, script, node.label)
+            checked = path.endswith(".bash")  # a bash step checks values when it starts
+            errors, warnings = shell_report(
+                ctx.lines, path, script, node.label, start_checks=checked
+            )
             ctx.errors.extend(errors)
             ctx.warnings.extend(warnings)
 
@@ -127,6 +133,9 @@ def check_workflow(data: dict, ctx: RuleContext) -> dict:
         cleaned["inputs"] = {name: check_input(name, spec, ctx) for name, spec in inputs.items()}
 
     check_provider_commands(cleaned.get("providers"), ctx)
+    resolve_model_aliases(cleaned, "", "the workflow", ctx)
+    if ctx.resources is not None and ctx.resources.default_assistant:
+        cleaned["default_provider"] = ctx.resources.default_assistant
 
     nodes = data.get("nodes")
     if nodes is None:
@@ -240,6 +249,7 @@ def _node_kind(raw: dict, path: str, label: str, ctx: RuleContext, group: str | 
 def _check_node(
     raw: dict, path: str, label: str, ctx: RuleContext, group: str | None, visible: frozenset
 ) -> dict:
+    raw = with_peer_meaning(raw)
     kind = _node_kind(raw, path, label, ctx, group)
     is_loop = kind in ("loop", "loop_group")
     out: dict[str, Any] = {}
@@ -263,6 +273,7 @@ def _check_node(
             ctx.warn(key_path, f"{label}: unknown field {short_repr(key)} is ignored")
     out = drop_nulls(out, keep=("id", *KIND_KEYS))
     check_sandbox_fields(out, path, ctx, out)
+    resolve_model_aliases(out, path, label, ctx)
     if kind is not None:
         out["kind"] = kind
 
@@ -290,6 +301,8 @@ def _check_node(
     if "with" in out and kind in ("script", "command"):
         out["bindings"] = check_bindings(out.pop("with"), child_path(path, "with"), label, ctx)
 
+    if kind == "bash" and isinstance(out.get("bash"), str):
+        out["start_checks"] = checked_at_start(out["bash"])[0]
     if kind in ("bash", "prompt", "cancel"):
         what = {"bash": "a script", "prompt": "prompt text", "cancel": "a reason"}[kind]
         require_text(raw, kind, path, ctx, f"{label}: a {kind} node needs {what}")

@@ -232,9 +232,10 @@ class LoopGroupSpec(_Spec):
 
 
 class FanOutSpec(_Spec):
-    """One child run per item of a list an upstream node produced (a `workflow:` node)."""
+    """One child run per item of a list: an upstream node's output (a template such as
+    `$list.output`, resolved when the node runs) or a list written in the recipe."""
 
-    items: Text
+    items: Text | list[Any]
     max_parallel: PositiveInt = 5
     join: Literal["all_done", "all_success"] = "all_done"
     item_input: str | None = None  # `as:`: the item is also the child's $INPUTS.<name>
@@ -254,6 +255,8 @@ class NodeSpec(_Spec):
     retry: RetrySpec | None = None
     always_run: bool = False
     bash: Text | None = None
+    # Values the bash step checks when it starts (runs.engine.shell_checks), set at load.
+    start_checks: list[dict[str, Any]] = Field(default_factory=list)
     prompt: Text | None = None
     command: Text | None = None
     loop: LoopSpec | None = None
@@ -286,6 +289,9 @@ class WorkflowSpec(_Spec):
     approvers: Literal["anyone", "others"] = "anyone"
     provider: Text | None = None
     model: Text | None = None
+    # The repository's default assistant (`.archon/config.yaml`): the provider of agent
+    # nodes that name none when the console has no default provider of its own.
+    default_provider: Text | None = None
     providers: dict[str, ProviderSpec] = Field(default_factory=dict)
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     # Already cleaned by recipes.formats.budget (limits as stored on a run).

@@ -17,6 +17,7 @@ from .shell_kinds import Context, Finding
 from .shell_names import is_value_name, value_name_pattern
 from .shell_rules import (
     EXPANSIONS,
+    HEREDOC_PARTS,
     ScriptInfo,
     collect_aliases,
     collect_declarations,
@@ -99,6 +100,11 @@ def _heredoc_bodies(root: Node, source: bytes) -> list[tuple[int, int, bool, Nod
             continue
         quoted = any(mark in text(opener) for mark in "'\"\\")
         low = source.rfind(b"\n", 0, body.start_byte) + 1
+        below = source.find(b"\n", opener.end_byte) + 1
+        if below and any(  # the grammar read body lines as arguments (a line starting `\$`)
+            c.start_byte >= below and c.type not in HEREDOC_PARTS for c in redirect.children
+        ):
+            low = below
         closer = parts.get("heredoc_end")
         found.append((low, closer.start_byte if closer else body.end_byte, quoted, body))
     return found

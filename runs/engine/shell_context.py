@@ -96,11 +96,18 @@ def unsafe_references(script: str) -> list[Finding]:
     return check_script(script)[0]
 
 
-def shell_report(lines, path: str, script: str, label: str) -> tuple[list, list]:
+def shell_report(
+    lines, path: str, script: str, label: str, *, start_checks: bool = False
+) -> tuple[list, list]:
     """Load-time (errors, warnings) as recipes.problems.Problem for a script at ``path``:
     the line is the script's own line as the YAML file shows it (block scalars start one
-    line below)."""
+    line below). ``start_checks``: places a bash step checks when it starts are not errors
+    (runs.engine.shell_checks)."""
     findings, notices = check_script(script)
+    if start_checks and findings:
+        from .shell_checks import checked_at_start
+
+        findings = checked_at_start(script)[1]
 
     def problem(item) -> object:
         message = f"{label}, line {item.line} of the script: {item.explanation}"

@@ -29,7 +29,36 @@ def _error_query() -> tree_sitter.Query:
 
 
 def parse(source: bytes) -> Node:
-    return tree_sitter.Parser(_language()).parse(source).root_node
+    """The syntax tree of `source`. tree-sitter's grammar misreads an unquoted heredoc whose
+    body starts with a backslash (`\\$HOME`): it takes the body's first line for arguments.
+    Heredoc bodies are read again on their own (runs.engine.shell_analysis), so for the
+    structure `_` stands in for that escape (offsets are unchanged)."""
+    parser = tree_sitter.Parser(_language())
+    root = parser.parse(source).root_node
+    for _ in range(MAX_HEREDOC_PATCHES):
+        spot = _misread_heredoc(root, source)
+        if spot is None:
+            break
+        width = 2 if source[spot + 1 : spot + 2] in (b"$", b"`", b"\\") else 1
+        source = source[:spot] + b"_" * width + source[spot + width :]
+        root = parser.parse(source).root_node
+    return root
+
+
+MAX_HEREDOC_PATCHES = 16
+
+
+def _misread_heredoc(root: Node, source: bytes) -> int | None:
+    """Where an unquoted heredoc body starting with a backslash starts, or None."""
+    if b"<<" not in source:
+        return None
+    for opener in query(root, "(heredoc_start) @s"):
+        if any(mark in opener.text for mark in (b"'", b'"', b"\\")):
+            continue  # a quoted heredoc: the grammar reads it
+        below = source.find(b"\n", opener.end_byte) + 1
+        if below and source[below : below + 1] == b"\\":
+            return below
+    return None
 
 
 def query(root: Node, pattern: str) -> list[Node]:

@@ -23,6 +23,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from runs.engine.shell_checks import INTEGER, describe_source, waived
 from runs.engine.shell_context import SAFE, Context, explain, plan
 
 __all__ = [
@@ -235,21 +236,43 @@ def _check_env_size(template: str, start: int, end: int, value: str) -> None:
     )
 
 
-def substitute_shell(template: str, ctx: VarContext) -> tuple[str, dict[str, str]]:
+def _check_integer(check: dict, ctx: VarContext) -> None:
+    ref, line = check["ref"], check["line"]
+    value = substitute(ref, ctx)
+    if INTEGER.fullmatch(value):
+        return
+    shown = value if len(value) <= 60 else value[:57] + "..."
+    via = f" through {check['via']}" if check.get("via") else ""
+    raise VariableError(
+        f"line {line}: {ref} ({describe_source(ref)}) is {shown!r}, not an integer; it "
+        f"reaches {check['place']}{via} there, where bash would run it as code, so the step "
+        "did not start (only an integer is accepted there)"
+    )
+
+
+def substitute_shell(
+    template: str, ctx: VarContext, checks: list[dict] | None = None
+) -> tuple[str, dict[str, str]]:
     """A bash script and the environment that carries its values.
 
     No value ever becomes script text. Environment strings cannot hold NUL, and neither
     can bash variables, so NUL bytes are dropped from values. A reference, or any other
     spelling of a value-carrying variable, in a place where bash would run it as code is
-    a VariableError naming the line; so is a value too long for the environment.
+    a VariableError naming the line; so is a value too long for the environment. `checks`
+    (runs.engine.shell_checks, made at load) are places allowed only for an integer: each
+    value is checked first, and one that is not fails here, before anything runs.
     """
+    checks = checks or []
+    for check in checks:
+        _check_integer(check, ctx)
     refs = _references(template, ctx)
     contexts, findings = plan(template, [(start, end) for start, end, _ in refs])
     problems = [
-        (template.count("\n", 0, start) + 1, explain(template[start:end], context))
+        (line, explain(template[start:end], context))
         for (start, end, _), context in zip(refs, contexts, strict=True)
         if context not in SAFE
-    ] + [(f.line, f.explanation) for f in findings]
+        and not waived(checks, line := template.count("\n", 0, start) + 1, template[start:end])
+    ] + [(f.line, f.explanation) for f in findings if not waived(checks, f.line, f.text)]
     if problems:
         line, explanation = min(problems)
         raise VariableError(f"line {line}: {explanation}")

@@ -163,7 +163,7 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
     ctx = build_context(run, spec, row)
     workdir, _ = run_dirs(run)
     if node.kind == "bash":
-        script, values = substitute_shell(node.bash, ctx)
+        script, values = substitute_shell(node.bash, ctx, node.start_checks)
         timeout = (node.timeout / 1000) if node.timeout else None
         result = run_process(
             ["bash", "-c", script],

@@ -55,6 +55,8 @@ def _items(run, spec, node, row) -> list:
     """One child per item of the fan_out list, or one child (item None)."""
     if node.fan_out is None:
         return [None]
+    if isinstance(node.fan_out.items, list):  # written in the recipe, checked at load
+        return list(node.fan_out.items)
     text = substitute(node.fan_out.items, build_context(run, spec, row)).strip()
     try:
         items = json.loads(text)

@@ -7,7 +7,8 @@ Where a name is looked up, in order:
 3. the builtin names: `demo`, and `claude` / `codex` / `opencode` / `gemini` (their
    binaries on PATH).
 When neither the node nor the recipe names a provider, the default ProviderConfig is used,
-else settings.LOOP_DEFAULT_PROVIDER; with neither, the step fails saying so.
+else settings.LOOP_DEFAULT_PROVIDER, else the default assistant of the repository the
+recipe came from (its `.archon/config.yaml`); with none, the step fails saying so.
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ def _resolve(name: str | None, spec) -> Provider:
     default = ProviderConfig.objects.filter(is_default=True, enabled=True).first()
     if default is not None:
         return build(default.name, default.kind, default.as_config())
+    if not settings.LOOP_DEFAULT_PROVIDER and getattr(spec, "default_provider", None):
+        return _named(spec.default_provider, spec)  # the repository's default assistant
     if not settings.LOOP_DEFAULT_PROVIDER:
         raise ProviderError(
             "no provider is named for this step and no default provider is set: add "

@@ -173,18 +173,51 @@ def test_values_in_inline_code_are_refused_with_the_variable_to_read(repo):
             data = $up.output
         - id: b
           runtime: bun
-          script: "console.log('$INPUTS.topic')"
+          script: "console.log($INPUTS.topic)"
         """,
     )
     found = messages(result.errors)
+    assert len(found) == 2, found
     assert any(
-        "line 10" in m
-        and "line 2 of the script: $USER_MESSAGE would become part of the code" in m
-        and "os.environ['USER_MESSAGE']" in m
+        "line 11" in m
+        and "line 3 of the script: $up.output has no safe meaning there: it stands in the "
+        "program's code, not inside a string literal"
+        in m
+        and "`with: {name: $up.output}`" in m
         for m in found
     ), found
-    assert any("$up.output" in m and "`with: {name: $up.output}`" in m for m in found), found
     assert any("process.env.INPUTS_TOPIC" in m for m in found), found
+
+
+def test_values_in_string_literals_of_inline_code_are_read_from_the_environment(repo):
+    result = flow_with(
+        repo,
+        """
+        - id: up
+          bash: echo hi
+        - id: a
+          depends_on: [up]
+          runtime: uv
+          script: |
+            print("got: $USER_MESSAGE", f'{1 + 1} $up.output')
+        - id: b
+          runtime: bun
+          depends_on: [up]
+          script: "console.log('$up.output!', `$ARGUMENTS`)"
+        """,
+    )
+    assert result.ok, result.errors
+    a, b = result.spec.node("a"), result.spec.node("b")
+    assert a.script == (
+        "print((\"got: \" + __import__('os').environ['USER_MESSAGE']), "
+        'f\'{1 + 1} {__import__("os").environ["INPUTS__REF_1"]}\')\n'
+    )
+    assert a.bindings == {"_ref_1": "$up.output"}
+    assert (
+        b.script
+        == "console.log((process.env[\"INPUTS__REF_1\"] + '!'), `${process.env['ARGUMENTS']}`)"
+    )
+    assert b.bindings == {"_ref_1": "$up.output"}
 
 
 def test_fields_a_script_does_not_use_are_named_warnings(repo):

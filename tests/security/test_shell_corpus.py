@@ -103,6 +103,37 @@ UNSAFE_CONTEXTS = {
 }
 
 
+# Places where the peer pastes a value into literal text: a workflow's bash is rewritten
+# when it loads (runs.engine.shell_rewrite) so bash reads the value there as data.
+# name -> (script using REF, what the file `out` must hold)
+REWRITTEN_CONTEXTS = {
+    "single quotes": ("printf %s 'a REF b' > out", lambda v: f"a {v} b"),
+    "single quotes, two": ("printf %s '[REF]' 'REF' > out", lambda v: f"[{v}]{v}"),
+    "test in single quotes": (
+        "e=$(cat expected; printf .); test 'REF.' = \"$e\" && printf ok > out",
+        None,
+    ),
+    "quoted heredoc": (
+        "cat > out <<'EOF'\n$HOME `x` \\n [REF]\nEOF",
+        lambda v: f"$HOME `x` \\n [{v}]\n",
+    ),
+    "quoted heredoc, tabs": ('cat > out <<-"END"\n\tREF $1\n\tEND', lambda v: f"{v} $1\n"),
+}
+LOAD_REWRITTEN = {"single quotes", "quoted heredoc", "escaped"}
+# Places a workflow's bash step checks when it starts (runs.engine.shell_checks): only an
+# integer may stand there. name -> (script using REF, what `out` holds for the value 7)
+CHECKED_AT_START = {
+    "arithmetic expansion": ("echo $(( REF + 1 )) > out", "8\n"),
+    "arithmetic command": ("(( REF > 1 )) && printf yes > out", "yes"),
+    "let": ("let n=REF+1; printf %s $n > out", "8"),
+    "declare -i": ("declare -i n=REF; printf %s $n > out", "7"),
+    "[[ -eq ]]": ("[[ REF -eq 7 ]] && printf yes > out", "yes"),
+    "a copy in arithmetic": ("n=REF\nprintf %s $(( n * 2 )) > out", "14"),
+    "python3 -c": ('python3 -c "print(REF * 3)" > out', "21\n"),
+    "python3 -c in single quotes": ("python3 -c 'print(REF * 3)' > out", "21\n"),
+}
+
+
 def _run(script: str, env: dict[str, str], tmp_path) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["bash", "-c", script],
@@ -154,17 +185,82 @@ def _recipe(script: str, *, until_bash: bool = False) -> str:
     return f"name: probe\nnodes:\n  - id: agent\n    prompt: hi\n  - id: step\n    depends_on: [agent]\n    bash: |\n{body}\n"
 
 
-@pytest.mark.parametrize("context", UNSAFE_CONTEXTS)
+@pytest.mark.parametrize("context", sorted(set(UNSAFE_CONTEXTS) - LOAD_REWRITTEN))
 @pytest.mark.parametrize("until_bash", [False, True], ids=["bash", "until_bash"])
 def test_unsafe_context_is_a_validation_error_with_its_line(context, until_bash):
     script = "echo first\n" + UNSAFE_CONTEXTS[context].replace("REF", "$USER_MESSAGE")
     result = load_recipe(_recipe(script, until_bash=until_bash))
     problems = [p for p in result.errors if "where no substitution is safe" in p.message]
+    if context in CHECKED_AT_START and not until_bash:  # a bash step checks it at start
+        assert result.ok and result.spec.node("step").start_checks, result.errors
+        return
     assert len(problems) == 1, result.errors
     source_lines = _recipe(script, until_bash=until_bash).splitlines()
     assert "$USER_MESSAGE" in source_lines[problems[0].line - 1]
     line = script[: script.index("$USER_MESSAGE")].count("\n") + 1
     assert f"line {line} of the script" in problems[0].message
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("context", CHECKED_AT_START)
+def test_checked_place_fails_at_start_for_a_hostile_value_and_runs_an_integer(
+    tmp_path, source, context
+):
+    ref, make_ctx = SOURCES[source]
+    template, expected = CHECKED_AT_START[context]
+    result = load_recipe(_recipe(template.replace("REF", ref)))
+    assert result.ok, result.errors
+    node = result.spec.node("step")
+    line = template[: template.index("REF")].count("\n") + 1
+    for payload in [*PAYLOADS, "7.5", "", " 7"]:
+        with pytest.raises(
+            VariableError,
+            match=rf"^line {line + (context == 'a copy in arithmetic')}: .* not an integer",
+        ) as raised:
+            substitute_shell(node.bash, make_ctx(payload), node.start_checks)
+        assert "so the step did not start" in str(raised.value)
+    script, env = substitute_shell(node.bash, make_ctx("7"), node.start_checks)
+    proc = _run(script, env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out").read_text() == expected
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("context", REWRITTEN_CONTEXTS)
+def test_rewritten_context_gives_the_peer_text_and_keeps_values_data(tmp_path, source, context):
+    ref, make_ctx = SOURCES[source]
+    template, expected = REWRITTEN_CONTEXTS[context]
+    result = load_recipe(_recipe(template.replace("REF", ref)))
+    assert result.ok, result.errors
+    rewritten = result.spec.node("step").bash
+    for number, payload in enumerate([*PAYLOADS, "plain words", ""]):
+        work = tmp_path / str(number)
+        work.mkdir()
+        value = payload.replace("\0", "")
+        (work / "expected").write_text(value)
+        script, env = substitute_shell(rewritten, make_ctx(payload))
+        proc = _run(script, env, work)
+        assert proc.returncode == 0, (payload, script, proc.stderr)
+        want = "ok" if expected is None else expected(value)
+        assert (work / "out").read_bytes() == want.encode(), (payload, script)
+        assert not (work / CANARY).exists(), payload
+
+
+@pytest.mark.parametrize("source", ["message", "arguments", "artifacts dir"])
+def test_an_escaped_environment_name_is_left_to_the_shell_that_reads_it_later(tmp_path, source):
+    ref, make_ctx = SOURCES[source]
+    script = f'cat > run.sh <<EOF\nprintf %s "\\{ref}"\nEOF\nbash run.sh > out'
+    result = load_recipe(_recipe(script))
+    assert result.ok, result.errors
+    for number, payload in enumerate(PAYLOADS[:4]):
+        work = tmp_path / str(number)
+        work.mkdir()
+        text, env = substitute_shell(result.spec.node("step").bash, make_ctx(payload))
+        env[ref[1:]] = payload  # every step's environment carries it (step_env)
+        proc = _run(text, env, work)
+        assert proc.returncode == 0, proc.stderr
+        assert (work / "out").read_text() == payload
+        assert not (work / CANARY).exists()
 
 
 @pytest.mark.parametrize("context", SAFE_CONTEXTS)
@@ -241,13 +337,50 @@ def test_script_nodes_get_values_as_data_and_run_nothing(tmp_path, settings, sou
 @pytest.mark.parametrize("runtime", ["uv", "bun"])
 def test_a_value_written_into_script_code_is_refused_at_load(source, runtime):
     ref = SOURCES[source][0]
-    code = f"print('{ref}')" if runtime == "uv" else f"console.log(`{ref}`)"
+    code = f"print({ref})" if runtime == "uv" else f"console.log({ref})"
     result = load_recipe(
         "name: probe\nnodes:\n  - id: s\n    runtime: " + runtime + "\n    script: |\n"
         f"      const_or_import = 1\n      {code}\n"
     )
     (problem,) = result.errors
     assert problem.line == 7 and "line 2 of the script" in problem.message
-    assert f"{ref} would become part of the code; values reach scripts only as data" in (
-        problem.message
+    assert f"{ref} has no safe meaning there: it stands in the program's code" in problem.message
+    assert "values reach scripts only as data: read" in problem.message
+
+
+# A reference inside a string literal is the peer's "this text, here": the literal is split
+# around an environment read (runs.engine.script_literals), so the value stays data.
+LITERAL_WRITERS = {
+    "uv": "import sys\nopen('out', 'w', encoding='utf-8', newline='').write('<REF>' + \"|\" + f\"{sys.version_info[0]}:REF\")\n",
+    "bun": "const fs = require('fs');\nconst s: string = \"<REF>\";\nfs.writeFileSync('out', s + '|' + `3:REF`);\n",
+}
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("runtime", ["uv", "bun"])
+def test_a_value_in_a_script_string_literal_is_read_as_data(tmp_path, source, runtime):
+    from runs.executor.context import _bound, step_env
+    from runs.executor.script import command_line
+    from runs.sandbox import for_run, run_process
+
+    ref, make_ctx = SOURCES[source]
+    code = textwrap.indent(LITERAL_WRITERS[runtime].replace("REF", ref), " " * 6)
+    result = load_recipe(
+        f"name: probe\nnodes:\n  - id: s\n    runtime: {runtime}\n    script: |\n{code}"
     )
+    assert result.ok, result.errors
+    node = result.spec.node("s")
+    assert ref not in node.script
+    argv = command_line(node, "script node 's'")
+    for number, payload in enumerate([*PAYLOADS, "plain words"]):
+        payload = payload.replace("\0", "")  # no environment string holds NUL
+        ctx = make_ctx(payload)
+        ctx.inputs = {**ctx.inputs, **_bound(None, node.bindings, ctx)}
+        work = tmp_path / str(number)
+        work.mkdir()
+        done = run_process(
+            argv, sandbox=for_run(None, work), env=step_env(None, ctx), on_chunk=lambda _: None
+        )
+        assert done.exit_code == 0, done.output
+        assert (work / "out").read_bytes().decode() == f"<{payload}>|3:{payload}", payload
+        assert not (work / CANARY).exists()

@@ -19,7 +19,7 @@ import pytest
 
 from recipes.loader import load_recipe
 from runs.engine.shell_context import Context, unsafe_references
-from runs.engine.variables import VarContext, VariableError, substitute_shell
+from runs.engine.variables import NodeOutput, VarContext, VariableError, substitute_shell
 
 SUBSCRIPT = "a[$(touch CANARY)]"
 UNSPLIT = "a[$(touch${IFS}CANARY)]"  # for places that split the value into words
@@ -127,6 +127,15 @@ def _bash(script: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedPr
     )
 
 
+def _until_recipe(script: str) -> str:
+    body = textwrap.indent(script, " " * 8)
+    return (
+        "name: probe\nprovider: demo\ninputs:\n  count: {type: number}\nnodes:\n"
+        "  - id: agent\n    prompt: hi\n  - id: step\n    depends_on: [agent]\n"
+        f"    loop:\n      prompt: go\n      max_iterations: 2\n      until_bash: |\n{body}\n"
+    )
+
+
 def _recipe(script: str) -> str:
     body = textwrap.indent(script, " " * 6)
     return (
@@ -149,6 +158,19 @@ def test_every_known_bypass_is_refused_at_validation_and_at_run_time(tmp_path, s
     source = _recipe(script)
     result = load_recipe(source)
     problems = [p for p in result.errors if "where no substitution is safe" in p.message]
+    if not problems and result.ok:  # a workflow's bash step checks the value when it starts
+        step = result.spec.node("step")
+        hostile = VarContext(
+            user_message=payload or COMMAND,
+            inputs={"count": payload or COMMAND},
+            node_outputs={"agent": NodeOutput(payload or COMMAND)},
+            known_nodes=frozenset({"agent"}),
+        )
+        with pytest.raises(VariableError, match=r"^line \d+: .* not an integer"):
+            substitute_shell(step.bash, hostile, step.start_checks)
+        source = _until_recipe(script)  # where nothing checks it, it stays refused
+        result = load_recipe(source)
+        problems = [p for p in result.errors if "where no substitution is safe" in p.message]
     assert problems, (script, result.errors)
     first = problems[0]
     script_line = findings[0].line

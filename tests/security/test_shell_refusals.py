@@ -51,8 +51,11 @@ def _rows(heading: str) -> list[list[str]]:
     return rows[1:]  # the header
 
 
+REWRITTEN_HEADING = "### Rewritten when a workflow loads: a value in literal text"
 RUNS = [(place, _code(example), _code(payload)) for place, example, payload in _rows(RUNS_HEADING)]
 OTHERS = [(place, _code(example)) for place, example in _rows(OTHER_HEADING)]
+REWRITTEN = [(place, _code(a), _code(b)) for place, a, b in _rows(REWRITTEN_HEADING)]
+HOSTILE = ["'; touch CANARY; '", "$(touch CANARY)", "`touch CANARY`", "EOF\ntouch CANARY\nEOF"]
 
 
 def _bash(script: str, payload: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -79,6 +82,25 @@ def _recipe(script: str) -> str:
     return f"name: probe\nprovider: demo\nnodes:\n  - id: step\n    bash: |\n{body}\n"
 
 
+def _until_recipe(script: str) -> str:
+    body = textwrap.indent(script, " " * 8)
+    return (
+        "name: probe\nprovider: demo\nnodes:\n  - id: step\n    loop:\n      prompt: go\n"
+        f"      max_iterations: 2\n      until_bash: |\n{body}\n"
+    )
+
+
+def _assert_checked_at_start(script: str, node, line: int) -> None:
+    """The place is a start check: a value that is not an integer fails the step before
+    anything runs, naming its source; an integer runs."""
+    assert node.start_checks and {c["line"] for c in node.start_checks} == {line}, node
+    with pytest.raises(VariableError, match=rf"^line {line}: .*the run's message.* not an integer"):
+        substitute_shell(
+            node.bash, VarContext(user_message="a[$(touch CANARY)]"), node.start_checks
+        )
+    substitute_shell(node.bash, VarContext(user_message="42"), node.start_checks)
+
+
 def _value_line(script: str) -> int:
     return script[: script.index("USER_MESSAGE")].count("\n") + 1
 
@@ -91,6 +113,11 @@ def _assert_refused(script: str) -> None:
     source = _recipe(script)
     result = load_recipe(source)
     problems = [p for p in result.errors if REFUSED in p.message]
+    if not problems and result.ok:  # a workflow's bash step checks the value when it starts
+        _assert_checked_at_start(script, result.spec.node("step"), line)
+        source = _until_recipe(script)  # where nothing checks it, it stays refused
+        result = load_recipe(source)
+        problems = [p for p in result.errors if REFUSED in p.message]
     assert problems, (script, result.errors)
     assert f"line {line} of the script" in problems[0].message
     shown = source.splitlines()[problems[0].line - 1].strip()
@@ -101,7 +128,7 @@ def _assert_refused(script: str) -> None:
 
 
 def test_the_docs_list_the_places():
-    assert len(RUNS) >= 60 and len(OTHERS) >= 8
+    assert len(RUNS) >= 60 and len(OTHERS) >= 7 and len(REWRITTEN) >= 3
     examples = [example for _, example, _ in RUNS] + [example for _, example in OTHERS]
     assert len(set(examples)) == len(examples), "an example is listed twice"
 
@@ -121,6 +148,32 @@ def test_each_listed_place_runs_a_value_in_bash_and_is_refused(tmp_path, place, 
 @pytest.mark.parametrize("place,script", OTHERS, ids=[r[0] for r in OTHERS])
 def test_each_listed_place_without_a_payload_is_refused(place, script):
     _assert_refused(script)
+
+
+@pytest.mark.parametrize("place,written,rewritten", REWRITTEN, ids=[r[0] for r in REWRITTEN])
+def test_each_rewritten_place_loads_rewritten_and_keeps_values_data(
+    tmp_path, place, written, rewritten
+):
+    result = load_recipe(_recipe(written))
+    assert result.ok, result.errors
+    assert result.spec.node("step").bash.rstrip("\n") == rewritten
+    # Where nothing rewrites it (a command provider, a gate command), it stays refused.
+    with pytest.raises(VariableError, match=REFUSED):
+        substitute_shell(written, VarContext(user_message="x"))
+    for number, payload in enumerate(HOSTILE):
+        work = tmp_path / str(number)
+        work.mkdir()
+        script, env = substitute_shell(rewritten, VarContext(user_message=payload))
+        proc = subprocess.run(
+            ["bash", "-c", script + "\n[ ! -f f.sh ] || bash f.sh"],
+            cwd=work,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(work), "USER_MESSAGE": payload, **env},
+            capture_output=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert payload in proc.stdout.decode(), (script, proc.stdout)
+        assert not (work / "CANARY").exists(), payload
 
 
 def _table_cases() -> list[tuple[str, str]]:

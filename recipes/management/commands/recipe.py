@@ -8,7 +8,12 @@ from django.core.management.base import CommandError
 from console.cli import JsonErrorsCommand
 from recipes.models import Recipe
 from recipes.sync import sync
-from recipes.validation import problems_dict, validate_source
+from recipes.validation import (
+    default_provider_configured,
+    problems_dict,
+    repository_default,
+    validate_source,
+)
 
 
 class Command(JsonErrorsCommand):
@@ -54,6 +59,7 @@ class Command(JsonErrorsCommand):
 
     def do_ls(self, options):
         recipes = Recipe.objects.select_related("current_version")
+        console_default = default_provider_configured()
         rows = [
             {
                 "slug": r.slug,
@@ -64,12 +70,14 @@ class Command(JsonErrorsCommand):
                 "valid": r.valid,
                 "enabled": r.enabled,
                 "source_path": r.source_path,
+                "default_provider": repository_default(r, console_default),
             }
             for r in recipes
         ]
         text = "\n".join(
             f"{r['slug']:<28} {r['kind']:<9} {r['origin']:<8} v{r['version']}  "
             f"{'valid  ' if r['valid'] else 'INVALID'}  {_where(r)}"
+            + (f"  [{r['default_provider']}]" if r["default_provider"] else "")
             for r in rows
         )
         self.emit(options, rows, text or "no recipes (run: manage.py recipe sync)")
