@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 
 from runs import budget
 from runs.agent_tools import AgentTool, ToolBox, ToolContext, ToolError
-from runs.executor.state import lock_run
+from runs.executor.state import lock_run, on_fresh_connection
 from runs.models import NodeRun
 from runs.providers.base import Cancelled
 
@@ -233,12 +233,9 @@ class LoopDriver:
     # --- the loop ----------------------------------------------------------------------
 
     def _run_iteration(self, loop: Loop, value, *, feedback: str) -> dict:
-        with transaction.atomic():
-            run = self._locked_run()
-            try:
-                it = loop.begin_iteration(run, input=value, feedback=feedback)
-            except LoopClosed:
-                raise ToolError(f"loop {loop.pk} is closed") from None
+        # The host's model call was a long wait, and the server may have dropped the session
+        # meanwhile: each transaction runs again on a new connection (on_fresh_connection).
+        it = on_fresh_connection(self._begin_iteration, loop, value, feedback)
         context = {"loopId": loop.pk, "iteration": it.number}
         try:
             self.hooks.call("on_iteration_start", **context, input=value)
@@ -247,9 +244,7 @@ class LoopDriver:
             shown = self._shown(replaced, output)
         except HookError as exc:
             self._fail(loop, str(exc), it)
-        with transaction.atomic():
-            run = self._locked_run()
-            loop.end_iteration(run, it, output=output, shown=shown, status=status, error=error)
+        on_fresh_connection(self._end_iteration, loop, it, output, shown, status, error)
         return {
             "loopId": loop.pk,
             "iteration": it.number,
@@ -257,6 +252,19 @@ class LoopDriver:
             "canIterate": loop.can_iterate,
             "output": shown,
         }
+
+    def _begin_iteration(self, loop: Loop, value, feedback: str) -> LoopIteration:
+        with transaction.atomic():
+            run = self._locked_run()
+            try:
+                return loop.begin_iteration(run, input=value, feedback=feedback)
+            except LoopClosed:
+                raise ToolError(f"loop {loop.pk} is closed") from None
+
+    def _end_iteration(self, loop: Loop, it: LoopIteration, output, shown, status, error):
+        with transaction.atomic():
+            run = self._locked_run()
+            loop.end_iteration(run, it, output=output, shown=shown, status=status, error=error)
 
     def _pipeline_output(self, loop: Loop, it: LoopIteration, value):
         """(output, status, error) of the iteration, after on_error had its say."""

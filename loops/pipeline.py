@@ -87,11 +87,13 @@ def run_step(driver, loop_iteration, agent_id: str, value):
     spec, run = driver.spec, driver.run
     agent = spec.agents[agent_id]
     try:
-        provider = registry.resolve(agent.provider or spec.provider, spec)
+        # The step's first database read: a session dropped since the last step is
+        # replaced here (a read, safe to run again), not reported as the host's crash.
+        provider = on_fresh_connection(registry.resolve, agent.provider or spec.provider, spec)
         prompt = prepare_prompt(step_prompt(agent, value), provider, agent.output_schema)
     except ProviderError as exc:
         raise StepError(f"{agent_id}: {exc}") from None
-    it = begin_call(run.pk, agent_id, prompt)
+    it = on_fresh_connection(begin_call, run.pk, agent_id, prompt)
     loop_iteration.add_step(agent_id, it.pk)
     stream = OutputStream(Iteration, it.pk, it.attempts, run.pk, lease=False)
 

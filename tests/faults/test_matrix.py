@@ -59,11 +59,7 @@ CELLS = [
     ("driven", "pool-child"),
     # Sometimes (1 in 4 here) a pipeline call whose sessions were terminated ends `failed`
     # instead of retrying on a new connection; the run still completes. Not fixed yet.
-    pytest.param(
-        "driven",
-        "database-mid-unit",
-        marks=pytest.mark.xfail(strict=False, reason="a driven call can fail on a dropped session"),
-    ),
+    ("driven", "database-mid-unit"),
     ("driven", "database-between-units"),
     ("step machine", "worker"),
     ("step machine", "pool-child"),
