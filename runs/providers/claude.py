@@ -30,11 +30,9 @@ from . import pricing
 from .activity import summarize_arguments, tool_event
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
 from .cli import (
+    CliAgentProvider,
     JsonLines,
-    agent_call,
     looks_transient,
-    named_files,
-    program_argv,
     run_json_lines,
 )
 
@@ -45,17 +43,10 @@ KEYS = (
 )
 
 
-class ClaudeProvider:
+class ClaudeProvider(CliAgentProvider):
+    default_program = "claude"
+    config_dirs = ("CLAUDE_CONFIG_DIR",)
     structured_output = "enforced"
-
-    def __init__(self, name: str, config: dict):
-        self.name = name
-        self.command = config.get("command") or ""
-        self.model = config.get("model")
-        self.options = config
-
-    def program(self) -> list[str]:
-        return program_argv(self.name, self.command, "claude")
 
     def argv(
         self,
@@ -83,13 +74,6 @@ class ClaudeProvider:
             argv += ["--mcp-config", space.write("mcp.json", json.dumps(config))]
             argv += ["--allowedTools", f"mcp__{MCP_SERVER_NAME}"]
         return argv + [str(a) for a in self.options.get("args") or []]
-
-    def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
-        call = agent_call(
-            request, self.program(), named_files(self.command), config_dirs=("CLAUDE_CONFIG_DIR",)
-        )
-        with call as (space, tool_env):
-            return self._run(request, on_chunk, space, tool_env)
 
     def _run(
         self, request: AgentRequest, on_chunk: OnChunk, space: CallSpace, tool_env: dict

@@ -166,3 +166,35 @@ def run_json_lines(
         raise ProviderError(f"provider '{provider}': cannot start {argv[0]!r}: {exc}") from exc
     parser.finish()
     return result
+
+
+class CliAgentProvider:
+    """What every agent CLI's provider shares (claude, codex, gemini, opencode): its name,
+    the command to run (`default_program` unless the configuration names one), its model,
+    and a call space of its own whose config folders are `config_dirs`. A subclass says
+    how one call runs in it (`_run`)."""
+
+    default_program = ""
+    config_dirs: tuple[str, ...] = ()
+
+    def __init__(self, name: str, config: dict):
+        self.name = name
+        self.command = config.get("command") or ""
+        self.model = config.get("model")
+        self.options = config
+
+    def program(self) -> list[str]:
+        return program_argv(self.name, self.command, self.default_program)
+
+    def call_space(self, request):
+        """The call's private folder and the agent tools' environment, as a context."""
+        return agent_call(
+            request, self.program(), named_files(self.command), config_dirs=self.config_dirs
+        )
+
+    def run(self, request, on_chunk):
+        with self.call_space(request) as (space, tool_env):
+            return self._run(request, on_chunk, space, tool_env)
+
+    def _run(self, request, on_chunk, space, tool_env):
+        raise NotImplementedError

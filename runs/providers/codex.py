@@ -31,11 +31,9 @@ from . import pricing
 from .activity import tool_event
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
 from .cli import (
+    CliAgentProvider,
     JsonLines,
-    agent_call,
     looks_transient,
-    named_files,
-    program_argv,
     run_json_lines,
 )
 
@@ -49,17 +47,10 @@ KEYS = tuple(
 PROVIDER_ID = "console"
 
 
-class CodexProvider:
+class CodexProvider(CliAgentProvider):
+    default_program = "codex"
+    config_dirs = ("CODEX_HOME",)
     structured_output = "enforced"
-
-    def __init__(self, name: str, config: dict):
-        self.name = name
-        self.command = config.get("command") or ""
-        self.model = config.get("model")
-        self.options = config
-
-    def program(self) -> list[str]:
-        return program_argv(self.name, self.command, "codex")
 
     def argv(
         self,
@@ -92,10 +83,7 @@ class CodexProvider:
         return argv
 
     def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
-        call = agent_call(
-            request, self.program(), named_files(self.command), config_dirs=("CODEX_HOME",)
-        )
-        with call as (space, tool_env):
+        with self.call_space(request) as (space, tool_env):
             schema_path = None
             if request.output_schema:
                 schema_path = space.write("schema.json", json.dumps(request.output_schema))

@@ -25,7 +25,12 @@ from runs.sandbox.keys import KeyRoute, proxied_keys
 from . import pricing
 from .activity import summarize_arguments, tool_event
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
-from .cli import JsonLines, agent_call, looks_transient, named_files, program_argv, run_json_lines
+from .cli import (
+    CliAgentProvider,
+    JsonLines,
+    looks_transient,
+    run_json_lines,
+)
 
 KEYS = (
     KeyRoute(
@@ -37,17 +42,10 @@ KEYS = (
 )
 
 
-class GeminiProvider:
+class GeminiProvider(CliAgentProvider):
+    default_program = "gemini"
+    config_dirs = ("GEMINI_CLI_HOME",)
     structured_output = "best_effort"
-
-    def __init__(self, name: str, config: dict):
-        self.name = name
-        self.command = config.get("command") or ""
-        self.model = config.get("model")
-        self.options = config
-
-    def program(self) -> list[str]:
-        return program_argv(self.name, self.command, "gemini")
 
     def argv(self, request: AgentRequest) -> list[str]:
         argv = self.program() + ["-p", "", "--output-format", "stream-json", "--skip-trust"]
@@ -72,13 +70,6 @@ class GeminiProvider:
             server = mcp_server(space, tool_env)
             settings["mcpServers"] = {MCP_SERVER_NAME: {**server, "trust": True}}
         return settings
-
-    def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
-        call = agent_call(
-            request, self.program(), named_files(self.command), config_dirs=("GEMINI_CLI_HOME",)
-        )
-        with call as (space, tool_env):
-            return self._run(request, on_chunk, space, tool_env)
 
     def _run(
         self, request: AgentRequest, on_chunk: OnChunk, space: CallSpace, tool_env: dict

@@ -24,7 +24,12 @@ from runs.sandbox.keys import KeyRoute, proxied_keys
 from . import pricing
 from .activity import summarize_arguments, tool_event
 from .base import AgentRequest, AgentResult, OnChunk, ProviderError
-from .cli import JsonLines, agent_call, looks_transient, named_files, program_argv, run_json_lines
+from .cli import (
+    CliAgentProvider,
+    JsonLines,
+    looks_transient,
+    run_json_lines,
+)
 
 # OpenCode's provider id, the key it reads, and the path its SDK adds to the vendor's host.
 VENDORS = {
@@ -48,17 +53,10 @@ VENDORS = {
 TOOL_PREFIX = f"{MCP_SERVER_NAME}_"
 
 
-class OpenCodeProvider:
+class OpenCodeProvider(CliAgentProvider):
+    default_program = "opencode"
+    config_dirs = ("OPENCODE_CONFIG_DIR",)
     structured_output = "best_effort"
-
-    def __init__(self, name: str, config: dict):
-        self.name = name
-        self.command = config.get("command") or ""
-        self.model = config.get("model")
-        self.options = config
-
-    def program(self) -> list[str]:
-        return program_argv(self.name, self.command, "opencode")
 
     def argv(self, request: AgentRequest) -> list[str]:
         argv = self.program() + ["run", "--format", "json"]
@@ -96,13 +94,6 @@ class OpenCodeProvider:
                 }
             }
         return config
-
-    def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
-        call = agent_call(
-            request, self.program(), named_files(self.command), config_dirs=("OPENCODE_CONFIG_DIR",)
-        )
-        with call as (space, tool_env):
-            return self._run(request, on_chunk, space, tool_env)
 
     def _run(
         self, request: AgentRequest, on_chunk: OnChunk, space: CallSpace, tool_env: dict
