@@ -21,7 +21,6 @@ import json
 import os
 from decimal import Decimal
 
-from runs.agent_tools import busy_check
 from runs.agent_tools.serve import MCP_SERVER_NAME, mcp_server
 from runs.sandbox import CallSpace, inherited
 from runs.sandbox.keys import KeyRoute, proxied_keys
@@ -33,7 +32,6 @@ from .cli import (
     CliAgentProvider,
     JsonLines,
     looks_transient,
-    run_json_lines,
 )
 
 MCP_PREFIX = f"mcp__{MCP_SERVER_NAME}__"
@@ -88,15 +86,8 @@ class ClaudeProvider(CliAgentProvider):
             **tool_env,
         }
         with proxied_keys(KEYS, env) as keys:
-            process = run_json_lines(
-                self.argv(request, tool_env, space),
-                provider=self.name,
-                space=space,
-                prompt=request.prompt,
-                env={**env, **keys},
-                idle_timeout=request.idle_timeout,
-                parser=parser,
-                busy=busy_check(request.tools),
+            process = self.run_cli(
+                self.argv(request, tool_env, space), request, space, {**env, **keys}, parser
             )
         final = turn.final
         if process.timed_out:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from runs.agent_tools import busy_check
 from runs.agent_tools.serve import serving
 from runs.sandbox import CallSpace, ProcessResult, inherited, run_process
 
@@ -192,9 +193,21 @@ class CliAgentProvider:
             request, self.program(), named_files(self.command), config_dirs=self.config_dirs
         )
 
+    def run_cli(self, argv: list[str], request, space, env: dict, parser):
+        """The CLI's one process for this call, its JSON lines read by `parser`, quiet while
+        a tool call of the agent's is at work (`busy`)."""
+        return run_json_lines(
+            argv,
+            provider=self.name,
+            space=space,
+            prompt=request.prompt,
+            env=env,
+            idle_timeout=request.idle_timeout,
+            parser=parser,
+            busy=busy_check(request.tools),
+        )
+
     def run(self, request, on_chunk):
+        # Each subclass's `_run(request, on_chunk, space, tool_env)` runs the call in it.
         with self.call_space(request) as (space, tool_env):
             return self._run(request, on_chunk, space, tool_env)
-
-    def _run(self, request, on_chunk, space, tool_env):
-        raise NotImplementedError

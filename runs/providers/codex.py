@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 
-from runs.agent_tools import busy_check
 from runs.agent_tools.serve import MCP_SERVER_NAME, mcp_server
 from runs.sandbox import CallSpace, inherited
 from runs.sandbox.keys import KeyRoute, proxied_keys
@@ -34,7 +33,6 @@ from .cli import (
     CliAgentProvider,
     JsonLines,
     looks_transient,
-    run_json_lines,
 )
 
 # The key stays in the worker: the CLI reaches the API through runs.sandbox.keys (Codex
@@ -106,15 +104,12 @@ class CodexProvider(CliAgentProvider):
             **tool_env,
         }
         with proxied_keys(KEYS, env) as keys:
-            process = run_json_lines(
+            process = self.run_cli(
                 self.argv(request, schema_path, tool_env, space, {**env, **keys}),
-                provider=self.name,
-                space=space,
-                prompt=request.prompt,
-                env={**env, **keys},
-                idle_timeout=request.idle_timeout,
-                parser=parser,
-                busy=busy_check(request.tools),
+                request,
+                space,
+                {**env, **keys},
+                parser,
             )
         if process.timed_out:
             return AgentResult(

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 
-from runs.agent_tools import busy_check
 from runs.agent_tools.serve import MCP_SERVER_NAME, mcp_server
 from runs.sandbox import CallSpace, inherited
 from runs.sandbox.keys import KeyRoute, proxied_keys
@@ -29,7 +28,6 @@ from .cli import (
     CliAgentProvider,
     JsonLines,
     looks_transient,
-    run_json_lines,
 )
 
 KEYS = (
@@ -88,16 +86,7 @@ class GeminiProvider(CliAgentProvider):
             if settings:
                 path = space.write("gemini-settings.json", json.dumps(settings))
                 env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] = path
-            process = run_json_lines(
-                self.argv(request),
-                provider=self.name,
-                space=space,
-                prompt=request.prompt,
-                env=env,
-                idle_timeout=request.idle_timeout,
-                parser=parser,
-                busy=busy_check(request.tools),
-            )
+            process = self.run_cli(self.argv(request), request, space, env, parser)
         if process.timed_out:
             return AgentResult(
                 text=turn.text, session_id=turn.session_id, timed_out=True, tool_calls=turn.tools

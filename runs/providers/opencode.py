@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 
-from runs.agent_tools import busy_check
 from runs.agent_tools.serve import MCP_SERVER_NAME, mcp_server
 from runs.sandbox import CallSpace, inherited
 from runs.sandbox.keys import KeyRoute, proxied_keys
@@ -28,7 +27,6 @@ from .cli import (
     CliAgentProvider,
     JsonLines,
     looks_transient,
-    run_json_lines,
 )
 
 # OpenCode's provider id, the key it reads, and the path its SDK adds to the vendor's host.
@@ -111,16 +109,7 @@ class OpenCodeProvider(CliAgentProvider):
             env = {**env, **keys}
             config = self.config(space, tool_env, env)
             env["OPENCODE_CONFIG"] = space.write("opencode.json", json.dumps(config))
-            process = run_json_lines(
-                self.argv(request),
-                provider=self.name,
-                space=space,
-                prompt=request.prompt,
-                env=env,
-                idle_timeout=request.idle_timeout,
-                parser=parser,
-                busy=busy_check(request.tools),
-            )
+            process = self.run_cli(self.argv(request), request, space, env, parser)
         if process.timed_out:
             return AgentResult(
                 text=turn.text, session_id=turn.session_id, timed_out=True, tool_calls=turn.tools
