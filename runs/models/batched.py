@@ -15,15 +15,19 @@ Other databases take the separate steps inside a transaction (`Iteration` falls 
 
 from __future__ import annotations
 
+import functools
+
 from django.db import connection
 from django.utils import timezone
 
 
-def _terminal() -> list[str]:
-    """The run statuses that fence a write: `Run.TERMINAL`, the one definition."""
+@functools.cache
+def _terminal() -> tuple[str, ...]:
+    """The run statuses that fence a write: `Run.TERMINAL`, the one definition (read once:
+    this is the iteration's hot path)."""
     from .run import Run
 
-    return sorted(status.value for status in Run.TERMINAL)
+    return tuple(sorted(status.value for status in Run.TERMINAL))
 
 
 def _columns(instance) -> tuple[list[str], list]:
@@ -96,7 +100,7 @@ def claim_logged(it, prompt: str, session_id: str | None, lease_until) -> bool:
             "LEFT JOIN logged ON true",
             [
                 it.run_id,
-                _terminal(),
+                list(_terminal()),  # an array parameter (psycopg adapts lists)
                 now,
                 lease_until,
                 prompt,
@@ -179,7 +183,7 @@ def finish_then_next(it, status: str, fields: dict, *, node_fields: dict, comple
             "SELECT (SELECT id FROM queued), (SELECT last_seq FROM bumped)",
             [
                 it.run_id,
-                _terminal(),
+                list(_terminal()),  # an array parameter (psycopg adapts lists)
                 it.node_run_id,
                 *params,
                 it.pk,
