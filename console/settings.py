@@ -66,6 +66,8 @@ INSTALLED_APPS = [
     "runs",
     "notifications",
     "loops",
+    "recipes.planeai",
+    "recipes.python",
 ]
 
 MIDDLEWARE = [

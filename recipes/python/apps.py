@@ -1,0 +1,12 @@
+from django.apps import AppConfig
+
+
+class PythonLoopsConfig(AppConfig):
+    """The Python kind (seed 002, `LoopWorkflow`): registers what it plugs into the kernel."""
+
+    name = "recipes.python"
+    label = "pyloops"
+    verbose_name = "Python loops"
+
+    def ready(self):
+        pass
