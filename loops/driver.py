@@ -121,6 +121,15 @@ class LoopDriver:
         if not self.budget_stopped:
             self.lease.renew()
 
+    def still_ours(self) -> bool:
+        """The lease keeper's beat (runs.executor.lease.keep_lease): False once the node
+        is no longer this execution's (cancelled, or taken back by the sweep)."""
+        try:
+            self.renew()
+        except Cancelled:
+            return False
+        return True
+
     def _serialised(self, handler):
         def call(ctx: ToolContext, args: dict):
             with self.lock:

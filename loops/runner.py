@@ -1,8 +1,9 @@
 """A worker executes a driven recipe's host node: the host's turn, with its loop tools.
 
 Called by runs.executor.steps.start_node once the node is claimed. The turn is an Iteration
-of the host's row; the node's lease is kept by every sign of life (the host's output, a
-tool call, a pipeline step's output) through one NodeLease. When the turn ends, a loop
+of the host's row; the node's lease is kept through one NodeLease by a helper thread while
+the turn runs and by every sign of life (the host's output, a tool call, a pipeline step's
+output). When the turn ends, a loop
 still open is closed (completed with its last output, or failed if the turn failed), the
 agents' rows end with the host's, and the node completes or fails: the scheduler derives
 the run's status as for any recipe.
@@ -25,6 +26,7 @@ from django.utils import timezone
 from runs import budget
 from runs.executor.agent import StepFailed, call_agent, prepare_prompt, record_call
 from runs.executor.context import build_context, run_dirs, step_env
+from runs.executor.lease import keep_lease
 from runs.executor.spec import SpecError, spec_for
 from runs.executor.state import lock_run, on_fresh_connection
 from runs.executor.stream import NodeLease, OutputStream
@@ -69,62 +71,66 @@ def execute(run: Run, row: NodeRun) -> None:
     lease = NodeLease(row.pk, row.attempts)
     env = step_env(run, build_context(run, spec, row))
     driver = LoopDriver(run=run, spec=spec, row=row, host_iteration=turn, lease=lease, env=env)
-    if forking.pending(row):  # a fork's first turn: its loop goes on first (loops/forking.py)
+    # The node's lease is kept by a helper thread for as long as this process lives (and
+    # by every sign of life): a host that is busy but quiet, or a worker slowed by a
+    # dropped connection or a loaded machine, is not taken for lost and run twice.
+    with keep_lease(driver.still_ours):
+        if forking.pending(row):  # a fork's first turn: its loop goes on first (loops/forking.py)
+            try:
+                told += "\n## Where you are\n" + forking.go_on(driver, row, turn) + "\n"
+            except Cancelled:
+                driver.close_open(failed=True, error="the run was cancelled")
+                return
+            prompt = prepare_prompt(told, provider, host.output_schema)
+            Iteration.objects.filter(pk=turn.pk).update(prompt=prompt)
+        stream = OutputStream(Iteration, turn.pk, turn.attempts, run.pk, lease=False)
+
+        def on_chunk(chunk: str) -> None:
+            stream(chunk)
+            driver.renew()
+
+        workdir, _ = run_dirs(run)
+        request = AgentRequest(
+            prompt=prompt,
+            workdir=str(workdir),
+            model=host.model or spec.model,
+            output_schema=host.output_schema,
+            idle_timeout=(host.idle_timeout or DEFAULT_IDLE_TIMEOUT_MS) / 1000,
+            env=env,
+            run_id=run.pk,
+            node_id=row.node_id,
+            iteration=turn.number,
+            tools=driver.toolbox,
+        )
         try:
-            told += "\n## Where you are\n" + forking.go_on(driver, row, turn) + "\n"
+            outcome = stream.keep(call_agent(provider, request, on_chunk, host.output_schema))
+            stream.publish()
         except Cancelled:
+            stream.keep_after_cancel()
             driver.close_open(failed=True, error="the run was cancelled")
             return
-        prompt = prepare_prompt(told, provider, host.output_schema)
-        Iteration.objects.filter(pk=turn.pk).update(prompt=prompt)
-    stream = OutputStream(Iteration, turn.pk, turn.attempts, run.pk, lease=False)
-
-    def on_chunk(chunk: str) -> None:
-        stream(chunk)
-        driver.renew()
-
-    workdir, _ = run_dirs(run)
-    request = AgentRequest(
-        prompt=prompt,
-        workdir=str(workdir),
-        model=host.model or spec.model,
-        output_schema=host.output_schema,
-        idle_timeout=(host.idle_timeout or DEFAULT_IDLE_TIMEOUT_MS) / 1000,
-        env=env,
-        run_id=run.pk,
-        node_id=row.node_id,
-        iteration=turn.number,
-        tools=driver.toolbox,
-    )
-    try:
-        outcome = stream.keep(call_agent(provider, request, on_chunk, host.output_schema))
-        stream.publish()
-    except Cancelled:
-        stream.keep_after_cancel()
-        driver.close_open(failed=True, error="the run was cancelled")
-        return
-    except (StepFailed, ProviderError) as exc:
-        driver.close_open(failed=True, error=f"the host's turn failed: {exc}")
-        on_fresh_connection(_turn_failed, row, turn, str(exc), stream)
-        return
-    except Exception as exc:  # the host's crash fails its node, with the reason
-        log.exception("driven host of run %s crashed", run.pk)
-        error = f"{type(exc).__name__}: {exc}"
-        driver.close_open(failed=True, error=f"the host's turn failed: {error}")
-        on_fresh_connection(_turn_failed, row, turn, error, stream)
-        return
-    if outcome.result.timed_out:
-        error = f"the host went silent for {request.idle_timeout:.0f}s (idle timeout)"
-        driver.close_open(failed=True, error=error)
-        on_fresh_connection(_turn_failed, row, turn, error, stream)
-        return
-    if Run.objects.filter(pk=run.pk, status__in=Run.TERMINAL).exists():
-        # Cancelled while the host was between calls and wrote nothing: its loop ends
-        # with the run, not as the host's satisfied result.
-        driver.close_open(failed=True, error="the run was cancelled")
-        return
-    driver.close_open(failed=False)
-    on_fresh_connection(_turn_done, row, turn, outcome)
+        except (StepFailed, ProviderError) as exc:
+            driver.close_open(failed=True, error=f"the host's turn failed: {exc}")
+            on_fresh_connection(_turn_failed, row, turn, str(exc), stream)
+            return
+        except Exception as exc:  # the host's crash fails its node, with the reason
+            log.exception("driven host of run %s crashed", run.pk)
+            error = f"{type(exc).__name__}: {exc}"
+            driver.close_open(failed=True, error=f"the host's turn failed: {error}")
+            on_fresh_connection(_turn_failed, row, turn, error, stream)
+            return
+        if outcome.result.timed_out:
+            error = f"the host went silent for {request.idle_timeout:.0f}s (idle timeout)"
+            driver.close_open(failed=True, error=error)
+            on_fresh_connection(_turn_failed, row, turn, error, stream)
+            return
+        if Run.objects.filter(pk=run.pk, status__in=Run.TERMINAL).exists():
+            # Cancelled while the host was between calls and wrote nothing: its loop ends
+            # with the run, not as the host's satisfied result.
+            driver.close_open(failed=True, error="the run was cancelled")
+            return
+        driver.close_open(failed=False)
+        on_fresh_connection(_turn_done, row, turn, outcome)
 
 
 def _unwrapped(provider):

@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class StepMachineConfig(AppConfig):
-    """The step-machine kind (seed 003): registers what it plugs into the kernel."""
+    """The step-machine kind: registers what it plugs into the kernel."""
 
     name = "recipes.planeai"
     label = "planeai"

@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class PythonLoopsConfig(AppConfig):
-    """The Python kind (seed 002, `LoopWorkflow`): registers what it plugs into the kernel."""
+    """The Python kind (`LoopWorkflow`): registers what it plugs into the kernel."""
 
     name = "recipes.python"
     label = "pyloops"

@@ -288,6 +288,7 @@ class Gate(models.Model):
             "created_at": self.created_at.isoformat() if self.created_at else None,
             "deadline_at": self.deadline_at.isoformat() if self.deadline_at else None,
             "on_timeout": self.on_timeout or None,
+            "on_timeout_words": self.on_timeout_words or None,
             "reminded_at": self.reminded_at.isoformat() if self.reminded_at else None,
         }
 

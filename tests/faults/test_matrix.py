@@ -187,7 +187,9 @@ def test_a_run_ends_as_it_would_have_despite_the_fault(kind, fault, fault_engine
         assert struck.attempts == 2, "the struck call was not run again, or ran more than twice"
         assert {it.attempts for it in rows if it.pk != struck.pk} <= {1}
     else:
-        assert all(it.status == "completed" for it in rows), [(it.pk, it.status) for it in rows]
+        assert all(it.status == "completed" for it in rows), [
+            (it.pk, it.status, it.error) for it in rows if it.status != "completed"
+        ]
         # A dropped connection costs a step one retry on a new connection, not an attempt.
         assert {it.attempts for it in rows} == {1}, [(it.pk, it.attempts) for it in rows]
     assert fault_engine.workers[-1].proc.poll() is None, "the worker exited"

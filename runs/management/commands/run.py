@@ -121,9 +121,7 @@ class Command(JsonErrorsCommand):
         if gate:
             self.stdout.write(f"\n{gate['message']}\n")
             if gate.get("deadline_at"):
-                then = {"remind": "a reminder is sent", "reject": "it is rejected"}.get(
-                    gate["on_timeout"], "the run fails"
-                )
+                then = gate["on_timeout_words"]  # Gate.on_timeout_words: one wording
                 self.stdout.write(f"decide by {gate['deadline_at']}; then {then}")
             self.stdout.write(f"approve: manage.py run approve {run.pk} [--comment TEXT]")
 
