@@ -154,9 +154,9 @@ def provider_usage():
 
 
 def queue_depth():
+    # The process's Celery app (console.celery), without the kernel importing the project.
+    from celery import current_app as app
     from django.conf import settings
-
-    from console.celery import app
 
     family = GaugeMetricFamily(
         "loop_queue_depth", "Messages waiting in the Celery queue.", labels=["queue"]

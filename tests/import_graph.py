@@ -40,7 +40,7 @@ def modules(root: Path = ROOT, packages: Iterable[str] = PACKAGES) -> dict[str, 
     for package in packages:
         for path in sorted((root / package).rglob("*.py")):
             parts = path.relative_to(root).with_suffix("").parts
-            if SKIPPED_FOLDERS.intersection(parts):
+            if SKIPPED_FOLDERS.intersection(parts[:-1]):  # a module may be called templates
                 continue
             if parts[-1] == "__init__":
                 parts = parts[:-1]

@@ -81,6 +81,8 @@ PROJECT = {
     "gamma/__init__.py": "from .deep import thing\n",
     "gamma/deep.py": "thing = 1\n",
     "gamma/migrations/0001_initial.py": "from alpha import core\n",
+    "gamma/templates.py": "from gamma import deep\n",  # a module, though named like a folder
+    "beta/templates/page.py": "from alpha import core\n",  # a folder of templates: not code
 }
 
 
@@ -99,7 +101,9 @@ def test_the_checker_reads_every_kind_of_import(toy_project):
     assert toy_project["alpha.by_name"] == {"gamma.deep"}  # importlib, by a literal name
     assert toy_project["beta.tools"] == {"alpha.core", "beta.helpers"}  # `from . import module`
     assert toy_project["gamma"] == {"gamma.deep"}
+    assert toy_project["gamma.templates"] == {"gamma.deep"}
     assert "gamma.migrations.0001_initial" not in toy_project
+    assert "beta.templates.page" not in toy_project
 
 
 def test_the_checker_finds_a_cycle_across_apps(toy_project, monkeypatch):
