@@ -7,9 +7,10 @@ fails. Pending work that nobody claimed for a while is sent again (claims make d
 harmless). A gate holds no lease and no message, so a gate may wait for weeks, unless its
 recipe gave it a deadline (`gate_timeout`): then `overdue_gates` reminds, rejects or fails
 as `on_timeout` says, acting as "the sweep". A step machine between ticks holds no lease:
-`lost_ticks` wakes one whose wake-up was lost. A notification whose message was lost is
-sent again by the pass notifications adds (`notifications.tasks.lost_notifications`). docs/architecture.md ("What wakes each kind") says,
-per kind, what wakes it and which pass repairs a lost wake-up.
+`lost_ticks` wakes one whose wake-up was lost. Other apps add passes of their own
+(`runs.kinds.add_sweep_pass`: notifications re-sends a delivery whose message was lost).
+docs/architecture.md ("What wakes each kind") says, per kind, what wakes it and which pass
+repairs a lost wake-up.
 
 Each pass is named for what it repairs; every one goes through `take_back`, which locks the
 run and acts only if the row is still in the state the pass found it in.
