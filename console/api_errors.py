@@ -11,7 +11,7 @@ from ninja.errors import AuthenticationError, ValidationError
 from ninja.schema import DjangoGetter
 from pydantic import model_validator
 
-from runs import services
+from runs.errors import InputError, NotAllowed, ServiceError
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +51,11 @@ class InvalidInputsOut(Schema):
     errors: dict[str, str]
 
 
-class TooLarge(services.ServiceError):
+class TooLarge(ServiceError):
     status = 413
 
 
-class TooManyRequests(services.ServiceError):
+class TooManyRequests(ServiceError):
     status = 429
 
 
@@ -73,21 +73,21 @@ def require(user, perm: str) -> None:
     token = getattr(user, "api_token", None)
     if token is not None and not token.allows(perm):
         needed = SCOPE_NEEDED.get(perm, "edit")
-        raise services.NotAllowed(
+        raise NotAllowed(
             f"This API token's scope is '{token.scope}', which does not allow this;"
             f" it needs a token with scope '{needed}'."
         )
-    raise services.NotAllowed("Your role does not allow this.")
+    raise NotAllowed("Your role does not allow this.")
 
 
 def install(api) -> None:
-    @api.exception_handler(services.InputError)
+    @api.exception_handler(InputError)
     def input_error(request, exc):
         return api.create_response(
             request, {"detail": str(exc), "errors": exc.errors}, status=exc.status
         )
 
-    @api.exception_handler(services.ServiceError)
+    @api.exception_handler(ServiceError)
     def service_error(request, exc):
         return api.create_response(request, {"detail": str(exc)}, status=exc.status)
 

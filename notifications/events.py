@@ -1,6 +1,8 @@
-"""Announcing what happened: the kernel calls `announce` where it happens (a gate opens in
-`NodeRun.pause`, the sweep reminds, a run ends in `Run.set_status`), inside that change's
-transaction. One query finds who listens; with nobody listening nothing else is done."""
+"""Announcing what happened: the kernel's signals (runs.signals) say where it happens (a
+gate opens in `NodeRun.pause`, the sweep reminds in `Gate.remind`, a run ends in
+`Run.set_status`), inside that change's transaction; the receivers below, connected in
+`NotificationsConfig.ready()`, `announce` it. One query finds who listens; with nobody
+listening nothing else is done."""
 
 from __future__ import annotations
 
@@ -95,3 +97,17 @@ def announce(run, event: str, gate=None, now=None) -> int:
         )
         dispatch.send_on_commit("send_notification", delivery.pk)
     return len(listeners)
+
+
+def run_ended(sender, *, run, status, **_) -> None:
+    """A run completed or failed (other terminal statuses are no event one subscribes to)."""
+    if f"run_{status}" in EVENTS:
+        announce(run, f"run_{status}")
+
+
+def gate_opened(sender, *, run, gate, **_) -> None:
+    announce(run, "gate_waiting", gate=gate)
+
+
+def gate_reminded(sender, *, run, gate, now, **_) -> None:
+    announce(run, "gate_reminder", gate=gate, now=now)

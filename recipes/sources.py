@@ -37,11 +37,14 @@ def planeai_dirs(repositories: tuple = ()) -> list[Path]:
 
 
 def current_repository() -> Path | None:
-    """The top of the git repository the process runs in, if it runs in one."""
-    from runs.worktree import git
-
-    found = git("rev-parse", "--show-toplevel", cwd=Path.cwd())
-    return Path(found.stdout.strip()).resolve() if found.returncode == 0 else None
+    """The top of the git repository the process runs in, if it runs in one: the nearest
+    folder holding `.git` (a folder, or a worktree's file). Found by looking, not by
+    running git: the catalogue starts no process (and imports nothing of the kernel's)."""
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
 
 
 def user_dir() -> Path:

@@ -2,23 +2,47 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
-from console.redact import without_server_paths
 from recipes.formats.python import is_python_path, parse_python
 from recipes.loader import LoadResult, load_recipe
+from recipes.server_paths import without_server_paths
 from recipes.sources import resources_for
 
 
-def default_provider_configured() -> bool:
-    """A provider answers for nodes that name none: the admin's default, or the setting."""
-    from runs.models import ProviderConfig
+@dataclass(frozen=True)
+class ProviderLookups:
+    """Whether the providers a recipe names can answer here: the kernel's to say (its
+    provider registry and the admin's provider rows). The kernel imports the catalogue
+    (a run's recipe, its spec), so the catalogue does not import the kernel back: the
+    kernel plugs its lookups in from `RunsConfig.ready()` (`use_providers`)."""
 
-    if settings.LOOP_DEFAULT_PROVIDER:
-        return True
-    return ProviderConfig.objects.filter(is_default=True, enabled=True).exists()
+    # A provider answers for nodes that name none (the admin's default, or the setting).
+    default_configured: Callable[[], bool]
+    # Why `name` (None: the default provider) cannot answer for a step, or None.
+    unresolvable: Callable[[str | None], str | None]
+
+
+_providers: ProviderLookups | None = None
+
+
+def use_providers(lookups: ProviderLookups) -> None:
+    global _providers
+    _providers = lookups
+
+
+def provider_lookups() -> ProviderLookups:
+    if _providers is None:
+        raise ImproperlyConfigured("no provider lookups: the runs app gives them in ready()")
+    return _providers
+
+
+def default_provider_configured() -> bool:
+    return provider_lookups().default_configured()
 
 
 def validate_source(source: str, source_path: str = "", *, providers: bool = True) -> LoadResult:
@@ -28,13 +52,11 @@ def validate_source(source: str, source_path: str = "", *, providers: bool = Tru
     if is_python_path(source_path):
         fallback = default_provider_configured if providers else (lambda: True)
         return parse_python(source, Path(source_path).stem, provider_fallback=fallback)
-    from runs.providers.registry import unresolvable
-
     return load_recipe(
         source,
         resources=resources_for(source_path),
         provider_fallback=not providers or default_provider_configured(),
-        provider_check=unresolvable if providers else None,
+        provider_check=provider_lookups().unresolvable if providers else None,
     )
 
 

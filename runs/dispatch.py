@@ -48,12 +48,15 @@ BROKER_ERRORS = (KombuError, RedisError, ConnectionError)
 
 def deliver(task_name: str, *args, countdown: float | None = None) -> None:
     """Hand one message to the broker. The only place that does."""
-    from runs import tasks
+    from runs import kinds, tasks
 
+    # An app's own tasks are registered by name (runs.kinds.add_task); the kernel's are in
+    # runs.tasks.
+    task = kinds.task(task_name) or getattr(tasks, task_name)
     if countdown:
-        getattr(tasks, task_name).apply_async(args, countdown=countdown)
+        task.apply_async(args, countdown=countdown)
     else:
-        getattr(tasks, task_name).delay(*args)
+        task.delay(*args)
 
 
 def send_now(task_name: str, *args) -> None:

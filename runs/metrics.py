@@ -22,6 +22,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import CollectorRegistry
 
+from runs import kinds
 from runs.models import Gate, Iteration, NodeRun, Run
 
 log = logging.getLogger(__name__)
@@ -152,22 +153,10 @@ def provider_usage():
     return [tokens, cost]
 
 
-def notifications():
-    from notifications.models import Delivery
-
-    counts = dict(Delivery.objects.order_by().values_list("status").annotate(n=Count("id")))
-    family = GaugeMetricFamily(
-        "loop_notification_deliveries", "Notification deliveries by status.", labels=["status"]
-    )
-    for status in Delivery.Status.values:
-        family.add_metric([status], counts.get(status, 0))
-    return [family]
-
-
 def queue_depth():
+    # The process's Celery app (console.celery), without the kernel importing the project.
+    from celery import current_app as app
     from django.conf import settings
-
-    from console.celery import app
 
     family = GaugeMetricFamily(
         "loop_queue_depth", "Messages waiting in the Celery queue.", labels=["queue"]
@@ -229,8 +218,11 @@ class ConsoleCollector:
                 *iterations(),
                 *gates(now),
                 *provider_usage(),
-                *notifications(),
             ]
+            # Families other apps add (runs.kinds.add_metrics): () -> a list of families,
+            # read in this transaction, under the same statement timeout.
+            for collect in kinds.metrics():
+                families += collect()
         families += queue_depth() + workers()
         yield from families
 

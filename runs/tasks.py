@@ -76,14 +76,6 @@ def finish_group_iteration(group_row_id: int, number: int) -> None:
     )
 
 
-@shared_task(name="runs.tasks.send_notification")
-def send_notification(delivery_id: int) -> None:
-    """One webhook or e-mail (notifications.sending): claimed, tried, recorded."""
-    from notifications import sending
-
-    on_fresh_connection(sending.send, delivery_id)
-
-
 @shared_task(name="runs.tasks.tick_machine")
 def tick_machine(run_id: int) -> None:
     """A step machine's trigger: at most ten ticks (recipes.planeai.runner)."""

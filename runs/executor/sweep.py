@@ -7,9 +7,10 @@ fails. Pending work that nobody claimed for a while is sent again (claims make d
 harmless). A gate holds no lease and no message, so a gate may wait for weeks, unless its
 recipe gave it a deadline (`gate_timeout`): then `overdue_gates` reminds, rejects or fails
 as `on_timeout` says, acting as "the sweep". A step machine between ticks holds no lease:
-`lost_ticks` wakes one whose wake-up was lost. A notification whose message was lost is
-sent again by `lost_notifications`. docs/architecture.md ("What wakes each kind") says,
-per kind, what wakes it and which pass repairs a lost wake-up.
+`lost_ticks` wakes one whose wake-up was lost. Other apps add passes of their own
+(`runs.kinds.add_sweep_pass`: notifications re-sends a delivery whose message was lost).
+docs/architecture.md ("What wakes each kind") says, per kind, what wakes it and which pass
+repairs a lost wake-up.
 
 Each pass is named for what it repairs; every one goes through `take_back`, which locks the
 run and acts only if the row is still in the state the pass found it in.
@@ -26,7 +27,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from runs import dispatch
+from runs import dispatch, kinds
 from runs.actor import SWEEP
 from runs.engine.durations import say_duration
 from runs.errors import ServiceError
@@ -50,8 +51,9 @@ def sweep(now=None) -> dict:
         lambda: waiting_parents(stale, counts),
         lambda: lost_ticks(stale, counts),
         lambda: overdue_gates(now, counts),
-        lambda: lost_notifications(stale, counts),
         lambda: stale_machines(now, counts),
+        # The passes other apps add (runs.kinds.add_sweep_pass), with the same clock.
+        *(lambda p=p: p(now, stale, counts) for p in kinds.sweep_passes()),
     )
     for sweep_pass in passes:
         # A dropped connection costs this pass one retry on a new one, not the sweep: every
@@ -211,15 +213,6 @@ def overdue_gates(now, counts: Counter) -> None:
                 counts["reminded"] += 1
 
         take_back(gate, act)
-
-
-def lost_notifications(stale, counts: Counter) -> None:
-    """Deliveries due for a while that nobody sent: send again (the claim is conditional)."""
-    from notifications.models import Delivery
-
-    for pk in Delivery.objects.lost(stale).values_list("pk", flat=True)[:500]:
-        dispatch.send_now("send_notification", pk)
-        counts["resent"] += 1
 
 
 def stale_machines(now, counts: Counter) -> None:

@@ -316,7 +316,7 @@ class Gate(models.Model):
     def remind(self, run, actor, now) -> bool:
         """Record the one reminder this deadline gets (a conditional UPDATE: of two
         sweepers, one sends it) and announce it."""
-        from notifications.events import announce
+        from runs import signals
 
         claimed = Gate.objects.filter(
             pk=self.pk, status=self.Status.PENDING, reminded_at__isnull=True
@@ -333,7 +333,7 @@ class Gate(models.Model):
             by=actor.name,
             surface=actor.surface,
         )
-        announce(run, "gate_reminder", gate=self, now=now)
+        signals.gate_reminded.send(Gate, run=run, gate=self, now=now)
         return True
 
     def time_out(self, run, actor, now, reason: str) -> bool:

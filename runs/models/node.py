@@ -228,7 +228,7 @@ class NodeRun(models.Model):
         """Stop at a gate: the node waits, holding no lease and no message; returns the gate.
         `deadline` (a GateDeadline) has the sweep remind, reject or fail when it passes;
         `label` names the gate when it is not the node's id (a step machine's step)."""
-        from notifications.events import announce
+        from runs import signals
 
         from .gate import Gate
 
@@ -257,7 +257,7 @@ class NodeRun(models.Model):
             on_timeout=gate.on_timeout or None,
         )
         run.update_status()
-        announce(run, "gate_waiting", gate=gate)
+        signals.gate_opened.send(Gate, run=run, gate=gate)
         return gate
 
     def start_iteration(

@@ -248,10 +248,10 @@ class Run(models.Model):
             from runs import dispatch
 
             dispatch.send_on_commit("advance_run", self.parent_id)
-        if status in (self.Status.COMPLETED, self.Status.FAILED):
-            from notifications.events import announce
+        if status in self.TERMINAL:
+            from runs import signals
 
-            announce(self, f"run_{status}")
+            signals.run_ended.send(Run, run=self, status=status)
         return True
 
     def start(self) -> bool:

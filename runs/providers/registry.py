@@ -102,6 +102,15 @@ def _resolve(name: str | None, spec) -> Provider:
     return _named(settings.LOOP_DEFAULT_PROVIDER, spec)
 
 
+def default_configured() -> bool:
+    """A provider answers for nodes that name none: the admin's default, or the setting."""
+    from runs.models import ProviderConfig
+
+    if settings.LOOP_DEFAULT_PROVIDER:
+        return True
+    return ProviderConfig.objects.filter(is_default=True, enabled=True).exists()
+
+
 def unresolvable(name: str | None) -> str | None:
     """Why `name` (None: the default provider) cannot answer for a step, looked up where a
     recipe without inline providers looks (the admin, the builtin names); None when it can.

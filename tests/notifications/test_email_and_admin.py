@@ -9,7 +9,7 @@ from django.core import mail
 
 from notifications import sending
 from notifications.models import Delivery, Subscription
-from runs import dispatch, services, tasks
+from runs import dispatch, kinds, services, tasks
 from runs.models import Gate
 from tests.notifications.conftest import APPROVAL
 
@@ -25,7 +25,7 @@ def in_process(monkeypatch):
     def drain():
         while sent:
             name, args = sent.pop(0)
-            getattr(tasks, name)(*args)
+            (kinds.task(name) or getattr(tasks, name))(*args)
 
     return drain
 
