@@ -71,8 +71,9 @@ def _run_status(kind: str, data: dict) -> str:
 
 def describe(event: RunEvent) -> str:
     """One sentence for one event: a loop kind's own for its events, else the kernel's."""
-    for kind in kinds.all_kinds():
-        if kind.event_sentence is not None and (said := kind.event_sentence(event)) is not None:
+    for loop_kind in kinds.all_kinds():
+        sentence = loop_kind.event_sentence
+        if sentence is not None and (said := sentence(event)) is not None:
             return said
     data = event.data or {}
     kind = event.kind

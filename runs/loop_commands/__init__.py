@@ -11,6 +11,8 @@ import importlib
 import pkgutil
 from types import ModuleType
 
+from runs import kinds
+
 
 def discover() -> list[ModuleType]:
     modules = []
@@ -22,8 +24,6 @@ def discover() -> list[ModuleType]:
 
 def every_command() -> list[ModuleType]:
     """The kernel's subcommands and every registered kind's, by name."""
-    from runs import kinds
-
     found = {m.NAME: m for m in discover()}
     for kind in kinds.all_kinds():
         for name, module in kind.loop_commands.items():
