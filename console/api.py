@@ -1,17 +1,17 @@
-"""The one NinjaAPI of the project; each app contributes a Router."""
+"""The one NinjaAPI of the project; each app contributes a Router, each loop kind its
+`api_router` under its `api_prefix` (runs.kinds)."""
 
 from ninja import NinjaAPI
 
 from console import api_errors
 from console.auth import api_auth, docs_login_required
-from loops.api import router as loops_router
 from recipes.api import router as recipes_router
+from runs import kinds
 from runs.api import router as runs_router
 from runs.api_gates import router as gates_router
 from runs.api_history import iterations_router
 from runs.api_history import router as history_router
 from runs.api_outputs import router as outputs_router
-from runs.api_stepmachine import router as step_machine_router
 from runs.api_steps import router as steps_router
 
 DESCRIPTION = """Everything a person does in the console, a script can do here.
@@ -37,5 +37,6 @@ api.add_router("/runs", steps_router, tags=["runs"])
 api.add_router("/runs", history_router, tags=["runs"])
 api.add_router("/runs", outputs_router, tags=["runs"])
 api.add_router("/iterations", iterations_router, tags=["runs"])
-api.add_router("/loops", loops_router, tags=["loops"])
-api.add_router("/runs", step_machine_router, tags=["step machines"])
+for kind in kinds.all_kinds():
+    if kind.api_router is not None:  # its tags are the router's own
+        api.add_router(kind.api_prefix, kind.api_router)

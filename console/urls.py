@@ -7,6 +7,7 @@ from django.views.generic import RedirectView
 from console import views
 from console.api import api
 from console.forms import LoginForm
+from runs import kinds
 from runs.ag_ui_views import run_ag_ui
 
 admin.site.site_header = "Loop Console"
@@ -35,7 +36,8 @@ urlpatterns = [
     path("api/", api.urls),
     path("", include("runs.urls")),
     path("", include("recipes.urls")),
-    path("", include("loops.urls")),
+    # Each loop kind's own pages (`LoopKind.urls`).
+    *(path("", include(list(kind.urls))) for kind in kinds.all_kinds() if kind.urls),
 ]
 
 handler403 = "console.views.forbidden"

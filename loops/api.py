@@ -20,7 +20,7 @@ from runs.output_reads import output_url
 from . import queries
 from .models import Loop
 
-router = Router()
+router = Router(tags=["loops"])
 LoopStatus = Literal[tuple(Loop.Status.values)]  # type: ignore[valid-type]
 
 

@@ -18,7 +18,7 @@ from ninja import Path as PathParam
 from console.api_errors import InvalidInputsOut, JsonObject, errors, require
 from recipes.api import Text
 from recipes.models import Recipe
-from runs import services
+from runs import kinds, services
 from runs.actor import Actor
 from runs.models import Iteration, Run
 from runs.output_reads import api_output, api_prompt, bounded_page
@@ -245,14 +245,10 @@ def start(request, payload: RunStartIn):
     recipe = get_object_or_404(Recipe, slug=payload.recipe)
     workdir = ""
     if payload.repository:
-        from recipes.planeai.start import allowed_repositories
-
-        if recipe.kind != Recipe.Kind.PLANEAI:
-            raise services.InputError({"repository": "only step-machine runs take a repository"})
-        if payload.repository not in allowed_repositories():
-            raise services.InputError(
-                {"repository": "not one of the repositories runs may use (LOOP_REPOSITORIES)"}
-            )
+        kind = kinds.get(recipe.kind)
+        if kind is None or kind.check_repository is None:
+            raise services.InputError({"repository": f"{recipe.kind} runs take no repository"})
+        kind.check_repository(payload.repository)
         workdir = payload.repository
     run = services.start_run(
         recipe,

@@ -6,6 +6,7 @@ text and escaped by the template like everything else.
 
 from __future__ import annotations
 
+from runs import kinds
 from runs.engine.durations import say_duration
 from runs.models import RunEvent
 from runs.outputs import size_words
@@ -69,11 +70,11 @@ def _run_status(kind: str, data: dict) -> str:
 
 
 def describe(event: RunEvent) -> str:
-    """One sentence for one event."""
-    from recipes.planeai.events import describe as step_machine_sentence
-
-    if (said := step_machine_sentence(event)) is not None:
-        return said
+    """One sentence for one event: a loop kind's own for its events, else the kernel's."""
+    for loop_kind in kinds.all_kinds():
+        sentence = loop_kind.event_sentence
+        if sentence is not None and (said := sentence(event)) is not None:
+            return said
     data = event.data or {}
     kind = event.kind
     step = event.step

@@ -21,6 +21,17 @@ SweepPass = Callable[[Any, Any, Any], None]
 
 
 @dataclass(frozen=True)
+class RunPart:
+    """A panel a kind adds to its runs' page. The page includes `template` (its root element
+    has the part's name as its id) and redraws it from `run_part` when the live stream
+    sends one of `refresh_on`; `context(run)` fills it, on the page and on each redraw."""
+
+    template: str
+    context: Callable | None = None
+    refresh_on: str = "run-changed"  # the live stream's event names, space-separated
+
+
+@dataclass(frozen=True)
 class LoopKind:
     """What one loop kind provides. `name` is the recipe kind it serves (`Recipe.kind`)."""
 
@@ -36,6 +47,9 @@ class LoopKind:
     # Before a run is created: (spec, inputs, workdir, person, *, message, child) -> the
     # workdir to use; raises a services error to refuse the start.
     check_start: Callable | None = None
+    # A repository a person chose for a new run (the API, the start form): (path) -> None,
+    # raises a services InputError. A kind without it takes no repository.
+    check_repository: Callable | None = None
     # Inside the creating transaction: (run, start) -> whether the kernel sends advance_run.
     created: Callable | None = None
     # A gate of this kind's run decided: (run, gate, node_run, status, actor) -> None.
@@ -45,14 +59,16 @@ class LoopKind:
     # Row kind -> runs.fork.Continuation; a callable, read once the apps are loaded.
     continuations: Callable[[], Mapping[str, Any]] | None = None
     sweep_passes: Sequence[SweepPass] = ()
-    # The run page: part name -> (template, context(run) or None); more context for it.
-    run_parts: Mapping[str, tuple[str, Callable | None]] = field(default_factory=dict)
+    # The run page: part name -> RunPart, shown in this order. More context for every render
+    # of the run's pages (the page, its parts, the fork form): (run) -> dict of its words.
+    run_parts: Mapping[str, RunPart] = field(default_factory=dict)
     run_context: Callable | None = None
     # Console URL patterns, included at the site's root; an API router under `api_prefix`.
     urls: Sequence[Any] = ()
     api_router: Any = None
     api_prefix: str = ""
-    # `manage.py loop` subcommands: name -> module with `add_arguments(parser)` and `run`.
+    # `manage.py loop` subcommands: name -> module with HELP, `add_arguments(parser)` and
+    # `handle(command, options)` (as runs/loop_commands' own).
     loop_commands: Mapping[str, Any] = field(default_factory=dict)
     # Celery tasks sent by name through runs.dispatch: name -> task.
     tasks: Mapping[str, Any] = field(default_factory=dict)
@@ -65,6 +81,8 @@ class LoopKind:
     own_worktrees: bool = False
     # A rerun works in the same folder as the run it repeats.
     rerun_keeps_workdir: bool = False
+    # Why a failed or cancelled run of this kind cannot be resumed ("" when it can).
+    resume_refused: str = ""
 
 
 _kinds: dict[str, LoopKind] = {}

@@ -18,6 +18,7 @@ from django.db.models import Count, Exists, OuterRef, Q, Sum
 from django.db.models.functions import Left, Length, Right
 
 from recipes.models import Recipe
+from runs import kinds
 from runs.models import Gate, Iteration, NodeRun, Run, RunEvent
 from runs.models.gate import COMMENT_LIMIT
 
@@ -229,7 +230,7 @@ def iterations(run: Run, *, before: int | None = None) -> tuple[list[Iteration],
     """A page of the run's iterations, newest first, each with the diff against the
     previous iteration of the same node."""
     # Prefetched, not joined: the cards of one node share its row, which caches what
-    # can_fork asks of it (loops.forking.is_driven_step). Each card gets the ends of its
+    # can_fork asks of it (a fork continuation's `offers`). Each card gets the ends of its
     # outputs and the start the diff compares, never a whole output (up to the cap each).
     rows = (
         with_output_ends(run.iterations.defer("prompt"))
@@ -386,9 +387,13 @@ def run_page(run: Run, *, nodes_after: int | None = None) -> dict:
         "older": older,
         "events": event_rows,
         "earlier_events": earlier_events,
+        **kind_context(run),
     }
-    if run.recipe.kind == Recipe.Kind.DRIVEN:  # its loops' panel (loops.queries)
-        from loops.queries import run_panel
-
-        context.update(run_panel(run))
     return context
+
+
+def kind_context(run: Run) -> dict:
+    """What the run's kind adds to every render of its pages (`LoopKind.run_context`): the
+    words it uses for an iteration, say. Its panels bring their own (`LoopKind.run_parts`)."""
+    kind = kinds.of_run(run)
+    return kind.run_context(run) if kind is not None and kind.run_context is not None else {}

@@ -11,12 +11,20 @@ from __future__ import annotations
 
 from django.db.models import Count, F
 
+from runs import kinds
 from runs.errors import ServiceError
 from runs.executor.spec import node_spec, spec_for
 from runs.models import Iteration, NodeRun, Run
 
 STOPPED = (Run.Status.FAILED, Run.Status.CANCELLED)
 FINISHED = (Iteration.Status.COMPLETED, Iteration.Status.TIMED_OUT)
+
+
+def resumable(run: Run) -> bool:
+    """Whether a failed or cancelled run of this kind may be resumed (not when its kind
+    says why not, `LoopKind.resume_refused`: it is re-run instead)."""
+    kind = kinds.of_run(run)
+    return kind is None or not kind.resume_refused
 
 
 def resumed_nodes(run: Run) -> list[NodeRun]:
@@ -33,8 +41,8 @@ def resumed_nodes(run: Run) -> list[NodeRun]:
 
 def resume_restarts(run: Run) -> list[dict]:
     """Each node a resume would start over that had finished iterations, with how many:
-    [{"node_id", "finished"}]. Empty when the run cannot be resumed (a step machine)."""
-    if run.status not in STOPPED or run.recipe.kind == "planeai":
+    [{"node_id", "finished"}]. Empty when the run cannot be resumed."""
+    if run.status not in STOPPED or not resumable(run):
         return []
     rows = {row.pk: row for row in resumed_nodes(run)}
     counts = (

@@ -1,6 +1,5 @@
 from django.urls import path
 
-from recipes.planeai import views as step_machine_views
 from runs import live_views, views, views_history, views_output
 
 urlpatterns = [
@@ -28,9 +27,6 @@ urlpatterns = [
     path("runs/<int:run_id>/gates/<int:gate_id>/", views.gate_detail, name="gate_detail"),
     path("runs/<int:run_id>/fork/", views_history.run_fork, name="run_fork"),
     path("runs/<int:run_id>/budget/", views_history.run_budget_change, name="run_budget"),
-    path("runs/<int:run_id>/tick/", views.run_tick, name="run_tick"),
-    path("runs/<int:run_id>/review/", step_machine_views.run_review, name="run_review"),
-    path("runs/<int:run_id>/review/merge/", step_machine_views.review_merge, name="review_merge"),
     path("runs/<int:run_id>/gates/<int:gate_id>/approve/", views.gate_approve, name="gate_approve"),
     path("runs/<int:run_id>/gates/<int:gate_id>/reject/", views.gate_reject, name="gate_reject"),
 ]

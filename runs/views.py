@@ -12,12 +12,12 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
 from console.permissions import operator_required, viewer_required
-from runs import queries, services
+from runs import kinds, queries, services
 from runs.forms import ApproveForm, RejectForm, RunFilterForm
 from runs.models import Gate, Run
 
 
-def _run_or_404(run_id: int) -> Run:
+def run_or_404(run_id: int) -> Run:
     try:
         return queries.get_run(run_id)
     except Run.DoesNotExist:
@@ -64,12 +64,17 @@ def run_list(request):
 @require_GET
 @viewer_required
 def run_detail(request, run_id):
-    run = _run_or_404(run_id)
+    run = run_or_404(run_id)
     nodes_after = _positive_int(request.GET.get("nodes_after"))
     page = queries.run_page(run, nodes_after=nodes_after)
     page.update(_history(run, request.GET))
-    if run.recipe.kind == "planeai":
-        page.update(_step_machine(run))
+    kind_parts = []
+    for name, part in _kind_parts(run).items():
+        if part.context is not None:
+            page.update(part.context(run))
+        trigger = ", ".join(f"sse:{event}" for event in part.refresh_on.split())
+        kind_parts.append({"name": name, "template": part.template, "trigger": trigger})
+    page["kind_parts"] = kind_parts
     return render(request, "runs/detail.html", page)
 
 
@@ -94,7 +99,8 @@ def _positive_int(raw) -> int | None:
     return value if value > 0 else None
 
 
-# The parts of the run page that refresh on their own when the live stream says so.
+# The parts of the run page that refresh on their own when the live stream says so; a
+# run's kind adds its own (`LoopKind.run_parts`, see `_parts`).
 PARTS = {
     "header": ("runs/_header.html", lambda run: {**queries.usage(run), **_history_part(run)}),
     "budget": ("runs/_budget.html", lambda run: _history_part(run)),
@@ -104,20 +110,24 @@ PARTS = {
     "gate": ("runs/_gate.html", queries.gate_state),
     "timeline": ("runs/_timeline.html", lambda run: _timeline(run)),
     "events": ("runs/_events.html", lambda run: _event_log(run)),
-    "stepmachine": ("runs/_stepmachine.html", lambda run: _step_machine(run)),
 }
+
+
+def _kind_parts(run) -> dict:
+    kind = kinds.of_run(run)
+    return dict(kind.run_parts) if kind is not None else {}
+
+
+def _parts(run) -> dict:
+    """The kernel's parts and the run's kind's, as (template, context)."""
+    own = {name: (part.template, part.context) for name, part in _kind_parts(run).items()}
+    return {**own, **PARTS}
 
 
 def _history_part(run):
     from runs.views_history import budget_context, fork_links, resume_context
 
     return {**fork_links(run), **resume_context(run), **budget_context(run)}
-
-
-def _step_machine(run):
-    from recipes.planeai.views import part_context
-
-    return part_context(run)
 
 
 def _event_log(run):
@@ -133,18 +143,19 @@ def _timeline(run, before=None):
 @require_GET
 @viewer_required
 def run_part(request, run_id, part):
-    if part not in PARTS:
+    run = run_or_404(run_id)
+    parts = _parts(run)
+    if part not in parts:
         raise Http404("No such part.")
-    run = _run_or_404(run_id)
-    template, context = PARTS[part]
+    template, context = parts[part]
     if part == "nodes":
         # The page of nodes the person is looking at stays the one that refreshes.
         values = context(run, after=_positive_int(request.GET.get("after")))
     elif part == "chart":  # the numbers the person chose stay the ones charted
         values = _chart(run, request.GET)
     else:
-        values = context(run)
-    return render(request, template, {"run": run, **values})
+        values = context(run) if context is not None else {}
+    return render(request, template, {"run": run, **queries.kind_context(run), **values})
 
 
 @require_GET
@@ -152,7 +163,7 @@ def run_part(request, run_id, part):
 def gate_detail(request, run_id, gate_id):
     """One gate's own page, where notifications link: its panel if it still waits (the
     decision is a POST from there), else who decided it."""
-    run = _run_or_404(run_id)
+    run = run_or_404(run_id)
     gate = run.gates.select_related("iteration", "decided_by").filter(pk=gate_id).first()
     if gate is None:
         raise Http404("No such gate.")
@@ -174,12 +185,12 @@ def gate_detail(request, run_id, gate_id):
 @vary_on_headers("HX-Request")
 def run_iterations(request, run_id):
     """Older iterations on demand: the cards alone for htmx, a page of them otherwise."""
-    run = _run_or_404(run_id)
+    run = run_or_404(run_id)
     try:
         before = int(request.GET.get("before") or 0) or None
     except ValueError:
         before = None
-    context = {"run": run, **_timeline(run, before)}
+    context = {"run": run, **queries.kind_context(run), **_timeline(run, before)}
     template = "runs/_iterations.html" if request.htmx else "runs/iterations.html"
     return render(request, template, context)
 
@@ -187,7 +198,7 @@ def run_iterations(request, run_id):
 @require_GET
 @viewer_required
 def run_events(request, run_id):
-    run = _run_or_404(run_id)
+    run = run_or_404(run_id)
     try:
         before = int(request.GET.get("before") or 0) or None
     except ValueError:
@@ -201,8 +212,9 @@ def run_events(request, run_id):
 # --- actions -------------------------------------------------------------------------------
 
 
-def _act(request, run, action, part, draft=None, draft_reason=None):
-    """Call a service; answer htmx with the refreshed part, a plain POST with a redirect."""
+def act(request, run, action, part, draft=None, draft_reason=None):
+    """Call a service; answer htmx with the refreshed part (the kernel's or the run's
+    kind's), a plain POST with a redirect. A kind's own actions answer through it too."""
     notice, level = "", messages.SUCCESS
     try:
         result = action()
@@ -219,14 +231,15 @@ def _act(request, run, action, part, draft=None, draft_reason=None):
     if isinstance(result, str):
         notice = result
     if request.htmx:
-        run = _run_or_404(run.pk)
-        template, context = PARTS[part]
+        run = run_or_404(run.pk)
+        template, context = _parts(run)[part]
         response = render(
             request,
             template,
             {
                 "run": run,
-                **context(run),
+                **queries.kind_context(run),
+                **(context(run) if context is not None else {}),
                 "notice": notice,
                 "notice_level": level,
                 # refused input comes back in its box, so nothing typed is lost
@@ -252,45 +265,31 @@ def _act(request, run, action, part, draft=None, draft_reason=None):
 @require_POST
 @operator_required
 def run_cancel(request, run_id):
-    run = _run_or_404(run_id)
+    run = run_or_404(run_id)
 
     def cancel():
         services.cancel_run(run, request.actor)
         return f"Run {run.pk} cancelled."
 
-    return _act(request, run, cancel, "header")
+    return act(request, run, cancel, "header")
 
 
 @require_POST
 @operator_required
 def run_resume(request, run_id):
-    run = _run_or_404(run_id)
+    run = run_or_404(run_id)
 
     def resume():
         services.resume_run(run, request.actor)
         return f"Run {run.pk} resumed."
 
-    return _act(request, run, resume, "header")
-
-
-@require_POST
-@operator_required
-def run_tick(request, run_id):
-    """A step machine's Tick (or Start) button: the ticks are sent to a worker."""
-    run = _run_or_404(run_id)
-
-    def tick():
-        started = run.status == Run.Status.PENDING
-        services.tick(run, request.actor)
-        return "Started." if started else "Tick sent: the runner continues from the current step."
-
-    return _act(request, run, tick, "stepmachine")
+    return act(request, run, resume, "header")
 
 
 @require_POST
 @operator_required
 def run_rerun(request, run_id):
-    run = _run_or_404(run_id)
+    run = run_or_404(run_id)
     on_current = request.POST.get("version") == "current"
     try:
         new_run = services.rerun(run, actor=request.actor, on_current_version=on_current)
@@ -316,7 +315,7 @@ def _form_errors(form) -> str:
 @require_POST
 @operator_required
 def gate_approve(request, run_id, gate_id):
-    run = _run_or_404(run_id)
+    run = run_or_404(run_id)
     form = ApproveForm(request.POST)
 
     def approve():
@@ -331,13 +330,13 @@ def gate_approve(request, run_id, gate_id):
         )
         return _decision_notice(decided)
 
-    return _act(request, run, approve, "gate", draft=request.POST.get("comment", ""))
+    return act(request, run, approve, "gate", draft=request.POST.get("comment", ""))
 
 
 @require_POST
 @operator_required
 def gate_reject(request, run_id, gate_id):
-    run = _run_or_404(run_id)
+    run = run_or_404(run_id)
     form = RejectForm(request.POST)
 
     def reject():
@@ -347,7 +346,7 @@ def gate_reject(request, run_id, gate_id):
         services.reject(gate.pk, request.actor, reason=form.cleaned_data["reason"])
         return f"Rejected at {gate.node_id}."  # the reason: once, in the run's header
 
-    return _act(request, run, reject, "gate", draft_reason=request.POST.get("reason", ""))
+    return act(request, run, reject, "gate", draft_reason=request.POST.get("reason", ""))
 
 
 def _decision_notice(gate: Gate) -> str:

@@ -13,11 +13,11 @@ from recipes.formats.budget import LIMITS
 from recipes.formats.budget import title as budget_title
 from runs import budget as run_budget
 from runs import compare as comparing
-from runs import resuming, services
+from runs import queries, resuming, services
 from runs.actor import Actor
 from runs.fork import check_fork_point
 from runs.models import Iteration, Run
-from runs.views import _run_or_404
+from runs.views import run_or_404
 
 
 def budget_context(run: Run) -> dict:
@@ -37,6 +37,7 @@ def resume_context(run: Run) -> dict:
     if run.status not in resuming.STOPPED:
         return {}
     return {
+        "resumable": resuming.resumable(run),
         "resume_restarts": resuming.resume_restarts(run),
         "continue_from": resuming.continue_point(run),
     }
@@ -53,11 +54,11 @@ def _fork_context(run: Run, it: Iteration, **extra) -> dict:
         "run": run,
         "it": it,
         "is_workflow": workflow,
-        "is_step_machine": run.recipe.kind == "planeai",
         # A driven loop is forked with feedback only (loops/forking.py).
         "prompt_editable": row.kind in ("loop", "agent") and run.recipe.kind != "driven",
         "prompt": template,
         "feedback": "",
+        **queries.kind_context(run),  # its words for where the feedback goes
         **extra,
     }
 
@@ -65,7 +66,7 @@ def _fork_context(run: Run, it: Iteration, **extra) -> dict:
 @require_http_methods(["GET", "POST"])
 @operator_required
 def run_fork(request, run_id):
-    run = _run_or_404(run_id)
+    run = run_or_404(run_id)
     source = request.POST if request.method == "POST" else request.GET
     try:
         number = int(source.get("iteration") or 0)
@@ -193,7 +194,7 @@ def _limit_title(name: str) -> str:
 @require_POST
 @operator_required
 def run_budget_change(request, run_id):
-    run = _run_or_404(run_id)
+    run = run_or_404(run_id)
     limits = {name: request.POST.get(name, "") for name in LIMITS}
     resume = bool(request.POST.get("resume"))
     notice, errors, level = "", {}, "success"
@@ -216,7 +217,7 @@ def run_budget_change(request, run_id):
                     request, messages.SUCCESS if level == "success" else messages.ERROR, text
                 )
         return redirect("run_detail", run.pk)
-    run = _run_or_404(run.pk)
+    run = run_or_404(run.pk)
     context = {
         "run": run,
         **budget_context(run),

@@ -64,6 +64,15 @@ def allowed_repositories() -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def check_repository(path: str) -> None:
+    """`LoopKind.check_repository`: a repository chosen from the console or the API is one
+    runs may use (the command line, run by someone at the machine, may name any folder)."""
+    if path not in allowed_repositories():
+        raise InputError(
+            {"repository": "not one of the repositories runs may use (LOOP_REPOSITORIES)"}
+        )
+
+
 def default_repository() -> str:
     listed = [str(Path(p).expanduser().resolve()) for p in settings.LOOP_REPOSITORIES]
     return listed[0] if listed else ""

@@ -1,6 +1,7 @@
-"""Pages of step-machine runs: the review request (with its Merge button), and a demo
-repository made on demand from a recipe's start form. The run page's step-machine card is
-a part of the run page (runs.views.PARTS["stepmachine"], context from `part_context`)."""
+"""Pages of step-machine runs: the review request (with its Merge button), the Tick button,
+and a demo repository made on demand from a recipe's start form. The run page's
+step-machine card is this kind's part of the run page (`surfaces.RUN_PARTS`, context from
+`part_context`)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from recipes.models import Recipe
 from runs import services
 from runs.actor import Actor, can_operate
 from runs.models import ReviewRequest, Run
+from runs.views import act, run_or_404
 
 from . import review as reviews
 from .queries import handoffs_of, status_of
@@ -53,7 +55,7 @@ def run_review(request, run_id):
         raise Http404("This run has no review request.")
     return render(
         request,
-        "runs/review.html",
+        "planeai/review.html",
         {
             "run": run,
             "review": review,
@@ -63,6 +65,20 @@ def run_review(request, run_id):
             "may_merge": can_operate(request.user) and review.is_open,
         },
     )
+
+
+@require_POST
+@operator_required
+def run_tick(request, run_id):
+    """The Tick (or Start) button: the ticks are sent to a worker."""
+    run = run_or_404(run_id)
+
+    def tick():
+        started = run.status == Run.Status.PENDING
+        services.tick(run, request.actor)
+        return "Started." if started else "Tick sent: the runner continues from the current step."
+
+    return act(request, run, tick, "step-machine")
 
 
 def diff_lines(patch: str) -> list[tuple[str, str]]:

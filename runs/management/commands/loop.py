@@ -1,8 +1,8 @@
-"""manage.py loop — step machines, driven loops and agents' tools; one module per
-subcommand in runs/loop_commands."""
+"""manage.py loop — agents' tools (runs/loop_commands) and each loop kind's subcommands
+(`LoopKind.loop_commands`: the step machine's create, tick, status, …); one module each."""
 
 from console.cli import JsonErrorsCommand
-from runs.loop_commands import discover
+from runs.loop_commands import every_command
 
 
 class Command(JsonErrorsCommand):
@@ -10,7 +10,7 @@ class Command(JsonErrorsCommand):
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
-        for module in discover():
+        for module in every_command():
             p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP + ".")
             module.add_arguments(p)
             p.set_defaults(handler=module.handle)

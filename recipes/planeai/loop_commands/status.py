@@ -1,6 +1,9 @@
 """`manage.py loop status ID`: status, current step, round and ticks of a step machine."""
 
-from ._common import add_common, emit, status_text, step_machine_run
+from runs.loop_commands.common import add_common, emit
+
+from ..queries import status_of
+from ._common import status_text, step_machine_run
 
 NAME = "status"
 HELP = "Show a step-machine run: status, current step, round, ticks, sessions"
@@ -12,7 +15,5 @@ def add_arguments(parser):
 
 
 def handle(command, options):
-    from recipes.planeai.queries import status_of
-
     data = status_of(step_machine_run(options["run_id"]))
     emit(command, options, data, status_text(data))

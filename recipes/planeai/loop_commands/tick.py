@@ -3,8 +3,10 @@
 from django.core.management import CommandError
 
 from runs import services
+from runs.loop_commands.common import actor, add_common, emit
 
-from ._common import actor, add_common, emit, status_text, step_machine_run
+from ..queries import status_of
+from ._common import status_text, step_machine_run
 
 NAME = "tick"
 HELP = "Execute a step-machine run's current step and auto-advance (at most ten steps)"
@@ -16,8 +18,6 @@ def add_arguments(parser):
 
 
 def handle(command, options):
-    from recipes.planeai.queries import status_of
-
     run = step_machine_run(options["run_id"])
     try:
         report = services.tick(run, actor(options), inline=True)

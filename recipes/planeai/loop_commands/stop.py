@@ -3,8 +3,10 @@
 from django.core.management import CommandError
 
 from runs import services
+from runs.loop_commands.common import actor, add_common, emit
 
-from ._common import actor, add_common, emit, status_text, step_machine_run
+from ..queries import status_of
+from ._common import status_text, step_machine_run
 
 NAME = "stop"
 HELP = "Cancel and stop a step-machine run"
@@ -17,8 +19,6 @@ def add_arguments(parser):
 
 
 def handle(command, options):
-    from recipes.planeai.queries import status_of
-
     run = step_machine_run(options["run_id"])
     try:
         services.cancel_run(run, actor(options), reason=options["reason"])

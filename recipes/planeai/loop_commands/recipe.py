@@ -12,8 +12,7 @@ from django.core.management import CommandError
 
 from recipes.models import Recipe
 from recipes.validation import problems_dict, validate_source
-
-from ._common import add_common, emit
+from runs.loop_commands.common import add_common, emit
 
 NAME = "recipe"
 HELP = "List, show and validate step-machine recipes"

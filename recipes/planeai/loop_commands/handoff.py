@@ -9,8 +9,9 @@ import json
 from django.core.management import CommandError
 
 from runs import services
+from runs.loop_commands.common import actor, add_common, emit
 
-from ._common import actor, add_common, emit, step_machine_run
+from ._common import step_machine_run
 
 NAME = "handoff"
 HELP = "Record a role's handoff on a step-machine run"

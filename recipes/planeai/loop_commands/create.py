@@ -9,8 +9,10 @@ from recipes.inputs import InputsInvalid, clean_inputs
 from recipes.models import Recipe
 from runs import services
 from runs.executor.spec import SpecError, spec_of
+from runs.loop_commands.common import actor, add_common, emit
 
-from ._common import actor, add_common, emit, status_text
+from ..queries import status_of
+from ._common import status_text
 
 NAME = "create"
 HELP = "Create a step-machine run: resolve its inputs, optionally start it"
@@ -94,23 +96,22 @@ def _create(command, options):
         raise CommandError(_inputs_error(exc.errors)) from None
     except services.ServiceError as exc:
         raise CommandError(str(exc)) from None
-    from recipes.planeai.queries import status_of
-
     data = status_of(run)
     hint = "" if options["start"] else f"\ncreated, not started: manage.py loop tick {run.pk}"
     emit(command, options, data, status_text(data) + hint)
 
 
 def _repository(value: str) -> str:
-    from recipes.planeai.git import is_repository
+    from ..git import is_repository
 
     if value:
         path = Path(value).expanduser().resolve()
         if not path.is_dir():
             raise CommandError(f"--repository {value}: no such folder")
         return str(path)
-    from recipes.planeai.start import default_repository
     from recipes.sources import current_repository
+
+    from ..start import default_repository
 
     here = current_repository()  # the one the command runs in, from any of its folders
     return default_repository() or (str(here) if here and is_repository(here) else "")

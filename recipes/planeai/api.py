@@ -1,5 +1,6 @@
-"""Step-machine runs over HTTP: handoffs (the same service as the CLI and the agent's
-tool), the machine's state, and a tick."""
+"""Step-machine runs over HTTP, under /api/runs: handoffs (the same service as the CLI and
+the agent's tool), the machine's state, and a tick. Mounted by console/api.py as this kind's
+`api_router` (recipes/planeai/surfaces.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from runs import services
 from runs.actor import Actor
 from runs.api import RunId, readable_run
 
-router = Router()
+from .handoffs import record_handoff as record
+from .queries import handoffs_of, status_of
+
+router = Router(tags=["step machines"])
 
 
 class HandoffIn(JsonObject):
@@ -81,8 +85,6 @@ def _step_machine(request, run_id: int):
 def record_handoff(request, payload: HandoffIn, run_id: int = RunId):
     actor = Actor.operator(request.auth, "api")
     run = _step_machine(request, run_id)
-    from recipes.planeai.handoffs import record_handoff as record
-
     handoff = record(
         run.pk,
         role=payload.role,
@@ -102,8 +104,6 @@ def record_handoff(request, payload: HandoffIn, run_id: int = RunId):
     by_alias=True,
 )
 def list_handoffs(request, run_id: int = RunId):
-    from recipes.planeai.queries import handoffs_of
-
     return [h.as_dict() for h in handoffs_of(_step_machine(request, run_id))]
 
 
@@ -114,8 +114,6 @@ def list_handoffs(request, run_id: int = RunId):
     by_alias=True,
 )
 def machine(request, run_id: int = RunId):
-    from recipes.planeai.queries import status_of
-
     return status_of(_step_machine(request, run_id))
 
 
@@ -126,8 +124,6 @@ def machine(request, run_id: int = RunId):
     by_alias=True,
 )
 def tick(request, run_id: int = RunId):
-    from recipes.planeai.queries import status_of
-
     actor = Actor.operator(request.auth, "api")
     run = _step_machine(request, run_id)
     services.tick(run, actor)

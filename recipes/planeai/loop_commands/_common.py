@@ -1,33 +1,12 @@
-"""What the step-machine subcommands of `manage.py loop` share: who acts, which run, how
-to print (text, or --json as the API says it)."""
+"""The step machine's `manage.py loop` subcommands (its `LoopKind.loop_commands`): create,
+tick, status, stop, handoff, recipe. What they share beyond the kernel's
+runs.loop_commands.common: which run, and how a machine's status reads."""
 
 from __future__ import annotations
 
-import json
-
 from django.core.management import CommandError
-from ninja.responses import NinjaJSONEncoder
 
-from runs.actor import Actor
 from runs.models import Run
-
-
-def add_common(parser, *, user: bool = True) -> None:
-    parser.add_argument("--json", action="store_true", help="print JSON, as the API does")
-    if user:
-        parser.add_argument(
-            "--user", default="", help="act as this account (default: the command line itself)"
-        )
-
-
-def actor(options) -> Actor:
-    """Who the command acts as, as `manage.py run` decides it (`Actor.command_line`)."""
-    from runs.errors import NotAllowed
-
-    try:
-        return Actor.command_line(options.get("user") or "")
-    except NotAllowed as exc:
-        raise CommandError(str(exc)) from None
 
 
 def step_machine_run(run_id: int) -> Run:
@@ -39,13 +18,6 @@ def step_machine_run(run_id: int) -> Run:
             f"Run {run_id} is a {run.recipe.kind} run, not a step machine (see manage.py run)"
         )
     return run
-
-
-def emit(command, options, data, text: str) -> None:
-    if options.get("json"):
-        command.stdout.write(json.dumps(data, indent=2, cls=NinjaJSONEncoder, ensure_ascii=False))
-    else:
-        command.stdout.write(text)
 
 
 def status_text(data: dict) -> str:

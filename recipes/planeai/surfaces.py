@@ -1,0 +1,34 @@
+"""What the step machine shows on the kernel's surfaces (its `LoopKind`, recipes/planeai/kind.py):
+its pages, its API router, its card on the run page, its `manage.py loop` subcommands and
+the sentences of its events. Read once, from the app's ready()."""
+
+from __future__ import annotations
+
+from runs.kinds import RunPart
+
+from . import api, events, loop_commands, urls
+from .views import part_context
+
+URLS = urls.urlpatterns
+API_ROUTER = api.router
+LOOP_COMMANDS = loop_commands.COMMANDS
+API_PREFIX = "/runs"  # /api/runs/{id}/handoffs, /machine, /tick
+
+# The run page's step-machine card (its root is <section id="step-machine">).
+RUN_PARTS = {"step-machine": RunPart("planeai/_run_part.html", part_context)}
+
+# Words every page of a step-machine run uses: an iteration is a role's turn, a new
+# generation a new session; a fork's feedback goes with the step's prompt.
+WORDS = {
+    "iteration_word": "turn",
+    "attempt_words": "of session",
+    "says_status_meaning": True,
+    "fork_feedback_goes": "Sent with the step's prompt again, under “Feedback from a person”",
+}
+
+
+def run_context(run) -> dict:
+    return WORDS
+
+
+event_sentence = events.describe
