@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class LoopsConfig(AppConfig):
-    """The driven kind (seed 004, `kind: driven`): registers what it plugs into the kernel."""
+    """The driven kind (`kind: driven`): registers what it plugs into the kernel."""
 
     name = "loops"
     verbose_name = "Driven loops"
