@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.utils.html import format_html
 
-from runs.models import Gate, Handoff, ReviewRequest, Run
+from runs.models import Gate, Run
 
 
 @admin.register(Run)
@@ -70,53 +70,6 @@ class GateAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
-
-
-class ReadOnly(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
-@admin.register(ReviewRequest)
-class ReviewRequestAdmin(ReadOnly):
-    """The audit log of merges: who merged which branch into which, when, with what commit."""
-
-    list_display = [
-        "merged_at",
-        "merged_by_name",
-        "status",
-        "branch",
-        "target_branch",
-        "merge_commit",
-        "run",
-        "created_at",
-    ]
-    list_filter = ["status", "merged_by"]
-    search_fields = ["branch", "target_branch", "merged_by_name", "repository"]
-    exclude = ["diff"]
-
-
-@admin.register(Handoff)
-class HandoffAdmin(ReadOnly):
-    """Every handoff recorded on a step-machine run, and who (or which agent) recorded it."""
-
-    list_display = [
-        "recorded_at",
-        "run",
-        "role",
-        "status",
-        "recorded_by_name",
-        "surface",
-        "consumed_at",
-    ]
-    list_filter = ["status", "surface"]
-    search_fields = ["role", "summary", "recorded_by_name"]
 
 
 from runs import admin_providers  # noqa: E402, F401

@@ -71,8 +71,8 @@ def send_later(task_name: str, seconds: float, *args) -> None:
 
 def send_on_commit(task_name: str, *args) -> None:
     """Send once the current transaction commits (never, if it rolls back)."""
-    handoff = getattr(_local, "handoff", None)
-    if handoff is not None and handoff.take(task_name, args):
+    next_in_chain = getattr(_local, "next_in_chain", None)
+    if next_in_chain is not None and next_in_chain.take(task_name, args):
         return
     transaction.on_commit(lambda: _deliver_committed(task_name, *args))
 
@@ -102,7 +102,7 @@ def noting_unsent():
         _local.unsent = None
 
 
-class Handoff:
+class NextInChain:
     """Holds the next iteration a running iteration queued, for `chain` to run next."""
 
     def __init__(self):
@@ -110,11 +110,11 @@ class Handoff:
         self.next_id: int | None = None
 
     def __enter__(self):
-        _local.handoff = self
+        _local.next_in_chain = self
         return self
 
     def __exit__(self, *exc):
-        _local.handoff = None
+        _local.next_in_chain = None
 
     def take(self, task_name: str, args: tuple) -> bool:
         if self.taken or task_name != CHAINED_TASK:
@@ -132,15 +132,15 @@ def chain(first_id: int, run_one: Callable[[int], None]) -> int:
     next_id: int | None = first_id
     count = 0
     while next_id is not None:
-        with Handoff() as handoff:
+        with NextInChain() as queued:
             try:
                 run_one(next_id)
             except BaseException:
-                if handoff.next_id is not None:
-                    send_now(CHAINED_TASK, handoff.next_id)
+                if queued.next_id is not None:
+                    send_now(CHAINED_TASK, queued.next_id)
                 raise
         count += 1
-        next_id = handoff.next_id
+        next_id = queued.next_id
         if next_id is not None and time.monotonic() >= deadline:
             send_now(CHAINED_TASK, next_id)
             return count

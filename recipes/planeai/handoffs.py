@@ -28,9 +28,10 @@ from runs.agent_tools import AgentTool, ToolContext, ToolError
 from runs.errors import Conflict, InputError, NotFound
 from runs.executor.spec import SpecError, spec_for
 from runs.executor.state import lock_run, on_fresh_connection
-from runs.models import Handoff, Iteration, NodeRun, Run
+from runs.models import Iteration, NodeRun, Run
 
 from .machine import MachineState, machine_row
+from .models import Handoff
 
 SUMMARY_LIMIT = 100_000
 DATA_LIMIT = 1_000_000

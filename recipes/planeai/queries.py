@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from recipes.formats.planeai_spec import SESSION_KIND
 from runs.executor.spec import SpecError, spec_for
-from runs.models import Handoff, NodeRun, ReviewRequest, Run
+from runs.models import NodeRun, Run
 
 from .machine import MachineState, machine_row
+from .models import Handoff, ReviewRequest
 
 HANDOFFS_SHOWN = 50
 

@@ -20,11 +20,12 @@ from runs.actor import Actor
 from runs.errors import Conflict, NotAllowed, NotFound
 from runs.executor.spec import spec_for
 from runs.executor.state import lock_run
-from runs.models import NodeRun, ReviewRequest, Run
+from runs.models import NodeRun, Run
 from runs.worktree import git as run_git
 
 from . import git
 from .context import run_inputs
+from .models import ReviewRequest
 
 DIFF_LIMIT = 200_000
 COMMITS_SHOWN = 200

@@ -19,10 +19,11 @@ from console.permissions import operator_required, viewer_required
 from recipes.models import Recipe
 from runs import services
 from runs.actor import Actor, can_operate
-from runs.models import ReviewRequest, Run
+from runs.models import Run
 from runs.views import act, run_or_404
 
 from . import review as reviews
+from .models import ReviewRequest
 from .queries import handoffs_of, status_of
 
 GATE_LOG_SHOWN = 100_000

@@ -1,10 +1,8 @@
 from .events import RunEvent
 from .gate import Gate
-from .handoff import Handoff
 from .iteration import Iteration
 from .node import NodeRun
 from .provider import Conversation, ProviderConfig
-from .review import ReviewRequest
 from .run import Run
 
 __all__ = [
@@ -15,6 +13,4 @@ __all__ = [
     "RunEvent",
     "ProviderConfig",
     "Conversation",
-    "Handoff",
-    "ReviewRequest",
 ]

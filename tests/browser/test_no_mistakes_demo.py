@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from runs.models import ReviewRequest, Run
+from recipes.planeai.models import ReviewRequest
+from runs.models import Run
 from tests.browser.conftest import log_in, mark_page, still_same_page
 from tests.browser.test_first_ten_minutes import WIDTHS, Walk
 from tests.conftest import ROOT

@@ -250,7 +250,7 @@ steps:
 def test_a_step_machine_turn_killed_after_its_handoff_is_not_taken_twice(
     fault_engine, make_recipe, tmp_path
 ):
-    from runs.models import Handoff
+    from recipes.planeai.models import Handoff
 
     script, go = tmp_path / "talker.sh", tmp_path / "go"
     script.write_text(TALKER)

@@ -1,5 +1,5 @@
 """runs/dispatch.py: every message goes out on commit through `deliver`; the in-task fast
-path (`chain` / `Handoff`) hands a run's next iteration to the running task only once its
+path (`chain` / `NextInChain`) hands a run's next iteration to the running task only once its
 row is committed, falls back to the broker after CHAIN_SECONDS or when an iteration
 raises, and hands nothing over from a rolled-back transaction."""
 

@@ -8,9 +8,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from recipes.planeai.handoffs import RECORD_HANDOFF
+from recipes.planeai.models import Handoff
 from runs.agent_tools import ToolBox, ToolContext
 from runs.agent_tools.serve import serving
-from runs.models import Handoff
 from tests.agent_process import call_space, relay, shell
 from tests.api.conftest import client_for
 

@@ -6,7 +6,7 @@ import json
 import pytest
 from django.core.management import call_command
 
-from runs.models import Handoff
+from recipes.planeai.models import Handoff
 
 pytestmark = pytest.mark.django_db
 

@@ -8,9 +8,10 @@ import pytest
 
 from recipes.planeai import review
 from recipes.planeai.demo import FEATURE_BRANCH, create_repository
+from recipes.planeai.models import ReviewRequest
 from runs import services
 from runs.actor import Actor
-from runs.models import ProviderConfig, ReviewRequest
+from runs.models import ProviderConfig
 from tests.planeai.conftest import events, git, settled
 
 pytestmark = pytest.mark.worker

@@ -4,9 +4,10 @@ request page and who may press Merge, staleness."""
 import pytest
 
 from recipes.planeai.machine import MachineState, machine_row
+from recipes.planeai.models import ReviewRequest
 from runs import services
 from runs.executor.sweep import sweep
-from runs.models import ReviewRequest, Run
+from runs.models import Run
 from tests.planeai.conftest import WAITING, git
 
 pytestmark = pytest.mark.django_db

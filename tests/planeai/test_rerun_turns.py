@@ -9,10 +9,11 @@ import pytest
 from django.db import transaction
 
 from recipes.planeai.handoffs import record_handoff
+from recipes.planeai.models import Handoff
 from runs.actor import Actor
 from runs.errors import Conflict
 from runs.executor.state import lock_run
-from runs.models import Handoff, Iteration
+from runs.models import Iteration
 from tests.planeai.conftest import machine
 
 pytestmark = pytest.mark.django_db(transaction=True)

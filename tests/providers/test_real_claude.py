@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from runs.models import Handoff, Iteration, RunEvent
+from recipes.planeai.models import Handoff
+from runs.models import Iteration, RunEvent
 from runs.services import start_run
 from tests.conftest import wait_run
 from tests.planeai.conftest import settled

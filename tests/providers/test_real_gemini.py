@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from runs.models import Handoff, Iteration
+from recipes.planeai.models import Handoff
+from runs.models import Iteration
 from runs.services import start_run
 from tests.conftest import wait_run
 from tests.planeai.conftest import settled

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from recipes.planeai.models import Handoff
 from runs import services
-from runs.models import Handoff, Iteration, NodeRun, ProviderConfig
+from runs.models import Iteration, NodeRun, ProviderConfig
 from tests.agent_process import processes_in
 from tests.conftest import wait_for, wait_run
 from tests.sandbox.conftest import call_folder_of, probe_preamble, requires_sandbox

@@ -1,8 +1,12 @@
+"""The step machine's own tables: the handoffs its roles record and the review requests a
+person merges. They lived in the kernel app until issue 24 (tables `runs_handoff` and
+`runs_reviewrequest`); this app's first migrations adopted them with their rows."""
+
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 
-HANDOFF_SCHEMA = "planeai.handoff.v1"
-HANDOFF_STATUSES = ("completed", "blocked", "needs_human", "failed")
+from recipes.formats.planeai_spec import HANDOFF_SCHEMA, HANDOFF_STATUSES
 
 
 class Handoff(models.Model):
@@ -65,3 +69,49 @@ class Handoff(models.Model):
             "consumed_by_step": self.consumed_by_step or None,
             "standing": getattr(self, "standing", None),
         }
+
+
+class ReviewRequest(models.Model):
+    """What a step-machine run asks a person to merge: its branch, commits and diff against
+    the target branch. Only a person with the operator role merges it, from its page
+    (`merge_policy: human`); who merged, when and the merge commit are kept here and in the
+    run's event log (the audit log of merges)."""
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        MERGED = "merged"
+        CLOSED = "closed"
+
+    run = models.OneToOneField("runs.Run", on_delete=models.CASCADE, related_name="review")
+    repository = models.CharField(max_length=1000)
+    branch = models.CharField(max_length=255)
+    target_branch = models.CharField(max_length=255)
+    head_commit = models.CharField(max_length=64)
+    target_commit = models.CharField(max_length=64, help_text="The target's head when recorded.")
+    commits = models.JSONField(default=list, blank=True)
+    diff_stat = models.TextField(blank=True)
+    diff = models.TextField(blank=True)
+    diff_truncated = models.BooleanField(default=False)
+    push = models.TextField(blank=True, help_text="What pushing to the remote said, if tried.")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.OPEN)
+    merged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    merged_by_name = models.CharField(max_length=150, blank=True)
+    merged_at = models.DateTimeField(null=True, blank=True)
+    merge_commit = models.CharField(max_length=64, blank=True)
+    last_refusal = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"review {self.branch} → {self.target_branch} (run {self.run_id})"
+
+    def get_absolute_url(self):
+        return reverse("run_review", args=[self.run_id])
+
+    @property
+    def is_open(self) -> bool:
+        return self.status == self.Status.OPEN
