@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from recipes.formats.budget import LABELS, LIMITS
@@ -68,18 +69,75 @@ class LimitState:
         }
 
 
+def usage_totals(run_ids: list[int], *, own_only: bool = False) -> dict[int, dict]:
+    """What each run spent, in two grouped queries for all of them: the one definition of
+    what counts (its iterations, a loop_group iteration carrying the sum of its body steps,
+    and its top-level agent steps; `own_only` leaves out what a fork carried over, as the
+    budget does). Per run: tokens_in, tokens_out, cost_usd (None when nothing reported
+    them), `unpriced` (usage with no known price) and `iterations` (not pending)."""
+    totals = {
+        pk: {
+            "tokens_in": None,
+            "tokens_out": None,
+            "cost_usd": None,
+            "unpriced": 0,
+            "iterations": 0,
+        }
+        for pk in run_ids
+    }
+    from runs.models import Iteration, NodeRun
+
+    iterations = Iteration.objects.filter(run_id__in=run_ids)
+    steps = NodeRun.objects.filter(run_id__in=run_ids, iteration=0, kind__in=["prompt", "command"])
+    if own_only:
+        iterations = iterations.filter(carried_from__isnull=True)
+        steps = steps.filter(carried_from__isnull=True)
+    for row in (
+        iterations.values("run_id")
+        .annotate(
+            sum_in=Sum("tokens_in"),
+            sum_out=Sum("tokens_out"),
+            sum_cost=Sum("cost_usd"),
+            unpriced=Count("id", filter=Q(tokens_in__isnull=False, cost_usd__isnull=True)),
+            count=Count("id", filter=~Q(status=Iteration.Status.PENDING)),
+        )
+        .order_by()
+    ):
+        total = totals[row["run_id"]]
+        total.update(
+            tokens_in=row["sum_in"],
+            tokens_out=row["sum_out"],
+            cost_usd=row["sum_cost"],
+            unpriced=row["unpriced"],
+            iterations=row["count"],
+        )
+    for run_id, tokens_in, tokens_out, cost in steps.values_list(
+        "run_id", "state__tokens_in", "state__tokens_out", "state__cost_usd"
+    ):
+        total = totals[run_id]
+        if tokens_in is not None:
+            total["tokens_in"] = (total["tokens_in"] or 0) + int(tokens_in)
+            total["tokens_out"] = (total["tokens_out"] or 0) + int(tokens_out or 0)
+        if cost is not None:
+            total["cost_usd"] = (total["cost_usd"] or 0) + Decimal(str(cost))
+        elif tokens_in is not None:
+            total["unpriced"] += 1
+    return totals
+
+
 def spent(run) -> dict[str, Decimal]:
     """The run's own work so far (a fork's carried-over history is not counted)."""
-    from runs.queries import usage
+    return _used(usage_totals([run.pk], own_only=True)[run.pk], run, timezone.now())
 
-    totals = usage(run, own_only=True, with_count=True)["usage"]
-    tokens = (totals["tokens_in"] or 0) + (totals["tokens_out"] or 0)
-    started = run.started_at or timezone.now()
+
+def _used(totals: dict, run, now) -> dict[str, Decimal]:
+    """What a limit is measured against, from `usage_totals`' totals of the run."""
+    started = run.started_at or now
     return {
         "cost_usd": Decimal(totals["cost_usd"] or 0),
-        "tokens": Decimal(tokens),
+        "tokens": Decimal((totals["tokens_in"] or 0) + (totals["tokens_out"] or 0)),
         "iterations": Decimal(totals["iterations"]),
-        "wall_seconds": Decimal(int((timezone.now() - started).total_seconds())),
+        "wall_seconds": Decimal(int((now - started).total_seconds())),
     }
 
 
@@ -97,47 +155,15 @@ def limits(run, used: dict | None = None) -> list[LimitState]:
 
 def attach_limits(runs) -> None:
     """`budget_limits` on each run of a list (the inbox): two grouped queries for all."""
-    from django.db.models import Count, Q, Sum
-
-    from runs.models import Iteration, NodeRun
-
     for run in runs:
         run.budget_limits = []
     with_budget = {run.pk: run for run in runs if run.budget}
     if not with_budget:
         return
-    own = Iteration.objects.filter(run_id__in=list(with_budget), carried_from__isnull=True)
-    sums = {
-        row["run_id"]: row
-        for row in own.values("run_id")
-        .annotate(
-            t_in=Sum("tokens_in"),
-            t_out=Sum("tokens_out"),
-            cost=Sum("cost_usd"),
-            count=Count("id", filter=~Q(status=Iteration.Status.PENDING)),
-        )
-        .order_by()
-    }
-    steps = NodeRun.objects.filter(
-        run_id__in=list(with_budget),
-        iteration=0,
-        kind__in=["prompt", "command"],
-        carried_from__isnull=True,
-    ).values_list("run_id", "state__tokens_in", "state__tokens_out", "state__cost_usd")
-    extra = {pk: [0, Decimal(0)] for pk in with_budget}
-    for run_id, tokens_in, tokens_out, cost in steps:
-        extra[run_id][0] += int(tokens_in or 0) + int(tokens_out or 0)
-        extra[run_id][1] += Decimal(str(cost)) if cost is not None else 0
     now = timezone.now()
-    for pk, run in with_budget.items():
-        row = sums.get(pk, {})
-        used = {
-            "cost_usd": Decimal(row.get("cost") or 0) + extra[pk][1],
-            "tokens": Decimal((row.get("t_in") or 0) + (row.get("t_out") or 0) + extra[pk][0]),
-            "iterations": Decimal(row.get("count") or 0),
-            "wall_seconds": Decimal(int((now - (run.started_at or now)).total_seconds())),
-        }
-        run.budget_limits = limits(run, used)
+    for pk, totals in usage_totals(list(with_budget), own_only=True).items():
+        run = with_budget[pk]
+        run.budget_limits = limits(run, _used(totals, run, now))
 
 
 def stop_message(state: LimitState) -> str:

@@ -11,7 +11,6 @@ import difflib
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from decimal import Decimal
 
 from django.db import connection, transaction
 from django.db.models import Count, Exists, OuterRef, Q, Sum
@@ -272,43 +271,18 @@ def _attach_worktree_diffs(run: Run, page: list[Iteration]) -> None:
 
 
 def usage(run: Run, *, own_only: bool = False, with_count: bool = False) -> dict:
-    """Tokens and cost of the whole run: its iterations (a loop_group iteration carries the
-    sum of its body steps) and its top-level agent steps. `cost_partial` says that some
-    usage had no known price, so the cost shown is a lower bound. `own_only` leaves out
-    what a fork carried over (the budget counts only a run's own work); `with_count` adds
-    the number of iterations (two queries either way)."""
-    iterations = run.iterations.all()
-    steps = run.nodes.filter(iteration=0, kind__in=["prompt", "command"])
-    if own_only:
-        iterations = iterations.filter(carried_from__isnull=True)
-        steps = steps.filter(carried_from__isnull=True)
-    sums = iterations.aggregate(
-        sum_in=Sum("tokens_in"),
-        sum_out=Sum("tokens_out"),
-        sum_cost=Sum("cost_usd"),
-        unpriced=Count("id", filter=Q(tokens_in__isnull=False, cost_usd__isnull=True)),
-        count=Count("id", filter=~Q(status=Iteration.Status.PENDING)),
-    )
-    unpriced = sums["unpriced"]
-    totals = {
-        "tokens_in": sums["sum_in"],
-        "tokens_out": sums["sum_out"],
-        "cost_usd": sums["sum_cost"],
-    }
-    steps = steps.values_list("state__tokens_in", "state__tokens_out", "state__cost_usd")
-    for tokens_in, tokens_out, cost in steps:
-        if tokens_in is not None:
-            totals["tokens_in"] = (totals["tokens_in"] or 0) + int(tokens_in)
-            totals["tokens_out"] = (totals["tokens_out"] or 0) + int(tokens_out or 0)
-        if cost is not None:
-            totals["cost_usd"] = (totals["cost_usd"] or 0) + Decimal(str(cost))
-        elif tokens_in is not None:
-            unpriced += 1
+    """Tokens and cost of the whole run (`runs.budget.usage_totals`). `cost_partial` says that some usage had
+    no known price, so the cost shown is a lower bound; `with_count` adds the number of
+    iterations."""
+    from runs.budget import usage_totals
+
+    spent = usage_totals([run.pk], own_only=own_only)[run.pk]
+    totals = {key: spent[key] for key in ("tokens_in", "tokens_out", "cost_usd")}
     if all(v is None for v in totals.values()) and not with_count:
         return {"usage": None}
-    totals["cost_partial"] = bool(unpriced) and totals["cost_usd"] is not None
+    totals["cost_partial"] = bool(spent["unpriced"]) and totals["cost_usd"] is not None
     if with_count:
-        totals["iterations"] = sums["count"]
+        totals["iterations"] = spent["iterations"]
     return {"usage": totals}
 
 
