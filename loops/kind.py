@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from django.db.models import Q
+
 from runs.kinds import LoopKind
 
 from . import surfaces
@@ -16,4 +18,5 @@ def driven_loops() -> LoopKind:
         urls=surfaces.URLS,
         api_router=surfaces.API_ROUTER,
         api_prefix=surfaces.API_PREFIX,
+        loop_rows=Q(kind="agent"),  # the pipeline's steps, each an agent's row
     )

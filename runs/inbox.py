@@ -11,7 +11,9 @@ from collections import defaultdict
 from django.db import connection
 from django.db.models import Q
 
+from runs import kinds
 from runs.models import Gate, NodeRun, Run
+from runs.queries import kind_context
 
 # The inbox refreshes live: counting a status stops here ("1000+"), so a refresh reads at
 # most this many index entries per status however many runs the table holds.
@@ -65,12 +67,7 @@ def inbox() -> dict:
     loops_by_run = defaultdict(list)
     for row in (
         NodeRun.objects.filter(run__in=[run.pk for run in running], iteration=0)
-        .filter(  # a Python loop's agents count as loops; a pipeline's single calls do not,
-            # except a driven loop's steps; a step machine's sessions (their turns) do too
-            Q(kind__in=["loop", "loop_group", "session"])
-            | Q(kind="agent", max_iterations__isnull=False)
-            | Q(kind="agent", run__recipe__kind="driven")
-        )
+        .filter(inbox_loop_rows())
         .defer("output", "state")
         .order_by("id")
     ):
@@ -82,6 +79,7 @@ def inbox() -> dict:
         gate.sparkline = lines.get(gate.node_run_id)
     for run in running:
         run.loop_rows = loops_by_run[run.pk]
+        run.iteration_word = kind_context(run).get("iteration_word", "iteration")
         for row in run.loop_rows:
             row.sparkline = lines.get(row.pk)
     budget.attach_limits(running)
@@ -101,9 +99,25 @@ def inbox() -> dict:
     }
 
 
+def inbox_loop_rows() -> Q:
+    """The node rows the inbox shows as a running run's loops: the workflow's loops and
+    loop_groups, and what each kind counts as one (`LoopKind.loop_rows`)."""
+    rows = Q(kind__in=["loop", "loop_group"])
+    for kind, own in kinds.each("loop_rows"):
+        rows |= Q(run__recipe__kind=kind.name) & own
+    return rows
+
+
 def needs_a_person() -> list[Run]:
-    """Runs stopped for a person (blocked, needs_human) and approved runs whose review
-    request waits to be merged: the inbox lists them beside the gates."""
-    stopped = Run.objects.filter(status__in=Run.NEEDS_PERSON)
-    to_merge = Run.objects.filter(review__status="open")
-    return list((stopped | to_merge).select_related("recipe", "review").order_by("-id")[:20])
+    """Runs stopped for a person (blocked, needs_human), and the runs a kind says wait for
+    one (`LoopKind.needs_a_person`: a step machine's review request to merge), each with
+    what to offer there (`person_action`): the inbox lists them beside the gates."""
+    wanted = Q(status__in=Run.NEEDS_PERSON)
+    for kind, runs in kinds.each("needs_a_person"):
+        wanted |= Q(recipe__kind=kind.name) & runs
+    found = list(Run.objects.filter(wanted).select_related("recipe").order_by("-id")[:20])
+    for run in found:
+        kind = kinds.of_run(run)
+        act = kind.person_action if kind is not None else None
+        run.person_action = act(run) if act is not None else None
+    return found

@@ -83,6 +83,12 @@ class LoopKind:
     rerun_keeps_workdir: bool = False
     # Why a failed or cancelled run of this kind cannot be resumed ("" when it can).
     resume_refused: str = ""
+    # The inbox: which of this kind's node rows show as loops of a running run (a Q on
+    # NodeRun, within the kind's runs); runs a person must act on besides the stopped ones
+    # (a Q on Run), and what to offer there: (run) -> (label, url) or None.
+    loop_rows: Any = None
+    needs_a_person: Any = None
+    person_action: Callable | None = None
 
 
 _kinds: dict[str, LoopKind] = {}
@@ -132,6 +138,11 @@ def for_node(node_kind: str) -> LoopKind | None:
 
 def all_kinds() -> list[LoopKind]:
     return list(_kinds.values())
+
+
+def each(hook: str) -> list[tuple[LoopKind, Any]]:
+    """(kind, value) for every registered kind that gives `hook`."""
+    return [(kind, value) for kind in _kinds.values() if (value := getattr(kind, hook))]
 
 
 def add_sweep_pass(sweep_pass: SweepPass) -> None:

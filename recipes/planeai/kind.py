@@ -20,6 +20,9 @@ def step_machine() -> LoopKind:
         api_prefix=surfaces.API_PREFIX,
         loop_commands=surfaces.LOOP_COMMANDS,
         event_sentence=surfaces.event_sentence,
+        loop_rows=surfaces.LOOP_ROWS,
+        needs_a_person=surfaces.NEEDS_A_PERSON,
+        person_action=surfaces.person_action,
         resume_refused=(
             "A step-machine run cannot be resumed (its sessions and handoffs belong to "
             "that run): re-run it instead."

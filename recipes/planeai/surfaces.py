@@ -4,6 +4,9 @@ the sentences of its events. Read once, from the app's ready()."""
 
 from __future__ import annotations
 
+from django.db.models import Q
+from django.urls import reverse
+
 from runs.kinds import RunPart
 
 from . import api, events, loop_commands, urls
@@ -32,3 +35,17 @@ def run_context(run) -> dict:
 
 
 event_sentence = events.describe
+
+
+# The inbox: a role's session is a loop of the run (its turns are the iterations); an
+# approved run whose review request waits to be merged waits for a person.
+LOOP_ROWS = Q(kind="session")
+NEEDS_A_PERSON = Q(review__status="open")
+
+
+def person_action(run):
+    from .models import ReviewRequest
+
+    if ReviewRequest.objects.filter(run=run, status=ReviewRequest.Status.OPEN).exists():
+        return "Review and merge", reverse("run_review", args=[run.pk])
+    return None
