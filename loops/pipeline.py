@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from runs.executor.agent import StepFailed, call_agent, prepare_prompt, record_call
+from runs.executor.agent import StepFailed, call_agent, prepare_prompt
 from runs.executor.context import run_dirs
 from runs.executor.state import lock_run, on_fresh_connection
 from runs.executor.stream import OutputStream
@@ -38,12 +38,9 @@ def agent_row(run, agent_id: str) -> NodeRun:
         .first()
     )
     if row is None:
+        # Pending until its first call starts it (`begin_call`: NodeRun.start_iteration).
         row = NodeRun.objects.create(
-            run=run,
-            node_id=agent_id,
-            kind="agent",
-            status=NodeRun.Status.RUNNING,
-            started_at=timezone.now(),
+            run=run, node_id=agent_id, kind="agent", started_at=timezone.now()
         )
     elif row.is_terminal:  # ended with an earlier turn (before a resume): at work again
         row._move(NodeRun.Status.RUNNING, allowed=list(NodeRun.TERMINAL), finished_at=None)
@@ -51,7 +48,7 @@ def agent_row(run, agent_id: str) -> NodeRun:
 
 
 def begin_call(run_id: int, agent_id: str, prompt: str) -> Iteration:
-    """A new iteration of the agent's row, running from the start (no lease of its own:
+    """A new iteration of the agent's row, created and started here (no lease of its own:
     the driven node holds the lease for all of its work)."""
     with transaction.atomic():
         run = lock_run(run_id, with_recipe=False)
@@ -59,21 +56,9 @@ def begin_call(run_id: int, agent_id: str, prompt: str) -> Iteration:
             raise Cancelled(f"the run is {run.status}")
         row = agent_row(run, agent_id)
         done = row.iterations.filter(generation=row.generation).aggregate(n=Max("number"))["n"]
-        now = timezone.now()
-        it = Iteration.objects.create(
-            run=run,
-            node_run=row,
-            node_id=agent_id,
-            generation=row.generation,
-            number=(done or 0) + 1,
-            status=Iteration.Status.RUNNING,
-            prompt=prompt,
-            attempts=1,
-            queued_at=now,
-            started_at=now,
-        )
-        NodeRun.objects.filter(pk=row.pk).update(iteration_count=it.number)
-        run.append_event("iteration_started", agent_id, iteration=it.number, attempt=1)
+        it = row.start_iteration(run, (done or 0) + 1, here=True)
+        if not it.start(run, prompt, leased=False):
+            raise Cancelled("the step was cancelled")
         return it
 
 
@@ -128,47 +113,24 @@ def run_step(driver, loop_iteration, agent_id: str, value):
         on_fresh_connection(_failed, it, f"{type(exc).__name__}: {exc}", stream)
         raise StepError(f"{agent_id}: {type(exc).__name__}: {exc}") from None
     if outcome.result.timed_out:
-        on_fresh_connection(_failed, it, "the agent went silent (idle timeout)", stream)
+        on_fresh_connection(_failed, it, "the agent went silent (idle timeout)", stream, True)
         raise StepError(f"{agent_id}: the agent went silent for {request.idle_timeout:.0f}s")
     on_fresh_connection(_done, it, outcome)
     return outcome.payload if agent.output_schema else outcome.text
 
 
 def _done(it: Iteration, outcome) -> None:
-    result = outcome.result
     with transaction.atomic():
         run = lock_run(it.run_id, with_recipe=False)
-        if not it.finish(
-            Iteration.Status.COMPLETED,
-            raw_output=outcome.raw,
-            output=outcome.text,
-            structured=outcome.payload,
-            session_id=result.session_id or "",
-            tokens_in=result.tokens_in,
-            tokens_out=result.tokens_out,
-            cost_usd=result.cost_usd,
-            **outcome.fields,
-        ):
+        if not it.complete(run, outcome):
             raise Cancelled("the step was cancelled")
-        record_call(run, it.node_id, it.number, result, outcome.provider)
         NodeRun.objects.filter(pk=it.node_run_id).update(
             output=outcome.text, structured=outcome.payload, **outcome.fields
         )
-        run.append_event(
-            "iteration_completed",
-            it.node_id,
-            iteration=it.number,
-            channels=[],
-            timed_out=False,
-            duration_ms=it.duration_ms,
-        )
 
 
-def _failed(it: Iteration, error: str, stream: OutputStream) -> None:
+def _failed(it: Iteration, error: str, stream: OutputStream, timed_out: bool = False) -> None:
     raw = stream.text
     with transaction.atomic():
         run = lock_run(it.run_id, with_recipe=False)
-        if it.finish(
-            Iteration.Status.FAILED, error=error, raw_output=raw, output=raw, **stream.fields()
-        ):
-            run.append_event("iteration_failed", it.node_id, iteration=it.number, error=error)
+        it.fail(run, error, timed_out=timed_out, raw_output=raw, output=raw, **stream.fields())

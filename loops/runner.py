@@ -21,10 +21,9 @@ import logging
 
 from django.db import transaction
 from django.db.models import Max
-from django.utils import timezone
 
 from runs import budget
-from runs.executor.agent import StepFailed, call_agent, prepare_prompt, record_call
+from runs.executor.agent import StepFailed, call_agent, prepare_prompt
 from runs.executor.context import build_context, run_dirs, step_env
 from runs.executor.lease import keep_lease
 from runs.executor.spec import SpecError, spec_for
@@ -122,7 +121,7 @@ def execute(run: Run, row: NodeRun) -> None:
         if outcome.result.timed_out:
             error = f"the host went silent for {request.idle_timeout:.0f}s (idle timeout)"
             driver.close_open(failed=True, error=error)
-            on_fresh_connection(_turn_failed, row, turn, error, stream)
+            on_fresh_connection(_turn_failed, row, turn, error, stream, True)
             return
         if Run.objects.filter(pk=run.pk, status__in=Run.TERMINAL).exists():
             # Cancelled while the host was between calls and wrote nothing: its loop ends
@@ -157,8 +156,7 @@ def _close_what_a_lost_worker_left(run: Run, row: NodeRun, spec) -> None:
     with transaction.atomic():
         locked = lock_run(run.pk, with_recipe=False)
         for it in Iteration.objects.filter(run=run, status=Iteration.Status.RUNNING):
-            if it.finish(Iteration.Status.FAILED, error=LOST, output=it.raw_output):
-                locked.append_event("iteration_failed", it.node_id, iteration=it.number, error=LOST)
+            it.fail(locked, LOST, output=it.raw_output)
 
 
 def _begin_turn(run: Run, row: NodeRun, prompt: str) -> Iteration | None:
@@ -171,49 +169,18 @@ def _begin_turn(run: Run, row: NodeRun, prompt: str) -> Iteration | None:
         if not budget.allows_next_iteration(locked, row, {"action": "node"}):
             return None
         done = row.iterations.filter(generation=row.generation).aggregate(n=Max("number"))["n"]
-        now = timezone.now()
-        turn = Iteration.objects.create(
-            run=locked,
-            node_run=row,
-            node_id=row.node_id,
-            generation=row.generation,
-            number=(done or 0) + 1,
-            status=Iteration.Status.RUNNING,
-            prompt=prompt,
-            attempts=1,
-            queued_at=now,
-            started_at=now,
-        )
-        NodeRun.objects.filter(pk=row.pk).update(iteration_count=turn.number)
-        locked.append_event("iteration_started", row.node_id, iteration=turn.number, attempt=1)
+        # Run here, under the node's lease (the turn holds none of its own).
+        turn = row.start_iteration(locked, (done or 0) + 1, here=True)
+        if not turn.start(locked, prompt, leased=False):
+            return None
         return turn
 
 
 def _turn_done(row: NodeRun, turn: Iteration, outcome) -> None:
-    result = outcome.result
     with transaction.atomic():
         run = lock_run(row.run_id, with_recipe=False)
-        if run.is_terminal or not turn.finish(
-            Iteration.Status.COMPLETED,
-            raw_output=outcome.raw,
-            output=outcome.text,
-            structured=outcome.payload,
-            session_id=result.session_id or "",
-            tokens_in=result.tokens_in,
-            tokens_out=result.tokens_out,
-            cost_usd=result.cost_usd,
-            **outcome.fields,
-        ):
+        if run.is_terminal or not turn.complete(run, outcome):
             return
-        record_call(run, row.node_id, turn.number, result, outcome.provider)
-        run.append_event(
-            "iteration_completed",
-            row.node_id,
-            iteration=turn.number,
-            channels=[],
-            timed_out=False,
-            duration_ms=turn.duration_ms,
-        )
         _end_agent_rows(run, row)
         row.refresh_from_db()
         if budget.HOLD in row.state:
@@ -224,15 +191,20 @@ def _turn_done(row: NodeRun, turn: Iteration, outcome) -> None:
         row.complete(run, outcome.text, outcome.payload, attempt=row.attempts, loops=loops)
 
 
-def _turn_failed(row: NodeRun, turn: Iteration, error: str, stream: OutputStream | None) -> None:
+def _turn_failed(
+    row: NodeRun,
+    turn: Iteration,
+    error: str,
+    stream: OutputStream | None,
+    timed_out: bool = False,
+) -> None:
     raw, fields = (stream.text, stream.fields()) if stream is not None else ("", {})
     with transaction.atomic():
         run = lock_run(row.run_id, with_recipe=False)
-        if run.is_terminal or not turn.finish(
-            Iteration.Status.FAILED, error=error, raw_output=raw, output=raw, **fields
+        if run.is_terminal or not turn.fail(
+            run, error, timed_out=timed_out, raw_output=raw, output=raw, **fields
         ):
             return
-        run.append_event("iteration_failed", row.node_id, iteration=turn.number, error=error)
         _end_agent_rows(run, row)
         row.refresh_from_db()
         row.fail(run, f"the host's turn failed: {error}", attempt=row.attempts)

@@ -4,8 +4,9 @@ run's lock; the turns themselves run on workers, `turns.run_turn`).
 A session is a node row named after its role (kind `session`, one generation per session):
 running while it can be prompted, failed when its agent crashed, completed when it was
 replaced or the run ended. Each turn is an Iteration of that row, sent through the kernel
-(`NodeRun.start_iteration` → `run_iteration`). The row's state keeps the agent's session
-id (so the next turn resumes it), the working directory and the branch.
+(`NodeRun.start_iteration` → `run_iteration`), which also starts a new session's row.
+The row's state keeps the agent's session id (so the next turn resumes it), the working
+directory and the branch.
 """
 
 from __future__ import annotations
@@ -108,12 +109,12 @@ def _open(ctx, role_id: str, branch: str | None) -> NodeRun:
         used_branch = git.current_branch(repository) or None
     elif branch and role.isolation == "project":
         raise StepFailed(f"branch {branch!r} asked, but the run has no git repository")
+    # Pending until its first turn starts it (`send_turn`: NodeRun.start_iteration).
     session = NodeRun.objects.create(
         run=run,
         node_id=role_id,
         kind=SESSION_KIND,
         generation=generation,
-        status=NodeRun.Status.RUNNING,
         started_at=timezone.now(),
         state={
             "workdir": workdir,

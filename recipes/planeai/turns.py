@@ -63,27 +63,18 @@ def run_turn(it: Iteration) -> None:
     before = _snapshot(workdir, store) if shared else head
     with transaction.atomic():
         locked = lock_run(run.pk, with_recipe=False)
-        if locked.is_terminal or not Iteration.objects.claim(it, it.prompt, session_id):
+        if locked.is_terminal or not it.start(locked, it.prompt, session_id):
             return
-        first = _first_attempt(locked, role_id, it) if it.attempts > 1 else None
-        locked.append_event(
-            "iteration_started",
-            role_id,
-            iteration=it.number,
-            attempt=it.attempts,
-            turn=True,
-            **({"base": before} if before and first is None else {}),
-            **({"head": head} if shared and head and first is None else {}),
-        )
+        began = turn_began(row, it, base=before, head=head if shared else None)
     stream = OutputStream(Iteration, it.pk, it.attempts, run.pk)
     prompt = it.prompt
-    if first is not None:
+    if it.attempts > 1:
         # Run again after its worker was lost: told what the lost attempt left, and its
         # changes counted from where the turn began (docs/recipes.md, "A re-run turn").
-        before = first.data.get("base") or before
+        before = began.get("base") or before
         # A shared tree's base is a snapshot outside its repository: its commits are listed
         # from the commit it was at.
-        since = first.data.get("head") if shared else before
+        since = began.get("head") if shared else before
         prompt = rerun_note(workdir if writes else None, since) + prompt
     try:
         if prompt_error is not None:
@@ -148,13 +139,19 @@ def _snapshot(workdir: str, store: Path) -> str | None:
         return None
 
 
-def _first_attempt(run, role_id: str, it: Iteration):
-    """The `iteration_started` event of this turn's first attempt (it holds the turn's base)."""
-    return (
-        run.events.filter(kind="iteration_started", step=role_id, data__iteration=it.number)
-        .order_by("seq")
-        .first()
-    )
+def turn_began(row: NodeRun, it: Iteration, *, base: str | None, head: str | None) -> dict:
+    """Where this turn began (the tree's snapshot or commit its changes count from, and a
+    shared tree's commit), as its first attempt found it: kept on the session's row by
+    the first attempt, read back by an attempt that runs it again after a lost worker.
+    The caller holds the run's lock."""
+    session = NodeRun.objects.select_for_update().get(pk=row.pk)
+    kept = session.state.get("turn_began") or {}
+    if it.attempts > 1 and kept.get("turn") == it.number:
+        return kept
+    began = {"turn": it.number, "base": base, "head": head}
+    # Not a status change: the session's state, written alone.
+    NodeRun.objects.filter(pk=row.pk).update(state={**session.state, "turn_began": began})
+    return began
 
 
 def rerun_note(workdir: str | None, base: str | None) -> str:
@@ -195,29 +192,13 @@ def _done(it: Iteration, outcome, changes: dict | None) -> None:
     result = outcome.result
     with transaction.atomic():
         run = lock_run(it.run_id)
-        status = Iteration.Status.TIMED_OUT if result.timed_out else Iteration.Status.COMPLETED
-        if not it.finish(
-            status,
-            raw_output=outcome.raw,
-            output=outcome.text,
-            session_id=result.session_id or "",
-            tokens_in=result.tokens_in,
-            tokens_out=result.tokens_out,
-            cost_usd=result.cost_usd,
-            **outcome.fields,
-        ):
+        # A turn keeps no structured answer (it is asked for none).
+        if not it.complete(run, outcome, structured=None):
             return
         row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
         row.state = {**row.state, "session_id": result.session_id or row.state.get("session_id")}
         NodeRun.objects.filter(pk=row.pk).update(
             state=row.state, output=outcome.text, **outcome.fields
-        )
-        run.append_event(
-            "iteration_completed",
-            row.node_id,
-            iteration=it.number,
-            timed_out=result.timed_out,
-            duration_ms=it.duration_ms,
         )
         if changes:
             # The same event a run's worktree records: the iteration card shows the diff.
@@ -235,12 +216,9 @@ def _failed(it: Iteration, error: str, stream: OutputStream) -> None:
     raw = stream.text
     with transaction.atomic():
         run = lock_run(it.run_id)
-        if not it.finish(
-            Iteration.Status.FAILED, error=error, raw_output=raw, output=raw, **stream.fields()
-        ):
+        if not it.fail(run, error, raw_output=raw, output=raw, **stream.fields()):
             return
         row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
-        run.append_event("iteration_failed", row.node_id, iteration=it.number, error=error)
         # The session is gone: the next session.create of this role starts a fresh one.
         row.fail(run, f"turn {it.number} failed: {error}")
         _after_turn(run, row, failed=True)

@@ -158,5 +158,5 @@ def call_provider(
         iteration=iteration,
         prompt=request.prompt,
         duration_ms=int((time.monotonic() - started) * 1000),
-        record=(result, outcome.provider),
+        record=outcome,
     )

@@ -26,7 +26,6 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 
 from recipes.formats.python import NODE_ID
 from runs import budget
-from runs.executor.agent import record_call
 from runs.executor.context import run_dirs
 from runs.executor.state import lock_run, on_fresh_connection
 from runs.executor.stream import OutputStream, renew_lease
@@ -232,7 +231,7 @@ class RecordingHost:
             it = Iteration.objects.filter(
                 node_run=row, generation=row.generation, number=scope.iteration
             ).first()
-            if it is not None and it.status == Iteration.Status.COMPLETED:
+            if it is not None and it.status in Iteration.ANSWERED:
                 return recorded_result(agent, it)
             if it is None:
                 if not self._budget_allows(run):
@@ -240,52 +239,34 @@ class RecordingHost:
                 it = row.start_iteration(run, scope.iteration, here=True, feedback=feedback)
             # Else an earlier execution died in this call (this one holds the workflow
             # node now): the claim below takes the iteration over and the call is made again.
-            if not Iteration.objects.claim(it, prompt, None, leased=False, take_over=True):
+            if not it.start(run, prompt, None, leased=False, take_over=True):
                 raise RunCancelled("the call was cancelled")
-            run.append_event("iteration_started", node_id, iteration=it.number, attempt=it.attempts)
             return it
 
     def _call_done(self, it: Iteration, result: AgentResult, stream: OutputStream) -> None:
-        fields = stream.fields()
         with transaction.atomic():
             run = lock_run(self.run.pk, with_recipe=False)
-            if run.is_terminal or not it.finish(
-                Iteration.Status.COMPLETED,
-                raw_output=stream.text or result.text,
-                output=result.text,
-                **fields,
-                structured=jsonable(result.structured),
-                tokens_in=result.usage.tokens_in,
-                tokens_out=result.usage.tokens_out,
-                cost_usd=result.cost,
-                duration_ms=result.duration_ms,
+            # The answer as the script got it (its structured output made JSON-safe).
+            if run.is_terminal or not it.complete(
+                run, result.record, structured=jsonable(result.structured)
             ):
-                if it.finished_as(Iteration.Status.COMPLETED):
+                if it.finished_as(Iteration.ANSWERED):
                     return  # recorded by a try whose commit this one did not see
                 raise RunCancelled("the run was cancelled")
-            if result.record is not None:
-                record_call(run, it.node_id, it.number, *result.record)
             # The agent's latest answer, as its node shows it (not a status change).
             NodeRun.objects.filter(pk=it.node_run_id).update(
-                output=result.text, structured=jsonable(result.structured), **fields
+                output=it.output, structured=it.structured, **stream.fields()
             )
-            run.append_event(
-                "iteration_completed",
-                it.node_id,
-                iteration=it.number,
-                duration_ms=result.duration_ms,
-                channels=[],
-                timed_out=False,
-            )
+        # The call's duration as the run keeps it (a replay reads the same).
+        result.duration_ms = it.duration_ms or 0
 
     def _call_failed(self, it: Iteration, error: str, stream: OutputStream) -> None:
         with transaction.atomic():
             run = lock_run(self.run.pk, with_recipe=False)
-            if run.is_terminal or not it.finish(
-                Iteration.Status.FAILED, error=error, raw_output=stream.text, **stream.fields()
+            if run.is_terminal or not it.fail(
+                run, error, raw_output=stream.text, **stream.fields()
             ):
                 return
-            run.append_event("iteration_failed", it.node_id, iteration=it.number, error=error)
             row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
             row.fail(run, f"iteration {it.number} failed: {error}")
 

@@ -34,8 +34,9 @@ class AgentResult:
     iteration: int = 1
     prompt: str = ""
     duration_ms: int = 0
-    # What the console keeps of the call besides the answer (the provider's result, with
-    # its conversation and tool use, and the provider's name); None once replayed.
+    # What the provider returned, as the console records it on the call's iteration
+    # (runs.executor.agent.AgentOutcome: with its conversation and tool use); None once
+    # replayed.
     record: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):

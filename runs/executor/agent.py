@@ -124,18 +124,3 @@ def _add_usage(total: AgentResult, extra: AgentResult) -> None:
             setattr(total, name, (getattr(total, name) or 0) + more)
     total.tool_calls = [*total.tool_calls, *extra.tool_calls]
     total.worktree_diff = worktree.merge_diffs(total.worktree_diff, extra.worktree_diff)
-
-
-def record_call(run, node_id: str, iteration: int | None, result: AgentResult, provider: str):
-    """Keep what an agent call returned besides its answer: the conversation of its session,
-    an `agent_tool` event per tool it used and a `worktree_diff` event for what it changed.
-    Called in the transaction that finishes the call, after the ownership check (the caller
-    holds the run's lock): a call that lost its claim leaves none of them."""
-    from runs.providers import history
-
-    if result.conversation is not None and result.session_id:
-        history.save(result.session_id, provider, result.conversation)
-    for call in result.tool_calls:
-        run.append_event("agent_tool", node_id, iteration=iteration, **call)
-    if result.worktree_diff:
-        run.append_event("worktree_diff", node_id, **result.worktree_diff)

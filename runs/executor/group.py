@@ -127,11 +127,11 @@ def finish_group_iteration(group_row_id: int, number: int) -> None:
             return
         if failed is not None or error:
             error = error or f"body node '{failed.node_id}' failed: {failed.error}"
-            if it.finish(Iteration.Status.FAILED, error=error):
+            if it.fail(run, error):
                 group.fail(run, error)
             return
-        if not it.finish(
-            Iteration.Status.COMPLETED,
+        if not it.complete(
+            run,
             **body_usage(body.values()),
             output=output,
             raw_output=raw,
@@ -142,7 +142,6 @@ def finish_group_iteration(group_row_id: int, number: int) -> None:
             return
         group.output, group.structured = output, it.structured
         group.output_file, group.output_bytes = kept["output_file"], kept["output_bytes"]
-        run.append_event("iteration_completed", group.node_id, iteration=number, channels=fired)
         settle_loop(run, group, group_spec, it, fired)
         if group.status == NodeRun.Status.RUNNING and group.iteration_count > number:
             group.state = {**group.state, "phase": "body"}

@@ -17,7 +17,7 @@ from runs.providers import registry
 from runs.providers.base import AgentRequest, Cancelled, ProviderError
 from runs.sandbox import agent_network, limits_of, run_process
 
-from .agent import StepFailed, call_agent, prepare_prompt, record_call
+from .agent import StepFailed, call_agent, prepare_prompt
 from .context import build_context, run_dirs, step_env, step_sandbox
 from .lease import keep_lease
 from .spec import node_spec, spec_for
@@ -96,7 +96,7 @@ def run_iteration(iteration_id: int) -> None:
     else:
         with transaction.atomic():
             locked = lock_run(run.pk, with_recipe=False)
-            if locked.is_terminal or not Iteration.objects.claim(it, prompt, session_id):
+            if locked.is_terminal or not it.start(locked, prompt, session_id):
                 return
     stream = OutputStream(Iteration, it.pk, it.attempts, run.pk)
     try:
@@ -178,30 +178,17 @@ def _iteration_failed(it: Iteration, error: str, stream: OutputStream) -> None:
         run = lock_run(it.run_id)
         # What the agent printed is kept and shown (once: the error is one line); the node
         # fails, so nothing downstream takes it for an answer.
-        if run.is_terminal or not it.finish(
-            Iteration.Status.FAILED, error=error, raw_output=raw, output=raw, **stream.fields()
+        if run.is_terminal or not it.fail(
+            run, error, raw_output=raw, output=raw, **stream.fields()
         ):
             return
         row = NodeRun.objects.get(pk=it.node_run_id)
-        run.append_event("iteration_failed", row.node_id, iteration=it.number, error=error)
         row.fail(run, f"iteration {it.number} failed: {error}")
 
 
 def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
     result = outcome.result
     loop = node.loop
-    status = Iteration.Status.TIMED_OUT if result.timed_out else Iteration.Status.COMPLETED
-    fields = dict(
-        raw_output=outcome.raw,
-        output=outcome.text,
-        structured=outcome.payload,
-        channels=fired,
-        session_id=result.session_id or "",
-        tokens_in=result.tokens_in,
-        tokens_out=result.tokens_out,
-        cost_usd=result.cost_usd,
-        **outcome.fields,
-    )
     goes_on = not fired and not loop.interactive and it.number < loop.max_iterations
     # The one-statement path skips what only the full transaction does: keeping a call's
     # conversation, tool events and worktree diff (record_call) and the budget check of
@@ -213,39 +200,20 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
         and not it.run.budget
     )
     if goes_on and plain and connection.vendor == "postgresql":
-        # The plain "go on": finish, log, and queue the next iteration in one statement.
-        it.finish_then_next(
-            status,
-            node_fields={
-                "output": outcome.text,
-                "structured": outcome.payload,
-                "session_id": result.session_id or None,
-                **outcome.fields,
-            },
-            completed={"channels": fired, "timed_out": result.timed_out},
-            **fields,
-        )
+        # The plain "go on": complete, log, and queue the next iteration in one statement.
+        it.complete_then_next(outcome, channels=fired)
         return
     with transaction.atomic():
         run = lock_run(it.run_id, with_recipe=False)
-        if run.is_terminal or not it.finish(status, **fields):
+        if run.is_terminal or not it.complete(run, outcome, channels=fired):
             return
         row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
-        record_call(run, row.node_id, it.number, result, outcome.provider)
         row.output = outcome.text
         row.structured = outcome.payload
         row.output_file = outcome.fields.get("output_file", "")
         row.output_bytes = outcome.fields.get("output_bytes")
         row.state = {**row.state, "session_id": result.session_id or row.state.get("session_id")}
         # Not saved here: every outcome of settle_loop writes the row (one write, not two).
-        run.append_event(
-            "iteration_completed",
-            row.node_id,
-            iteration=it.number,
-            channels=fired,
-            timed_out=result.timed_out,
-            duration_ms=it.duration_ms,
-        )
         settle_loop(run, row, loop, it, fired)
 
 

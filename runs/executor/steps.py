@@ -12,6 +12,7 @@ from runs.actor import ENGINE
 from runs.engine.deadlines import GateDeadline
 from runs.engine.variables import VariableError, substitute, substitute_shell
 from runs.models import Gate, NodeRun, Run
+from runs.models.agent_call import record_call
 from runs.providers import registry
 from runs.providers.base import AgentRequest, Cancelled, ProviderError
 from runs.sandbox import agent_network, limits_of, run_process
@@ -19,7 +20,7 @@ from runs.sandbox import agent_network, limits_of, run_process
 from . import group as group_exec
 from . import loop as loop_exec
 from . import subrun
-from .agent import StepFailed, call_agent, prepare_prompt, record_call
+from .agent import StepFailed, call_agent, prepare_prompt
 from .context import build_context, run_dirs, step_env, step_sandbox
 from .script import run_script
 from .spec import SpecError, node_spec, spec_for

@@ -88,7 +88,7 @@ def expired_iterations(now, counts: Counter) -> None:
                 counts["requeued"] += it.requeue(run, now)
                 return
             error = _lost(it.attempts)
-            if it.finish(Iteration.Status.FAILED, expired_before=now, error=error):
+            if it.fail(run, error, expired_before=now):
                 if not run.is_terminal:
                     row = NodeRun.objects.get(pk=it.node_run_id)
                     row.fail(run, f"iteration {it.number} failed: {error}")
@@ -102,11 +102,11 @@ def expired_group_checks(now, counts: Counter) -> None:
     for it in Iteration.objects.expired(now).filter(node_run__kind="loop_group"):
 
         def act(run, it=it):
-            if it.attempts < settings.LOOP_MAX_ATTEMPTS:
+            if it.checks < settings.LOOP_MAX_ATTEMPTS:
                 counts["requeued"] += it.release_check(now)
                 return
-            error = f"completion check: {_lost(it.attempts)}"
-            if it.finish(Iteration.Status.FAILED, expired_before=now, error=error):
+            error = f"completion check: {_lost(it.checks)}"
+            if it.fail(run, error, expired_before=now):
                 if not run.is_terminal:
                     NodeRun.objects.get(pk=it.node_run_id).fail(run, error)
                 counts["failed"] += 1

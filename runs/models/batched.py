@@ -1,8 +1,10 @@
 """The plain loop's two writes, each one statement (PostgreSQL): the iteration hot path.
 
-`claim_logged` = lock the run + `Iteration.objects.claim` + `iteration_started`;
-`finish_then_next` = lock the run + `Iteration.finish` + `iteration_completed` + the
-node's `start_iteration` (its row, the next Iteration, `iteration_queued`). Each is the
+`claim_logged` = lock the run + `Iteration.start` (claim + `iteration_started`);
+`finish_then_next` = lock the run + `Iteration.complete` (finish + `iteration_completed`)
++ the node's `start_iteration` (its row, the next Iteration, `iteration_queued`). The
+events' payloads are built by the same functions as the separate steps' (agent_call.py).
+Each is the
 same transition as its separate steps, with the same fences (the run not finished, the
 iteration still pending / still running as the attempt that claimed it, the node still
 running), written as data-modifying CTEs so one round trip does it, and atomic on its own
@@ -19,6 +21,8 @@ import functools
 
 from django.db import connection
 from django.utils import timezone
+
+from . import agent_call
 
 
 @functools.cache
@@ -94,7 +98,7 @@ def claim_logged(it, prompt: str, session_id: str | None, lease_until) -> bool:
             "AND EXISTS (SELECT 1 FROM claimed) RETURNING last_seq), "
             f"logged AS (INSERT INTO {events} (run_id, seq, kind, step, data, created_at) "
             "SELECT %s, bumped.last_seq, 'iteration_started', %s, "
-            "jsonb_build_object('iteration', %s::integer, 'attempt', claimed.attempts), %s "
+            "%s::jsonb || jsonb_build_object('attempt', claimed.attempts), %s "
             "FROM bumped, claimed RETURNING seq, data) "
             "SELECT claimed.attempts, logged.seq, logged.data FROM claimed "
             "LEFT JOIN logged ON true",
@@ -109,7 +113,8 @@ def claim_logged(it, prompt: str, session_id: str | None, lease_until) -> bool:
                 it.run_id,
                 it.run_id,
                 it.node_id,
-                it.number,
+                # The attempt is the one the claim returns: filled in by the statement.
+                _json(agent_call.started_data(it.number, None)),
                 now,
             ],
         )
@@ -129,8 +134,8 @@ def claim_logged(it, prompt: str, session_id: str | None, lease_until) -> bool:
     return True
 
 
-def finish_then_next(it, status: str, fields: dict, *, node_fields: dict, completed: dict):
-    """Finish `it` with `fields`, write `node_fields` (output, structured, the session) on
+def finish_then_next(it, status: str, fields: dict, *, timed_out: bool):
+    """Finish `it` with `fields`, write its answer (output, structured, the session) on
     its node and queue iteration `it.number + 1`; returns the new Iteration's id, or None
     (and nothing written) when the run finished or the attempt lost its claim."""
     from .iteration import Iteration
@@ -154,8 +159,13 @@ def finish_then_next(it, status: str, fields: dict, *, node_fields: dict, comple
         queued_at=now,
     )
     columns, values = _columns(following)
-    session = node_fields.get("session_id")
-    completed_data = {"iteration": it.number, **completed, "duration_ms": fields["duration_ms"]}
+    session = fields.get("session_id") or None
+    completed_data = agent_call.completed_data(
+        it.number,
+        channels=fields["channels"],
+        timed_out=timed_out,
+        duration_ms=fields["duration_ms"],
+    )
     queued_data = {"iteration": number, "feedback": False}
     with connection.cursor() as cursor:
         cursor.execute(
@@ -188,10 +198,10 @@ def finish_then_next(it, status: str, fields: dict, *, node_fields: dict, comple
                 *params,
                 it.pk,
                 it.attempts,
-                node_fields["output"],
-                _node_structured(node_fields["structured"]),
-                node_fields.get("output_file", ""),
-                node_fields.get("output_bytes"),
+                fields["output"],
+                _node_structured(fields["structured"]),
+                fields.get("output_file", ""),
+                fields.get("output_bytes"),
                 number,
                 session,
                 session,

@@ -6,6 +6,8 @@ from django.utils import timezone
 
 from runs import dispatch
 
+from . import agent_call
+
 
 class IterationQuerySet(models.QuerySet):
     def claim(
@@ -72,12 +74,7 @@ class IterationQuerySet(models.QuerySet):
 
         with transaction.atomic():
             run = Run.objects.select_for_update().filter(pk=it.run_id).first()
-            if run is None or run.is_terminal or not self.claim(it, prompt, session_id):
-                return False
-            run.append_event(
-                "iteration_started", it.node_id, iteration=it.number, attempt=it.attempts
-            )
-            return True
+            return run is not None and not run.is_terminal and it.start(run, prompt, session_id)
 
     def expired(self, now):
         """Running iterations whose worker stopped renewing the lease."""
@@ -92,7 +89,10 @@ class Iteration(models.Model):
     """One pass of a loop (one agent session) or of a loop_group's body.
 
     Status changes only through `claim`, `finish`, `requeue` and the run's
-    `stop_all_work`, each fenced by status and attempt number."""
+    `stop_all_work`, each fenced by status and attempt number. Every kind runs an agent
+    call through the one lifecycle here: `start` (claim, `iteration_started`), then
+    `complete` or `fail` (finish, `iteration_completed` / `iteration_failed`), each event
+    with the one payload of runs/models/agent_call.py."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -104,6 +104,8 @@ class Iteration(models.Model):
 
     # Ended, one way or another (what /metrics counts as finished).
     FINISHED = {Status.COMPLETED, Status.TIMED_OUT, Status.FAILED, Status.CANCELLED}
+    # Ended by `complete`: the agent answered (or went silent past its idle timeout).
+    ANSWERED = {Status.COMPLETED, Status.TIMED_OUT}
 
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="iterations")
     node_run = models.ForeignKey(
@@ -184,8 +186,9 @@ class Iteration(models.Model):
         return int((timezone.now() - self.started_at).total_seconds() * 1000)
 
     def finish(self, status: str, *, expired_before=None, **fields) -> bool:
-        """End the attempt this instance claimed. False (and nothing written) when the row
-        was cancelled, or taken back by the sweep, meanwhile."""
+        """End the attempt this instance claimed, logging nothing (`complete` and `fail`
+        log). False (and nothing written) when the row was cancelled, or taken back by
+        the sweep, meanwhile."""
         fields.update(status=status, finished_at=timezone.now(), lease_expires_at=None)
         fields.setdefault("duration_ms", self.elapsed_ms())
         fence = {"pk": self.pk, "status": self.Status.RUNNING, "attempts": self.attempts}
@@ -197,22 +200,70 @@ class Iteration(models.Model):
             setattr(self, name, value)
         return True
 
-    def finished_as(self, status: str) -> bool:
-        """This attempt already ended with `status`: a retry on a new connection finds the
-        work of a try whose commit it did not see (`on_fresh_connection`)."""
-        return Iteration.objects.filter(pk=self.pk, status=status, attempts=self.attempts).exists()
+    # --- the agent call's lifecycle: each transition logs its event (the caller holds the
+    # run's lock; False, and nothing logged, when the attempt lost its claim) -------------
 
-    def finish_then_next(self, status: str, *, node_fields: dict, completed: dict, **fields):
-        """The plain "go on" of a loop in one statement on PostgreSQL: `finish` this
-        attempt, log `iteration_completed` (with `completed`), write `node_fields`
-        (output, structured, session_id) on the node and queue the next iteration, whose
-        id is returned and sent (None: the run finished or the claim was lost; nothing
-        was written). Only for a node that goes on; the caller checked that it does."""
+    def start(self, run, prompt: str, session_id: str | None = None, **claim) -> bool:
+        """Claim this pending iteration (`IterationQuerySet.claim`, with its `leased` and
+        `take_over`) and log `iteration_started`."""
+        if not Iteration.objects.claim(self, prompt, session_id, **claim):
+            return False
+        run.append_event(
+            "iteration_started", self.node_id, **agent_call.started_data(self.number, self.attempts)
+        )
+        return True
+
+    def complete(self, run, outcome=None, *, channels=(), **fields) -> bool:
+        """End this attempt as answered and log `iteration_completed`. `outcome`: what the
+        provider returned (runs.executor.agent.AgentOutcome): the row keeps its answer,
+        usage and session (`agent_call.answer_fields`), ends `timed_out` when the agent
+        went silent, and the call's conversation and tool use are kept (`record_call`).
+        `fields`: what else the row keeps (a loop_group's iteration: its body's answer)."""
+        timed_out = bool(outcome is not None and outcome.result.timed_out)
+        if outcome is not None:
+            fields = {**agent_call.answer_fields(outcome), **fields}
+        status = self.Status.TIMED_OUT if timed_out else self.Status.COMPLETED
+        if not self.finish(status, channels=list(channels), **fields):
+            return False
+        if outcome is not None:
+            agent_call.record_call(run, self.node_id, self.number, outcome.result, outcome.provider)
+        data = agent_call.completed_data(
+            self.number, channels=channels, timed_out=timed_out, duration_ms=self.duration_ms
+        )
+        run.append_event("iteration_completed", self.node_id, **data)
+        return True
+
+    def fail(self, run, error: str, *, timed_out: bool = False, **fields) -> bool:
+        """End this attempt as failed and log `iteration_failed` (the caller fails what
+        depends on it). `timed_out`: the agent went silent past its idle timeout."""
+        if not self.finish(self.Status.FAILED, error=error, **fields):
+            return False
+        data = agent_call.failed_data(
+            self.number, error=error, timed_out=timed_out, duration_ms=self.duration_ms
+        )
+        run.append_event("iteration_failed", self.node_id, **data)
+        return True
+
+    def finished_as(self, statuses) -> bool:
+        """This attempt already ended with one of `statuses`: a retry on a new connection
+        finds the work of a try whose commit it did not see (`on_fresh_connection`)."""
+        return Iteration.objects.filter(
+            pk=self.pk, status__in=statuses, attempts=self.attempts
+        ).exists()
+
+    def complete_then_next(self, outcome, *, channels=()):
+        """The plain "go on" of a loop in one statement on PostgreSQL: `complete` this
+        attempt with the provider's `outcome` (logging `iteration_completed`), write its
+        answer (output, structured, session_id) on the node and queue the next iteration,
+        whose id is returned and sent (None: the run finished or the claim was lost;
+        nothing was written). Only for a node that goes on, with nothing to keep besides
+        the answer (no conversation, tool use or worktree diff); the caller checked."""
         from . import batched
 
-        next_id = batched.finish_then_next(
-            self, status, fields, node_fields=node_fields, completed=completed
-        )
+        timed_out = outcome.result.timed_out
+        status = self.Status.TIMED_OUT if timed_out else self.Status.COMPLETED
+        fields = {**agent_call.answer_fields(outcome), "channels": list(channels)}
+        next_id = batched.finish_then_next(self, status, fields, timed_out=timed_out)
         if next_id is not None:
             dispatch.send_on_commit("run_iteration", next_id)
         return next_id
@@ -251,6 +302,11 @@ class Iteration(models.Model):
         return False
 
     # --- a loop_group's completion check: claimed through the lease of its iteration ----
+
+    @property
+    def checks(self) -> int:
+        """The completion checks claimed so far: the attempts after the group's start."""
+        return max(self.attempts - 1, 0)
 
     def claim_check(self) -> bool:
         """Take the group iteration's completion check (a duplicate finds it taken)."""

@@ -306,14 +306,13 @@ class NodeRun(models.Model):
             number=number,
             feedback=feedback,
             after_gate=after_gate,
-            status=Iteration.Status.RUNNING if grouped else Iteration.Status.PENDING,
             queued_at=now,
-            started_at=now if grouped else None,
         )
         run.append_event(
             "iteration_queued", self.node_id, iteration=number, feedback=bool(feedback)
         )
-        if grouped:
+        if grouped:  # its body is its work: started here, the scheduler runs the body
+            it.start(run, "", None, leased=False)
             dispatch.send_on_commit("advance_run", run.pk)
         else:
             dispatch.send_on_commit("run_iteration", it.pk)

@@ -17,7 +17,7 @@ from recipes.planeai import demo, turns
 from recipes.planeai.context import RERUN_HEADING
 from runs.executor.state import lock_run
 from runs.executor.sweep import sweep
-from runs.models import Iteration
+from runs.models import Iteration, NodeRun
 from tests.planeai.conftest import git
 from tests.python.scripted import ScriptedProvider
 
@@ -46,10 +46,8 @@ def lost_first_attempt(run, repo):
     base = turns._snapshot(str(repo), store)
     with transaction.atomic():
         locked = lock_run(run.pk)
-        assert Iteration.objects.claim(it, it.prompt, None)
-        locked.append_event(
-            "iteration_started", "maker", iteration=1, attempt=1, turn=True, base=base, head=head
-        )
+        assert it.start(locked, it.prompt, None)
+        turns.turn_began(it.node_run, it, base=base, head=head)
     (repo / "fix.txt").write_text("fixed\n")
     git("add", "fix.txt", cwd=repo)
     git("commit", "-q", "-m", "fix: the lost attempt's fix", cwd=repo)
@@ -70,6 +68,7 @@ def test_a_re_run_turn_is_told_what_the_lost_attempt_left(
     run = services.start_run(plane_recipe(ONE_TURN), user=operator, workdir=str(repo))
     offline_broker.run_all(skip={"run_iteration"})
     it = lost_first_attempt(run, repo)
+    first = NodeRun.objects.get(pk=it.node_run_id).state["turn_began"]
 
     turns.run_turn(it)
 
@@ -80,8 +79,9 @@ def test_a_re_run_turn_is_told_what_the_lost_attempt_left(
     assert (it.status, it.attempts) == ("completed", 2)
     diff = run.events.get(kind="worktree_diff")
     assert "fix.txt" in diff.data["stat"] and "notes.txt" in diff.data["stat"]
-    restarted = run.events.filter(kind="iteration_started").order_by("seq").last()
-    assert "base" not in restarted.data  # the turn's base stays the first attempt's
+    # The turn's base stays the first attempt's (kept on the session's row, not redone).
+    began = NodeRun.objects.get(pk=it.node_run_id).state["turn_began"]
+    assert began == first and began["base"]
 
 
 def test_a_first_attempt_is_not_told_anything(
@@ -95,9 +95,9 @@ def test_a_first_attempt_is_not_told_anything(
     offline_broker.run_all(skip={"run_iteration"})
     turns.run_turn(Iteration.objects.select_related("run", "node_run").get(run=run))
     assert RERUN_HEADING not in provider.requests[0].prompt
-    started = run.events.get(kind="iteration_started")
-    assert started.data["head"] == git("rev-parse", "HEAD~0", cwd=repo).strip()
-    assert started.data["base"]  # the shared tree's snapshot, where the turn's diff counts from
+    began = NodeRun.objects.get(run=run, node_id="maker").state["turn_began"]
+    assert began["head"] == git("rev-parse", "HEAD~0", cwd=repo).strip()
+    assert began["base"]  # the shared tree's snapshot, where the turn's diff counts from
 
 
 def test_the_demo_agent_finds_its_fix_already_made_on_a_re_run(tmp_path):
