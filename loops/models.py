@@ -207,10 +207,11 @@ class LoopIteration(models.Model):
         return f"loop {self.loop_id} iteration {self.number} [{self.status}]"
 
     def add_step(self, agent: str, iteration_id: int) -> None:
-        self.steps = [
-            *self.steps,
-            {"agent": agent, "iteration": iteration_id, "attempt": self.attempts},
-        ]
+        """Note a pipeline step; the same step noted again (a write retried on a new
+        connection) is noted once."""
+        step = {"agent": agent, "iteration": iteration_id, "attempt": self.attempts}
+        if step not in self.steps:
+            self.steps = [*self.steps, step]
         LoopIteration.objects.filter(pk=self.pk).update(steps=self.steps)
 
     def retry(self) -> None:

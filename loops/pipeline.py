@@ -79,7 +79,7 @@ def run_step(driver, loop_iteration, agent_id: str, value):
     except ProviderError as exc:
         raise StepError(f"{agent_id}: {exc}") from None
     it = on_fresh_connection(begin_call, run.pk, agent_id, prompt)
-    loop_iteration.add_step(agent_id, it.pk)
+    on_fresh_connection(loop_iteration.add_step, agent_id, it.pk)
     stream = OutputStream(Iteration, it.pk, it.attempts, run.pk, lease=False)
 
     def on_chunk(chunk: str) -> None:
