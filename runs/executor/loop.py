@@ -232,12 +232,14 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
             return
         row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
         record_call(run, row.node_id, it.number, result, outcome.provider)
-        row.output = outcome.text
-        row.structured = outcome.payload
-        row.output_file = outcome.fields.get("output_file", "")
-        row.output_bytes = outcome.fields.get("output_bytes")
-        row.state = {**row.state, "session_id": result.session_id or row.state.get("session_id")}
-        # Not saved here: every outcome of settle_loop writes the row (one write, not two).
+        # Not saved here: the transition settle_loop makes writes them (one write, not two).
+        columns = {
+            "output": outcome.text,
+            "structured": outcome.payload,
+            "output_file": outcome.fields.get("output_file", ""),
+            "output_bytes": outcome.fields.get("output_bytes"),
+            "state": {**row.state, "session_id": result.session_id or row.state.get("session_id")},
+        }
         run.append_event(
             "iteration_completed",
             row.node_id,
@@ -246,15 +248,22 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
             timed_out=result.timed_out,
             duration_ms=it.duration_ms,
         )
-        settle_loop(run, row, loop, it, fired)
+        settle_loop(run, row, loop, it, fired, columns)
 
 
-def settle_loop(run: Run, row: NodeRun, loop, it: Iteration, fired: list[str]) -> None:
-    """After an iteration (of a loop or a loop_group): complete, gate, fail or go on."""
+def settle_loop(
+    run: Run, row: NodeRun, loop, it: Iteration, fired: list[str], columns: dict
+) -> None:
+    """After an iteration (of a loop or a loop_group): complete, gate, fail or go on.
+    `columns` (the node's output, its file, its state) are written by whichever
+    transition it makes."""
     if fired and (not loop.interactive or loop.signal_completes):
-        row.complete(run, it.output, it.structured, iterations=it.number, channels=fired)
+        done = {k: v for k, v in columns.items() if k not in ("output", "structured")}
+        row.complete(
+            run, it.output, it.structured, iterations=it.number, channels=fired, columns=done
+        )
     elif not fired and it.number >= loop.max_iterations:
-        row.fail(run, max_iterations_error(row.node_id, loop))
+        row.fail(run, max_iterations_error(row.node_id, loop), columns=columns)
     elif loop.interactive:
         message = gate_text(
             fired=fired,
@@ -271,6 +280,7 @@ def settle_loop(run: Run, row: NodeRun, loop, it: Iteration, fired: list[str]) -
             iteration=it,
             fired=fired,
             deadline=GateDeadline.of(loop),
+            columns=columns,
         )
     else:
-        row.start_iteration(run, it.number + 1)
+        row.start_iteration(run, it.number + 1, columns=columns)
