@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import logging
 
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import OuterRef, Subquery
 
 from console.redact import plain_cause
 from runs.engine.completion import detect_signal, gate_text, until_field_met
 from runs.engine.deadlines import GateDeadline
 from runs.engine.variables import VariableError, substitute, substitute_shell
-from runs.models import Gate, Iteration, NodeRun, Run
+from runs.models import Gate, Iteration, NodeRun, Run, batched
 from runs.providers import registry
 from runs.providers.base import AgentRequest, Cancelled, ProviderError
 from runs.sandbox import agent_network, limits_of, run_process
@@ -212,7 +212,7 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
         and not result.worktree_diff
         and not it.run.budget
     )
-    if goes_on and plain and connection.vendor == "postgresql":
+    if goes_on and plain and batched.in_use():
         # The plain "go on": finish, log, and queue the next iteration in one statement.
         it.finish_then_next(
             status,
