@@ -11,9 +11,11 @@ class NodeRun(BudgetHold, models.Model):
     """One node of a run. Top-level nodes have iteration 0; a loop_group's body nodes get
     one row per group iteration, with the namespaced id `group.node`.
 
-    Its status changes only through the transitions below (queue, complete, fail, skip,
-    pause, start_iteration, requeue); each is a conditional UPDATE that appends the run's
-    event and sends what comes next on commit. Callers hold the run's row lock."""
+    Its status changes only through the transitions below (complete, fail, skip, pause,
+    start_iteration, suspend, unpause, wake, requeue, reopen, reset_for_resume) and the
+    budget's hold (runs/models/node_hold.py); each is a conditional UPDATE of the columns it
+    names, says whether it moved, appends the run's event and sends what comes next on
+    commit. Callers hold the run's row lock."""
 
     class Status(models.TextChoices):
         PENDING = "pending"

@@ -219,8 +219,9 @@ class Run(models.Model):
             )
             return cursor.fetchone()
 
-    # --- status: `start`, `update_status` (the one derivation), `fail`, `cancel`, `reopen`.
-    # Each is called with the run's row lock held; `set_status` is the writer under them.
+    # --- status: `start`, `update_status` (the one derivation), `fail`, `stop_at_budget`,
+    # `resume_within_budget`, `cancel`, `merged`, `reopen`. Each is called with the run's
+    # row lock held; `set_status` is the writer under them.
 
     def set_status(self, status: str, *, error: str | None = None, **data) -> bool:
         """Write `status` (no-op when already there) and log it; whether it moved. One
