@@ -43,7 +43,8 @@ def agent_row(run, agent_id: str) -> NodeRun:
             run=run, node_id=agent_id, kind="agent", started_at=timezone.now()
         )
     elif row.is_terminal:  # ended with an earlier turn (before a resume): at work again
-        row._move(NodeRun.Status.RUNNING, allowed=list(NodeRun.TERMINAL), finished_at=None)
+        if not row.reopen():  # locked above: only a row deleted meanwhile stays put
+            raise RuntimeError(f"agent row {row.pk} of run {run.pk} could not be reopened")
     return row
 
 

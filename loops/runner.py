@@ -186,9 +186,13 @@ def _turn_done(row: NodeRun, turn: Iteration, outcome) -> None:
         if budget.HOLD in row.state:
             return  # stopped by the run's budget during this turn: it waits for a resume
         loops = Loop.objects.filter(host_iteration=turn).count()
-        row.output_file = outcome.fields.get("output_file", "")
-        row.output_bytes = outcome.fields.get("output_bytes")
-        row.complete(run, outcome.text, outcome.payload, attempt=row.attempts, loops=loops)
+        kept = {
+            "output_file": outcome.fields.get("output_file", ""),
+            "output_bytes": outcome.fields.get("output_bytes"),
+        }
+        row.complete(
+            run, outcome.text, outcome.payload, attempt=row.attempts, columns=kept, loops=loops
+        )
 
 
 def _turn_failed(

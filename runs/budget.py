@@ -18,9 +18,9 @@ from django.utils import timezone
 
 from recipes.formats.budget import LABELS, LIMITS
 from runs import dispatch
+from runs.models.node_hold import HOLD
 
 WARN_AT = Decimal("0.8")
-HOLD = "budget_hold"
 
 
 @dataclass(frozen=True)
@@ -173,9 +173,10 @@ def stop_message(state: LimitState) -> str:
     )
 
 
-def allows_next_iteration(run, row, hold: dict) -> bool:
+def allows_next_iteration(run, row, hold: dict, columns: dict | None = None) -> bool:
     """May `row` start another iteration? The caller holds the run's lock. When not, the
-    run stops as budget_exceeded and `row` keeps `hold` (what to do on resume)."""
+    run stops as budget_exceeded and `row` keeps `hold` (what to do on resume); `columns`,
+    what the caller's transition would have written with the move, are written with it."""
     from runs.models import Run
 
     if run.status != Run.Status.BUDGET_EXCEEDED:
@@ -186,17 +187,9 @@ def allows_next_iteration(run, row, hold: dict) -> bool:
         over = next((s for s in states if s.exceeded), None)
         if over is None:
             return True
-        run.set_status(
-            Run.Status.BUDGET_EXCEEDED, error=stop_message(over), **over.as_dict(), node=row.node_id
-        )
-    # The node waits (paused, no lease) and keeps what it will do on resume; the whole
-    # row is written, since a caller (settle_loop) leaves that to the transition it calls.
-    row._move(
-        row.Status.PAUSED,
-        allowed=row.UNFINISHED,
-        state={**row.state, HOLD: hold},
-        lease_expires_at=None,
-    )
+        run.stop_at_budget(stop_message(over), **over.as_dict(), node=row.node_id)
+    # The node waits (paused, no lease) and keeps what it will do on resume.
+    row.hold_for_budget(hold, columns)
     return False
 
 
@@ -218,19 +211,18 @@ def resume_held_work(run) -> list[str]:
 
     resumed = []
     for row in NodeRun.objects.select_for_update().filter(run=run, state__has_key=HOLD):
-        hold = dict(row.state.pop(HOLD))
-        row.save(update_fields=["state"])
+        hold = row.release_hold()
         if hold.get("action") == "node":
-            row._move(NodeRun.Status.PENDING, allowed=NodeRun.UNFINISHED, lease_expires_at=None)
-            row.queue(run)
-        elif row.kind == "loop_group":
-            group_exec.begin_next(
-                run, row, hold["number"], feedback=hold["feedback"], after_gate=hold["after_gate"]
-            )
+            if not row.requeue_held(run):
+                continue  # it ended meanwhile (cancelled with its run): nothing to give back
         else:
-            row.start_iteration(
-                run, hold["number"], feedback=hold["feedback"], after_gate=hold["after_gate"]
-            )
+            begin = {"feedback": hold["feedback"], "after_gate": hold["after_gate"]}
+            if row.kind == "loop_group":
+                started = group_exec.begin_next(run, row, hold["number"], **begin)
+            else:
+                started = row.start_iteration(run, hold["number"], **begin)
+            if started is None:
+                continue  # it ended meanwhile: nothing started
         resumed.append(row.node_id)
     dispatch.send_on_commit("advance_run", run.pk)
     return resumed

@@ -306,7 +306,7 @@ def _carry_loop(new: Run, point: ForkPoint, counts: dict) -> None:
         state["prompt_template"] = point.prompt
     copy = continue_node(new, point, **state)
     counts["iterations"] = copy_history(new, point, copy)
-    new.set_status(Run.Status.RUNNING)
+    _start(new)
     copy.start_iteration(
         new, point.number + 1, feedback=point.feedback, after_gate=bool(point.feedback)
     )
@@ -330,11 +330,17 @@ def _carry_group(new: Run, point: ForkPoint, counts: dict) -> None:
     copy = continue_node(new, point, sessions=sessions, phase="body")
     copy_nodes(new, body)
     counts["iterations"] = copy_history(new, point, copy)
-    new.set_status(Run.Status.RUNNING)
+    _start(new)
     group_exec.begin_next(
         new, copy, point.number + 1, feedback=point.feedback, after_gate=bool(point.feedback)
     )
     _advance(new)
+
+
+def _start(new: Run) -> None:
+    """The fork runs from here (it was made pending, under its lock)."""
+    if not new.start():
+        raise Conflict(f"the fork (run {new.pk}) is {new.status}, not waiting to start")
 
 
 def _advance(new: Run) -> None:

@@ -246,7 +246,8 @@ def _resume_budget_stop(run: Run, actor: Actor) -> None:
         raise Conflict(
             f"Run {run.pk} is still over its budget ({over.words}); raise that limit first."
         )
-    run.set_status(Run.Status.RUNNING, error="", by=actor.name, surface=actor.surface)
+    if not run.resume_within_budget(actor):
+        raise Conflict(f"Run {run.pk} is {run.status}, not stopped by its budget.")
     budget.resume_held_work(run)
     run.update_status()
 

@@ -119,9 +119,7 @@ def _move_into_worktree(run, repository: Path, start_point: str = "HEAD") -> Non
     except (WorktreeError, OSError, subprocess.SubprocessError) as exc:
         with transaction.atomic():
             locked = type(run).objects.select_for_update().get(pk=run.pk)
-            locked.set_status(
-                type(run).Status.FAILED, error=f"could not give the run its own git worktree: {exc}"
-            )
+            locked.fail(f"could not give the run its own git worktree: {exc}")
         return
     run.workdir = str(destination)
     type(run).objects.filter(pk=run.pk).update(workdir=run.workdir)

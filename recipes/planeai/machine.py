@@ -112,8 +112,8 @@ def end(run: Run, row: NodeRun, status: str, reason: str = "") -> None:
         row.fail(run, reason or "the recipe ended the run as failed")
     else:
         # Why it stopped is an error only when a person must act on it (or it was stopped).
-        row.error = reason if status in STOPPING_STATUSES or status == "cancelled" else ""
-        row.complete(run, reason or status, status=status)
+        error = reason if status in STOPPING_STATUSES or status == "cancelled" else ""
+        row.complete(run, reason or status, status=status, columns={"error": error})
     close_idle_sessions(run, f"the run ended ({status})")
     run.update_status(finished=True)
     if status in ("approved", "completed_unreviewed"):

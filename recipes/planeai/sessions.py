@@ -149,6 +149,8 @@ def send_turn(ctx, session: NodeRun, prompt: str, *, reused: bool, feedback: str
     it = session.start_iteration(
         run, number, feedback=feedback, after_gate=bool(feedback), checked=True
     )
+    if it is None:
+        raise RuntimeError(f"session {session.node_id} of run {run.pk} has ended")
     Iteration.objects.filter(pk=it.pk).update(prompt=full)
     if reused:
         run.append_event(

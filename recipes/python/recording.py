@@ -140,13 +140,16 @@ class RecordingHost:
             row = self._workflow_row()
             status = getattr(result, "status", "completed")
             iterations = getattr(result, "iterations", 1)
-            row.state = {**row.state, "ended": status, "iterations": iterations}
-            row.iteration_count = iterations
+            ended = {
+                "state": {**row.state, "ended": status, "iterations": iterations},
+                "iteration_count": iterations,
+            }
             if not row.complete(
                 run,
                 result.text,
                 jsonable(result.structured),
                 attempt=self.attempt,
+                columns=ended,
                 ended=status,
                 iterations=iterations,
             ):
@@ -236,7 +239,11 @@ class RecordingHost:
             if it is None:
                 if not self._budget_allows(run):
                     return HELD_BY_BUDGET
+                if row.is_terminal:  # its last call failed and the script calls it again
+                    row.reopen()
                 it = row.start_iteration(run, scope.iteration, here=True, feedback=feedback)
+                if it is None:
+                    raise RunCancelled(f"agent {node_id} has ended")
             # Else an earlier execution died in this call (this one holds the workflow
             # node now): the claim below takes the iteration over and the call is made again.
             if not it.start(run, prompt, None, leased=False, take_over=True):
@@ -344,6 +351,8 @@ class RecordingHost:
                     fired=["gate"],
                     deadline=request.deadline,
                 )
+                if gate is None:
+                    raise RunCancelled(f"agent {node_id} has ended")
             if self.waits_at_gates:
                 return gate
             self._workflow_row().suspend(run, attempt=self.attempt)

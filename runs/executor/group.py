@@ -43,8 +43,9 @@ def start_group(run: Run, spec, node, row: NodeRun) -> None:
 
 
 def begin_next(run: Run, row: NodeRun, number: int, *, feedback: str = "", after_gate=False):
-    row.state = {**row.state, "phase": "body"}
-    return row.start_iteration(run, number, feedback=feedback, after_gate=after_gate)
+    """The group's next iteration, its body to run (None: it did not start)."""
+    body = {"state": {**row.state, "phase": "body"}}
+    return row.start_iteration(run, number, feedback=feedback, after_gate=after_gate, columns=body)
 
 
 def remember_session(row: NodeRun, session_id: str) -> None:
@@ -140,9 +141,8 @@ def finish_group_iteration(group_row_id: int, number: int) -> None:
             **kept,
         ):
             return
-        group.output, group.structured = output, it.structured
-        group.output_file, group.output_bytes = kept["output_file"], kept["output_bytes"]
-        settle_loop(run, group, group_spec, it, fired)
+        columns = {"output": output, "structured": it.structured, **kept}
+        settle_loop(run, group, group_spec, it, fired, columns)
         if group.status == NodeRun.Status.RUNNING and group.iteration_count > number:
             group.state = {**group.state, "phase": "body"}
             group.save(update_fields=["state"])

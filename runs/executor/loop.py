@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import logging
 
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import OuterRef, Subquery
 
 from console.redact import plain_cause
 from runs.engine.completion import detect_signal, gate_text, until_field_met
 from runs.engine.deadlines import GateDeadline
 from runs.engine.variables import VariableError, substitute, substitute_shell
-from runs.models import Gate, Iteration, NodeRun, Run
+from runs.models import Gate, Iteration, NodeRun, Run, batched
 from runs.providers import registry
 from runs.providers.base import AgentRequest, Cancelled, ProviderError
 from runs.sandbox import agent_network, limits_of, run_process
@@ -199,7 +199,7 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
         and not result.worktree_diff
         and not it.run.budget
     )
-    if goes_on and plain and connection.vendor == "postgresql":
+    if goes_on and plain and batched.in_use():
         # The plain "go on": complete, log, and queue the next iteration in one statement.
         it.complete_then_next(outcome, channels=fired)
         return
@@ -208,21 +208,30 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
         if run.is_terminal or not it.complete(run, outcome, channels=fired):
             return
         row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
-        row.output = outcome.text
-        row.structured = outcome.payload
-        row.output_file = outcome.fields.get("output_file", "")
-        row.output_bytes = outcome.fields.get("output_bytes")
-        row.state = {**row.state, "session_id": result.session_id or row.state.get("session_id")}
-        # Not saved here: every outcome of settle_loop writes the row (one write, not two).
-        settle_loop(run, row, loop, it, fired)
+        # Not saved here: the transition settle_loop makes writes them (one write, not two).
+        columns = {
+            "output": outcome.text,
+            "structured": outcome.payload,
+            "output_file": outcome.fields.get("output_file", ""),
+            "output_bytes": outcome.fields.get("output_bytes"),
+            "state": {**row.state, "session_id": result.session_id or row.state.get("session_id")},
+        }
+        settle_loop(run, row, loop, it, fired, columns)
 
 
-def settle_loop(run: Run, row: NodeRun, loop, it: Iteration, fired: list[str]) -> None:
-    """After an iteration (of a loop or a loop_group): complete, gate, fail or go on."""
+def settle_loop(
+    run: Run, row: NodeRun, loop, it: Iteration, fired: list[str], columns: dict
+) -> None:
+    """After an iteration (of a loop or a loop_group): complete, gate, fail or go on.
+    `columns` (the node's output, its file, its state) are written by whichever
+    transition it makes."""
     if fired and (not loop.interactive or loop.signal_completes):
-        row.complete(run, it.output, it.structured, iterations=it.number, channels=fired)
+        done = {k: v for k, v in columns.items() if k not in ("output", "structured")}
+        row.complete(
+            run, it.output, it.structured, iterations=it.number, channels=fired, columns=done
+        )
     elif not fired and it.number >= loop.max_iterations:
-        row.fail(run, max_iterations_error(row.node_id, loop))
+        row.fail(run, max_iterations_error(row.node_id, loop), columns=columns)
     elif loop.interactive:
         message = gate_text(
             fired=fired,
@@ -239,6 +248,7 @@ def settle_loop(run: Run, row: NodeRun, loop, it: Iteration, fired: list[str]) -
             iteration=it,
             fired=fired,
             deadline=GateDeadline.of(loop),
+            columns=columns,
         )
     else:
-        row.start_iteration(run, it.number + 1)
+        row.start_iteration(run, it.number + 1, columns=columns)

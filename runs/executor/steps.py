@@ -95,12 +95,11 @@ def _fail(row: NodeRun, error: str, stream: OutputStream | None = None) -> None:
     with transaction.atomic():
         run = lock_run(row.run_id)
         row.refresh_from_db()
+        printed = {}
         if stream is not None:  # everything the step printed, not only what was flushed
-            row.output = stream.text
-            row.stderr = stream.stderr
-            row.output_file, row.output_bytes = stream.fields().values()
+            printed = {"output": stream.text, "stderr": stream.stderr, **stream.fields()}
         if not run.is_terminal:
-            row.fail(run, error, attempt=row.attempts)
+            row.fail(run, error, attempt=row.attempts, columns=printed)
 
 
 def retry_delay_seconds(node) -> float:
@@ -144,15 +143,13 @@ def _run_step(run: Run, spec, node, row: NodeRun) -> None:
             if locked.is_terminal:
                 return
             row.refresh_from_db()
-            row.state = {**row.state, **extra}
-            row.output_file, row.output_bytes = stream.fields().values()
-            row.stderr = stream.stderr
+            printed = {"state": {**row.state, **extra}, "stderr": stream.stderr, **stream.fields()}
             owned = row.status == NodeRun.Status.RUNNING and row.attempts == stream.attempt
             if outcome is not None and owned:  # the run's lock keeps it so until we commit
                 record_call(
                     locked, row.node_id, row.iteration or None, outcome.result, outcome.provider
                 )
-            if row.complete(locked, output, structured, attempt=stream.attempt):
+            if row.complete(locked, output, structured, attempt=stream.attempt, columns=printed):
                 if "." in row.node_id and extra.get("session_id"):
                     group_exec.remember_session(row, extra["session_id"])
         return

@@ -221,9 +221,7 @@ def _join(run: Run, node, row: NodeRun, ended: list[Run]) -> None:
     # The children's answers together may pass the cap: the row keeps the end of the list
     # and the file all of it, like any output.
     text = json.dumps(results, ensure_ascii=False)
-    row.output, kept = outputs.keep_text(run.pk, f"node-{row.pk}-{row.attempts}", text)
-    row.output_file, row.output_bytes = kept["output_file"], kept["output_bytes"]
-    row.structured = results
+    output, kept = outputs.keep_text(run.pk, f"node-{row.pk}-{row.attempts}", text)
     summary = {"children": [c.pk for c in ended], "failed": len(failed)}
     if failed and node.fan_out.join == "all_success":
         first = failed[0]
@@ -232,10 +230,11 @@ def _join(run: Run, node, row: NodeRun, ended: list[Run]) -> None:
             f"{len(failed)} of {len(ended)} child runs did not complete (join all_success); "
             f"first: run {first.pk} (item {first.child_index}) {first.status}: "
             f"{first.error or 'no reason'}",
+            columns={"output": output, "structured": results, **kept},
             **summary,
         )
         return
-    row.complete(run, row.output, results, **summary)
+    row.complete(run, output, results, columns=kept, **summary)
 
 
 __all__ = ["advance", "children", "result_of", "start_workflow_node"]

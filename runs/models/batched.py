@@ -12,7 +12,10 @@ running), written as data-modifying CTEs so one round trip does it, and atomic o
 transition does, so the lock order against a cancel is unchanged; its event counter is
 bumped only when the fenced writes happened, so the log stays gapless.
 
-Other databases take the separate steps inside a transaction (`Iteration` falls back).
+Other databases take the separate steps inside a transaction (`Iteration` falls back;
+`in_use` is the one switch). The statuses it writes and fences by are the models' own
+(`_statuses`), and tests/kernel/test_batched_parity.py runs the same loops through both
+paths and compares every row and event.
 """
 
 from __future__ import annotations
@@ -25,6 +28,11 @@ from django.utils import timezone
 from . import agent_call
 
 
+def in_use() -> bool:
+    """Does the iteration take this path? On PostgreSQL (the statements need its CTEs)."""
+    return connection.vendor == "postgresql"
+
+
 @functools.cache
 def _terminal() -> tuple[str, ...]:
     """The run statuses that fence a write: `Run.TERMINAL`, the one definition (read once:
@@ -32,6 +40,23 @@ def _terminal() -> tuple[str, ...]:
     from .run import Run
 
     return tuple(sorted(status.value for status in Run.TERMINAL))
+
+
+@functools.cache
+def _statuses() -> dict[str, object]:
+    """The statuses of the transitions written here, from their models: an iteration
+    claimed from pending and finished while running (`Iteration.objects.claim`,
+    `Iteration.finish`); its node moved to running from any unfinished status
+    (`NodeRun.start_iteration`)."""
+    from .iteration import Iteration
+    from .node import NodeRun
+
+    return {
+        "pending": Iteration.Status.PENDING.value,
+        "running": Iteration.Status.RUNNING.value,
+        "node_running": NodeRun.Status.RUNNING.value,
+        "node_unfinished": [status.value for status in NodeRun.UNFINISHED],
+    }
 
 
 def _columns(instance) -> tuple[list[str], list]:
@@ -83,16 +108,17 @@ def _publish(run_id: int, rows) -> None:
 
 def claim_logged(it, prompt: str, session_id: str | None, lease_until) -> bool:
     runs, _, iterations, events = _tables()
+    statuses = _statuses()
     now = timezone.now()
     with connection.cursor() as cursor:
         cursor.execute(
             f"WITH locked AS (SELECT id FROM {runs} WHERE id = %s AND status <> ALL(%s) "
             "FOR UPDATE), "
-            f"claimed AS (UPDATE {iterations} SET status = 'running', "
+            f"claimed AS (UPDATE {iterations} SET status = %s, "
             "attempts = attempts + 1, started_at = %s, finished_at = NULL, "
             "lease_expires_at = %s, prompt = %s, session_id = %s, raw_output = '', "
             "output = '', error = '', output_file = '', output_bytes = NULL "
-            "WHERE id = %s AND status = 'pending' AND EXISTS (SELECT 1 FROM locked) "
+            "WHERE id = %s AND status = %s AND EXISTS (SELECT 1 FROM locked) "
             "RETURNING attempts), "
             f"bumped AS (UPDATE {runs} SET last_seq = last_seq + 1 WHERE id = %s "
             "AND EXISTS (SELECT 1 FROM claimed) RETURNING last_seq), "
@@ -105,11 +131,13 @@ def claim_logged(it, prompt: str, session_id: str | None, lease_until) -> bool:
             [
                 it.run_id,
                 list(_terminal()),  # an array parameter (psycopg adapts lists)
+                statuses["running"],
                 now,
                 lease_until,
                 prompt,
                 session_id or "",
                 it.pk,
+                statuses["pending"],
                 it.run_id,
                 it.run_id,
                 it.node_id,
@@ -122,7 +150,7 @@ def claim_logged(it, prompt: str, session_id: str | None, lease_until) -> bool:
     if claimed is None:
         return False
     attempts, seq, data = claimed
-    it.attempts, it.status, it.started_at = attempts, "running", now
+    it.attempts, it.status, it.started_at = attempts, statuses["running"], now
     it.prompt, it.session_id, it.lease_expires_at = prompt, session_id or "", lease_until
     it.raw_output = it.output = it.error = it.output_file = ""
     it.output_bytes = it.finished_at = None
@@ -141,6 +169,7 @@ def finish_then_next(it, status: str, fields: dict, *, timed_out: bool):
     from .iteration import Iteration
 
     runs, nodes, iterations, events = _tables()
+    statuses = _statuses()
     now = timezone.now()
     fields = {**fields, "status": status, "finished_at": now, "lease_expires_at": None}
     fields.setdefault("duration_ms", it.elapsed_ms())
@@ -171,13 +200,13 @@ def finish_then_next(it, status: str, fields: dict, *, timed_out: bool):
         cursor.execute(
             f"WITH locked AS (SELECT id FROM {runs} WHERE id = %s AND status <> ALL(%s) "
             "FOR UPDATE), "
-            f"node AS (SELECT id FROM {nodes} WHERE id = %s AND status = 'running' "
+            f"node AS (SELECT id FROM {nodes} WHERE id = %s AND status = ANY(%s) "
             "FOR UPDATE), "
             f"finished AS (UPDATE {iterations} SET {', '.join(sets)} "
-            "WHERE id = %s AND status = 'running' AND attempts = %s "
+            "WHERE id = %s AND status = %s AND attempts = %s "
             "AND EXISTS (SELECT 1 FROM locked) AND EXISTS (SELECT 1 FROM node) "
             "RETURNING id), "
-            f"moved AS (UPDATE {nodes} SET output = %s, structured = %s, "
+            f"moved AS (UPDATE {nodes} SET status = %s, output = %s, structured = %s, "
             "output_file = %s, output_bytes = %s, iteration_count = %s, "
             "state = CASE WHEN %s::text IS NULL THEN state "
             "ELSE state || jsonb_build_object('session_id', %s::text) END "
@@ -195,9 +224,12 @@ def finish_then_next(it, status: str, fields: dict, *, timed_out: bool):
                 it.run_id,
                 list(_terminal()),  # an array parameter (psycopg adapts lists)
                 it.node_run_id,
+                statuses["node_unfinished"],
                 *params,
                 it.pk,
+                statuses["running"],
                 it.attempts,
+                statuses["node_running"],
                 fields["output"],
                 _node_structured(fields["structured"]),
                 fields.get("output_file", ""),

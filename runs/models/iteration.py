@@ -65,9 +65,9 @@ class IterationQuerySet(models.QuerySet):
         """`claim` under the run's lock with its `iteration_started` event: one statement
         on PostgreSQL (runs/models/batched.py), a transaction elsewhere. False, with
         nothing written, when the run finished or the iteration is not pending."""
-        if connection.vendor == "postgresql":
-            from . import batched
+        from . import batched
 
+        if batched.in_use():
             lease = timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS)
             return batched.claim_logged(it, prompt, session_id, lease)
         from .run import Run

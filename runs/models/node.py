@@ -1,55 +1,21 @@
-from datetime import timedelta
-
-from django.conf import settings
 from django.db import models
-from django.db.models import F
 from django.utils import timezone
 
 from runs import dispatch
 
-
-class NodeRunQuerySet(models.QuerySet):
-    def claim(self, pk: int) -> bool:
-        """Take a queued node for one worker (conditional UPDATE: one delivery wins)."""
-        now = timezone.now()
-        return bool(
-            self.filter(pk=pk, status=NodeRun.Status.PENDING, queued_at__isnull=False).update(
-                status=NodeRun.Status.RUNNING,
-                started_at=now,
-                attempts=F("attempts") + 1,
-                lease_expires_at=now + timedelta(seconds=settings.LOOP_LEASE_SECONDS),
-            )
-        )
-
-    def expired(self, now):
-        return self.filter(status=NodeRun.Status.RUNNING, lease_expires_at__lt=now)
-
-    def create_claimed(self, run, node_id: str, kind: str) -> "NodeRun":
-        """A node this process runs itself (a Python script's `workflow`): created queued
-        and taken by the same conditional claim as a delivered one, so it holds a lease
-        and no worker is sent it."""
-        row = self.create(run=run, node_id=node_id, kind=kind, queued_at=timezone.now())
-        if not self.claim(row.pk):
-            raise RuntimeError(f"node {node_id} of run {run.pk} was taken before its claim")
-        row.refresh_from_db()
-        return row
-
-    def close_open(self, status: str) -> int:
-        """End every unfinished row here at once, holding no lease (a Python workflow's
-        agent rows end with their workflow). No event and no message: the workflow
-        node's own transition reports the end."""
-        return self.filter(status__in=NodeRun.UNFINISHED).update(
-            status=status, finished_at=timezone.now(), lease_expires_at=None
-        )
+from .node_hold import BudgetHold
+from .node_queries import NodeRunQuerySet
 
 
-class NodeRun(models.Model):
+class NodeRun(BudgetHold, models.Model):
     """One node of a run. Top-level nodes have iteration 0; a loop_group's body nodes get
     one row per group iteration, with the namespaced id `group.node`.
 
-    Its status changes only through the transitions below (queue, complete, fail, skip,
-    pause, start_iteration, requeue); each is a conditional UPDATE that appends the run's
-    event and sends what comes next on commit. Callers hold the run's row lock."""
+    Its status changes only through the transitions below (complete, fail, skip, pause,
+    start_iteration, suspend, unpause, wake, requeue, reopen, reset_for_resume) and the
+    budget's hold (runs/models/node_hold.py); each is a conditional UPDATE of the columns it
+    names, says whether it moved, appends the run's event and sends what comes next on
+    commit. Callers hold the run's row lock."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -146,22 +112,22 @@ class NodeRun(models.Model):
 
     # --- transitions ---------------------------------------------------------------------
 
-    def _move(self, status, *, allowed, attempt=None, expired_before=None, **fields) -> bool:
-        """Write this row's fields and `status`, only if its status is one of `allowed`
-        (and, when given, it is still attempt `attempt` / its lease expired before then)."""
+    def _move(self, status, *, allowed, attempt=None, expired_before=None, **columns) -> bool:
+        """Write `status` and `columns`, and nothing else of this row, only if its status
+        is one of `allowed` (and, when given, it is still attempt `attempt` / its lease
+        expired before then): one conditional UPDATE. Whether it moved; the instance
+        follows only when it did."""
         fence = {"pk": self.pk, "status__in": allowed}
         if attempt is not None:
             fence["attempts"] = attempt
         if expired_before is not None:
             fence["lease_expires_at__lt"] = expired_before
-        for name, value in {"status": status, **fields}.items():
+        values = {"status": status, **columns}
+        if not type(self).objects.filter(**fence).update(**values):
+            return False
+        for name, value in values.items():
             setattr(self, name, value)
-        values = {
-            f.attname: getattr(self, f.attname)
-            for f in self._meta.concrete_fields
-            if not f.primary_key
-        }
-        return bool(type(self).objects.filter(**fence).update(**values))
+        return True
 
     def queue(self, run) -> None:
         """Ready to start: log it and send `start_node`."""
@@ -172,11 +138,16 @@ class NodeRun(models.Model):
         )
         dispatch.send_on_commit("start_node", self.pk)
 
-    def complete(self, run, output: str, structured=None, *, attempt=None, **data) -> bool:
+    def complete(
+        self, run, output: str, structured=None, *, attempt=None, columns=None, **data
+    ) -> bool:
+        """Done with `output`. `columns`: more of this row's columns the caller wants
+        written with the move (and only if it moves), e.g. the output's file."""
         if not self._move(
             self.Status.COMPLETED,
             allowed=self.UNFINISHED,
             attempt=attempt,
+            **(columns or {}),
             output=output,
             structured=structured,
             finished_at=timezone.now(),
@@ -187,12 +158,16 @@ class NodeRun(models.Model):
         dispatch.send_on_commit("advance_run", run.pk)
         return True
 
-    def fail(self, run, error: str, *, attempt=None, expired_before=None, **data) -> bool:
+    def fail(
+        self, run, error: str, *, attempt=None, expired_before=None, columns=None, **data
+    ) -> bool:
+        """Failed with `error`; `columns` as for `complete`."""
         if not self._move(
             self.Status.FAILED,
             allowed=self.UNFINISHED,
             attempt=attempt,
             expired_before=expired_before,
+            **(columns or {}),
             error=error,
             finished_at=timezone.now(),
             lease_expires_at=None,
@@ -224,15 +199,21 @@ class NodeRun(models.Model):
         decisions=(),
         deadline=None,
         label="",
+        columns=None,
     ):
-        """Stop at a gate: the node waits, holding no lease and no message; returns the gate.
-        `deadline` (a GateDeadline) has the sweep remind, reject or fail when it passes;
-        `label` names the gate when it is not the node's id (a step machine's step)."""
+        """Stop at a gate: the node waits, holding no lease and no message; returns the gate,
+        or None (nothing written) when the node had already ended. `deadline` (a
+        GateDeadline) has the sweep remind, reject or fail when it passes; `label` names
+        the gate when it is not the node's id (a step machine's step); `columns` as for
+        `complete`."""
         from runs import signals
 
         from .gate import Gate
 
-        self._move(self.Status.PAUSED, allowed=self.UNFINISHED, lease_expires_at=None)
+        if not self._move(
+            self.Status.PAUSED, allowed=self.UNFINISHED, **(columns or {}), lease_expires_at=None
+        ):
+            return None
         gate = Gate.objects.create(
             run=run,
             node_run=self,
@@ -269,23 +250,29 @@ class NodeRun(models.Model):
         after_gate=False,
         here: bool = False,
         checked: bool = False,
+        columns=None,
     ):
         """Create iteration `number` and send it to a worker (a loop_group's iteration is
         its body, run by the scheduler) — unless the run's budget is spent (runs.budget),
         which stops the run here, between iterations, and returns None. `here`: the caller
         claims and runs it itself (a Python workflow's agent call): it is created pending
         and neither logged as queued nor sent. `checked`: the caller made the budget check
-        itself, on the row that waits when it says stop (a step machine, on its machine)."""
+        itself, on the row that waits when it says stop (a step machine, on its machine).
+        None, with nothing written, also when the node had already ended. `columns` as for
+        `complete` (written whether it goes on or waits for its budget)."""
         from runs import budget
 
         from .iteration import Iteration
 
         hold = {"number": number, "feedback": feedback, "after_gate": after_gate}
         # A Python call (`here`) is checked by its host, on the workflow node it belongs to.
-        if not (here or checked) and not budget.allows_next_iteration(run, self, hold):
+        if not (here or checked) and not budget.allows_next_iteration(run, self, hold, columns):
             return None  # stopped by the run's budget; resuming starts this iteration
         grouped = self.kind == "loop_group"
-        self._move(self.Status.RUNNING, allowed=self.UNFINISHED, iteration_count=number)
+        if not self._move(
+            self.Status.RUNNING, allowed=self.UNFINISHED, **(columns or {}), iteration_count=number
+        ):
+            return None
         if here:
             return Iteration.objects.create(
                 run=run,
@@ -373,11 +360,17 @@ class NodeRun(models.Model):
             return True
         return False
 
-    def reset_for_resume(self) -> None:
-        self.generation += 1
-        self._move(
+    def reopen(self) -> bool:
+        """A row that ended with an earlier piece of work is at work again (a driven
+        pipeline's agent row, after a resume)."""
+        return self._move(self.Status.RUNNING, allowed=list(self.TERMINAL), finished_at=None)
+
+    def reset_for_resume(self) -> bool:
+        """Back to pending, as new, under the next generation (a resume runs it again)."""
+        return self._move(
             self.Status.PENDING,
             allowed=[s for s in self.Status.values],
+            generation=self.generation + 1,
             queued_at=None,
             started_at=None,
             finished_at=None,

@@ -219,28 +219,33 @@ class Run(models.Model):
             )
             return cursor.fetchone()
 
-    # --- status: `start`, `update_status` (the one derivation), `fail`, `cancel`, `reopen`.
-    # Each is called with the run's row lock held; `set_status` is the writer under them.
+    # --- status: `start`, `update_status` (the one derivation), `fail`, `stop_at_budget`,
+    # `resume_within_budget`, `cancel`, `merged`, `reopen`. Each is called with the run's
+    # row lock held; `set_status` is the writer under them.
 
     def set_status(self, status: str, *, error: str | None = None, **data) -> bool:
-        """Write `status` (no-op when already there) and log it. Not for callers outside
-        this model: they use the transitions below."""
+        """Write `status` (no-op when already there) and log it; whether it moved. One
+        conditional UPDATE of the columns it names, fenced by the status this instance
+        read (a stale instance moves nothing). Not for callers outside this model: they
+        use the transitions below."""
         if self.status == status and error is None:
             return False
         previous = self.status
-        self.status = status
         now = timezone.now()
         fields = {"status": status, "updated_at": now}
         if status == self.Status.RUNNING and not self.started_at:
-            self.started_at = fields["started_at"] = now
+            fields["started_at"] = now
         if status in self.TERMINAL:
             if previous not in self.TERMINAL or not self.finished_at:  # merged keeps its end
-                self.finished_at = fields["finished_at"] = now
+                fields["finished_at"] = now
         else:
-            self.finished_at = fields["finished_at"] = None
+            fields["finished_at"] = None
         if error is not None:
-            self.error = fields["error"] = error
-        Run.objects.filter(pk=self.pk).update(**fields)
+            fields["error"] = error
+        if not Run.objects.filter(pk=self.pk, status=previous).update(**fields):
+            return False
+        for name, value in fields.items():
+            setattr(self, name, value)
         self.append_event(f"run_{status}", previous=previous, error=error or "", **data)
         if status in self.TERMINAL and self.parent_id:
             # The parent's workflow node waits for its children holding no worker: a child
@@ -300,13 +305,28 @@ class Run(models.Model):
         if self.status != wanted:
             self.set_status(wanted, **data)
 
-    def fail(self, error: str, **data) -> None:
-        """An error no node owns (the recipe does not load, the engine crashed): the run
-        fails now, with the message on its page, and its unfinished work stops."""
+    def fail(self, error: str, **data) -> bool:
+        """An error no node owns (the recipe does not load, the engine crashed, its worktree
+        could not be made): the run fails now, with the message on its page, and its
+        unfinished work stops. False when it had already ended."""
         if self.is_terminal:
-            return
+            return False
         self.stop_all_work(error)
-        self.set_status(self.Status.FAILED, error=error, **data)
+        return self.set_status(self.Status.FAILED, error=error, **data)
+
+    def stop_at_budget(self, error: str, **data) -> bool:
+        """A limit of its budget is reached (runs.budget): it stops between iterations,
+        budget_exceeded, until an operator raises the limit and resumes it."""
+        if self.status not in self.UNFINISHED or self.status == self.Status.BUDGET_EXCEEDED:
+            return False
+        return self.set_status(self.Status.BUDGET_EXCEEDED, error=error, **data)
+
+    def resume_within_budget(self, actor) -> bool:
+        """Its budget was raised: a run stopped by it runs again (the caller gives back
+        the work the stop held, runs.budget.resume_held_work)."""
+        if self.status != self.Status.BUDGET_EXCEEDED:
+            return False
+        return self.set_status(self.Status.RUNNING, error="", by=actor.name, surface=actor.surface)
 
     def cancel(self, actor, reason: str = "", *, error: str = "") -> str:
         """Stop everything unfinished and end the run as cancelled by `actor`; returns the

@@ -1,6 +1,7 @@
 """Status columns of runs, nodes, iterations and gates are written only by the model
 transitions (runs/models): a turn whose run ended is cancelled through one of them, and
-no module elsewhere updates a kernel status column with a queryset of its own."""
+no module elsewhere updates a kernel status column with a queryset of its own, saves one
+it set on an instance, or calls the writers under the transitions (`_move`, `set_status`)."""
 
 from __future__ import annotations
 
@@ -75,20 +76,110 @@ def python_files(root: Path) -> list[Path]:
     return sorted(found)
 
 
+# The writers the transitions are made of: only runs/models calls them.
+PRIVATE_WRITERS = {"_move", "set_status"}
+
+
+def _related_names() -> set[str]:
+    """The managers that reach kernel rows from another row (`run.nodes`, `row.iterations`)."""
+    from django.apps import apps
+
+    names = set()
+    for model in apps.get_app_config("runs").get_models():
+        if model.__name__ in KERNEL_MODELS:
+            names |= {rel.get_accessor_name() for rel in model._meta.related_objects}
+    return names - {None}
+
+
+def _chain(node: ast.AST) -> list[str]:
+    """The attribute names along `a.b(...).c.d`, from the call's receiver to its root."""
+    names = []
+    while True:
+        if isinstance(node, ast.Call):
+            node = node.func
+        elif isinstance(node, ast.Attribute):
+            names.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Subscript):
+            node = node.value
+        else:
+            return names
+
+
+def _names_status(keyword: ast.keyword) -> bool:
+    """`update_fields=[..., "status", ...]` (a literal list, tuple or set)."""
+    value = keyword.value
+    return isinstance(value, ast.List | ast.Tuple | ast.Set) and any(
+        isinstance(item, ast.Constant) and item.value == "status" for item in value.elts
+    )
+
+
+def _status_set_on(function: ast.AST) -> set[str]:
+    """The names whose `.status` the function assigns (`row.status = ...`)."""
+    targets = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and target.attr == "status"
+                    and isinstance(target.value, ast.Name)
+                ):
+                    targets.add(target.value.id)
+    return targets
+
+
+def _calls(tree: ast.AST):
+    """Each method call, with the names whose `.status` its function assigns."""
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    assigned = {}
+    for function in functions:  # outer first: an inner function's own assignments win
+        for node in ast.walk(function):
+            assigned[node] = _status_set_on(function)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            yield node, assigned.get(node, set())
+
+
+def _writes(tree: ast.AST, related: set[str]) -> list[int]:
+    lines = []
+    for node, assigned in _calls(tree):
+        method, receiver = node.func.attr, node.func.value
+        keywords = {k.arg: k for k in node.keywords}
+        if method in PRIVATE_WRITERS:
+            lines.append(node.lineno)
+        elif method == "update" and "status" in keywords:
+            # `status=Loop.Status.X` names a model of another app (its own `iterations`).
+            named = _root_name(keywords["status"].value)
+            other = isinstance(keywords["status"].value, ast.Attribute) and (
+                named not in KERNEL_MODELS
+            )
+            kernel = _root_name(receiver) in KERNEL_MODELS or related & set(_chain(receiver))
+            if kernel and not other:
+                lines.append(node.lineno)
+        elif method == "save":
+            fields = keywords.get("update_fields")
+            if fields is not None and _names_status(fields):
+                lines.append(node.lineno)
+            elif (
+                fields is None
+                and not node.args  # a Model's save takes none (`state.save(row)` is not one)
+                and isinstance(receiver, ast.Name)
+                and receiver.id in assigned
+            ):
+                lines.append(node.lineno)
+    return lines
+
+
 def status_writes_outside_the_models(root: Path = ROOT) -> list[str]:
-    found = []
+    """Every call outside runs/models that writes a kernel status column itself."""
+    related = _related_names()
+    found = set()
     for path in python_files(root):
         relative = path.relative_to(root).as_posix()
-        for node in ast.walk(ast.parse(path.read_text(), filename=relative)):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "update"
-                and any(keyword.arg == "status" for keyword in node.keywords)
-                and _root_name(node.func.value) in KERNEL_MODELS
-            ):
-                found.append(f"{relative}:{node.lineno}")
-    return found
+        tree = ast.parse(path.read_text(), filename=relative)
+        found |= {f"{relative}:{line}" for line in _writes(tree, related)}
+    return sorted(found, key=lambda place: (place.split(":")[0], int(place.split(":")[1])))
 
 
 def test_no_module_outside_the_models_updates_a_kernel_status_column():
@@ -105,3 +196,26 @@ def test_the_check_finds_a_direct_write(tmp_path):
         "    status=Iteration.Status.CANCELLED, error='x'\n)\n"
     )
     assert status_writes_outside_the_models(tmp_path) == ["app/turns.py:1"]
+
+
+def test_the_check_finds_every_other_way_to_write_a_status(tmp_path):
+    """A transition's private writer called from outside, a related manager's update, and
+    a status saved from an instance are caught too; reads and other columns are not."""
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "engine.py").write_text(
+        "def go(run, row):\n"  # 1
+        "    row._move('running', allowed=['paused'])\n"  # 2
+        "    run.set_status('failed', error='x')\n"  # 3
+        "    run.nodes.filter(status='running').update(status='cancelled')\n"  # 4
+        "    row.save(update_fields=['state', 'status'])\n"  # 5
+        "    row.status = 'completed'\n"  # 6
+        "    row.save()\n"  # 7
+        "    run.save(update_fields=['budget'])\n"  # 8: another column
+        "    run.nodes.filter(status='running').update(error='')\n"  # 9: a read of status
+        "    loop.save()\n"  # 10: nothing set its status here
+        "    loop.iterations.update(status=LoopIteration.Status.FAILED)\n"  # 11: another app's
+        "    row.iterations.update(status=Iteration.Status.FAILED)\n"  # 12
+    )
+    assert status_writes_outside_the_models(tmp_path) == [
+        f"app/engine.py:{line}" for line in (2, 3, 4, 5, 7, 12)
+    ]
