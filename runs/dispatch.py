@@ -46,14 +46,23 @@ log = logging.getLogger(__name__)
 BROKER_ERRORS = (KombuError, RedisError, ConnectionError)
 
 
+def task(task_name: str):
+    """The Celery task sent as `task_name`: the kernel's (runs.tasks), or one a loop kind or
+    another app registered (runs.kinds: a step machine's `tick_machine`)."""
+    from runs import kinds, tasks
+
+    found = getattr(tasks, task_name, None) or kinds.task(task_name)
+    if found is None:
+        raise LookupError(f"no task named {task_name!r}")
+    return found
+
+
 def deliver(task_name: str, *args, countdown: float | None = None) -> None:
     """Hand one message to the broker. The only place that does."""
-    from runs import tasks
-
     if countdown:
-        getattr(tasks, task_name).apply_async(args, countdown=countdown)
+        task(task_name).apply_async(args, countdown=countdown)
     else:
-        getattr(tasks, task_name).delay(*args)
+        task(task_name).delay(*args)
 
 
 def send_now(task_name: str, *args) -> None:

@@ -36,7 +36,8 @@ class LoopKind:
     # Before a run is created: (spec, inputs, workdir, person, *, message, child) -> the
     # workdir to use; raises a services error to refuse the start.
     check_start: Callable | None = None
-    # Inside the creating transaction: (run, start) -> whether the kernel sends advance_run.
+    # Inside the creating transaction: (run, start) -> whether the kernel sends advance_run
+    # (without this hook it always does; `start` is start_run's: False only creates).
     created: Callable | None = None
     # A gate of this kind's run decided: (run, gate, node_run, status, actor) -> None.
     gate_decided: Callable | None = None
@@ -65,6 +66,8 @@ class LoopKind:
     own_worktrees: bool = False
     # A rerun works in the same folder as the run it repeats.
     rerun_keeps_workdir: bool = False
+    # Why a failed or cancelled run of this kind cannot be resumed ("" when it can).
+    resume_refused: str = ""
 
 
 _kinds: dict[str, LoopKind] = {}

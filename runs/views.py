@@ -279,9 +279,11 @@ def run_tick(request, run_id):
     """A step machine's Tick (or Start) button: the ticks are sent to a worker."""
     run = _run_or_404(run_id)
 
+    from recipes.planeai import services as step_machine
+
     def tick():
         started = run.status == Run.Status.PENDING
-        services.tick(run, request.actor)
+        step_machine.tick(run, request.actor)
         return "Started." if started else "Tick sent: the runner continues from the current step."
 
     return _act(request, run, tick, "stepmachine")

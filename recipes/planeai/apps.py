@@ -9,4 +9,8 @@ class StepMachineConfig(AppConfig):
     verbose_name = "Step machines"
 
     def ready(self):
-        pass
+        from runs import kinds
+
+        from .kind import step_machine
+
+        kinds.register(step_machine())

@@ -10,6 +10,7 @@ from django.core import mail
 from notifications import sending
 from notifications.models import Delivery, Subscription
 from runs import dispatch, services, tasks
+from runs.actor import ENGINE, Actor
 from runs.models import Gate
 from tests.notifications.conftest import APPROVAL
 
@@ -31,7 +32,9 @@ def in_process(monkeypatch):
 
 
 def gated(make_recipe, drain, user=None):
-    run = services.start_run(make_recipe(APPROVAL, "ship-it"), message="v2", user=user)
+    run = services.start_run(
+        make_recipe(APPROVAL, "ship-it"), message="v2", actor=Actor.operator(user, "console")
+    )
     drain()
     return run, services.pending_gate(run)
 
@@ -175,7 +178,7 @@ nodes:
 
 
 def test_a_run_page_lists_every_gate_it_waits_at(make_recipe, in_process, client, viewer):
-    run = services.start_run(make_recipe(PARALLEL, "two-approvals"), message="x")
+    run = services.start_run(make_recipe(PARALLEL, "two-approvals"), actor=ENGINE, message="x")
     in_process()
     first, second = run.gates.order_by("id")
     client.force_login(viewer)

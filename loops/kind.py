@@ -1,0 +1,32 @@
+"""What driven loops plug into the kernel (runs.kinds), registered from
+`LoopsConfig.ready()`."""
+
+from __future__ import annotations
+
+from recipes.formats.driven import KIND
+from runs.fork import Continuation
+from runs.kinds import LoopKind
+
+from . import forking, runner
+
+
+def _pipeline_step(row) -> bool:
+    return forking.is_driven_step(row) and not row.max_iterations
+
+
+def continuations() -> dict[str, Continuation]:
+    """The host's turns, and the pipeline steps: `agent` rows, a kind a Python loop's agents
+    share (runs.fork asks which of the two offers a row)."""
+    return {
+        KIND: Continuation(forking.check, forking.carry),
+        "agent": Continuation(forking.check, forking.carry, offers=_pipeline_step),
+    }
+
+
+def driven_loops() -> LoopKind:
+    return LoopKind(
+        name=KIND,
+        label="Driven loop",
+        nodes={KIND: runner.execute},  # the host's node
+        continuations=continuations,
+    )
