@@ -11,7 +11,8 @@ from . import forking, runner
 
 
 def _pipeline_step(row) -> bool:
-    return forking.is_driven_step(row) and not row.max_iterations
+    # A Python loop's agents have max_iterations: answered without reading the run's rows.
+    return not row.max_iterations and forking.is_driven_step(row)
 
 
 def continuations() -> dict[str, Continuation]:

@@ -51,7 +51,9 @@ def task(task_name: str):
     another app registered (runs.kinds: a step machine's `tick_machine`)."""
     from runs import kinds, tasks
 
-    found = getattr(tasks, task_name, None) or kinds.task(task_name)
+    found = getattr(tasks, task_name, None)
+    if not hasattr(found, "delay"):  # not one of the kernel's tasks
+        found = kinds.task(task_name)
     if found is None:
         raise LookupError(f"no task named {task_name!r}")
     return found
