@@ -90,8 +90,8 @@ def start_run(
     lineage: Lineage | None = None,
 ) -> Run:
     """A new run of `recipe` started by `actor` (whose permission its edge checked:
-    `Actor.operator`). `budget` (limits as a person gave them) adds to the recipe's limits
-    one by one, or replaces them (`budget_replaces_recipe`: a form that showed them);
+    `Actor.operator`). `budget` (limits as a person gave them) replaces the recipe's limits
+    one by one, or all of them (`budget_replaces_recipe`: a form that showed them);
     `start=False`: a run whose kind waits for a first trigger (a step machine's `loop
     tick`) is only created. `lineage` is the engine's (child runs, reruns, forks)."""
     from recipes.formats.budget import BudgetInvalid, clean_budget, merged

@@ -32,9 +32,8 @@ def in_process(monkeypatch):
 
 
 def gated(make_recipe, drain, user=None):
-    run = services.start_run(
-        make_recipe(APPROVAL, "ship-it"), message="v2", actor=Actor.operator(user, "console")
-    )
+    actor = Actor.operator(user, "console") if user is not None else ENGINE
+    run = services.start_run(make_recipe(APPROVAL, "ship-it"), actor, message="v2")
     drain()
     return run, services.pending_gate(run)
 
