@@ -24,6 +24,8 @@ import threading
 import time
 from pathlib import Path
 
+from runs.actor import ENGINE
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.harness import ROOT, Bench, make_recipe, wait_runs
 
@@ -136,7 +138,7 @@ def main() -> None:
         from runs import services
 
         bench.start_worker(concurrency=1)
-        run = services.start_run(make_recipe(PROBE_RECIPE, "dos2"), message="go")
+        run = services.start_run(make_recipe(PROBE_RECIPE, "dos2"), actor=ENGINE, message="go")
         wait_runs([run], timeout=900)
         it = run.iterations.get()
         ensure_roles()

@@ -31,6 +31,8 @@ import time
 import uuid
 from pathlib import Path
 
+from runs.actor import ENGINE
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.harness import Bench, make_recipe, median, wait_runs
 
@@ -83,7 +85,7 @@ def engine_loop(recipe, steps: int) -> tuple[float, float]:
     from runs.models import Iteration
 
     started = time.time()
-    run = services.start_run(recipe, message="overhead")
+    run = services.start_run(recipe, actor=ENGINE, message="overhead")
     wait_runs([run])
     run.refresh_from_db()
     if run.status != "completed":
@@ -119,7 +121,7 @@ def queries_per_iteration(recipe, at: tuple[int, ...] = (1, 2, 3, 1000), window:
     dispatch.CHAIN_SECONDS = 0  # one iteration per call: count one iteration's queries
     last = max(at)
     try:
-        run = services.start_run(recipe, message="count queries")
+        run = services.start_run(recipe, actor=ENGINE, message="count queries")
         tasks.advance_run(run.pk)
         node_id = next(args[0] for name, args in sent if name == "start_node")
         tasks.start_node(node_id)
@@ -144,7 +146,7 @@ def queries_per_iteration(recipe, at: tuple[int, ...] = (1, 2, 3, 1000), window:
         final = median([ms[n] for n in range(last - window + 1, last + 1)])
         # A busy machine's load drifts over the minutes the long run takes: a new run's
         # first iterations, timed right after the long run's last ones, are the control.
-        fresh = services.start_run(recipe, message="control")
+        fresh = services.start_run(recipe, actor=ENGINE, message="control")
         sent.clear()
         tasks.advance_run(fresh.pk)
         tasks.start_node(next(args[0] for name, args in sent if name == "start_node"))

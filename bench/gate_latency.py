@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from runs.actor import ENGINE
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.harness import Bench, make_recipe, median, percentile
 
@@ -60,7 +62,7 @@ def main() -> None:
 
         recipe = make_recipe(RECIPE.format(iterations=options.gates + 1), "gated-loop")
         bench.start_worker(concurrency=options.concurrency)
-        run = services.start_run(recipe, message="gates")
+        run = services.start_run(recipe, actor=ENGINE, message="gates")
         latencies, approve_ms = [], []
         for number in range(1, options.gates + 1):
             gate = wait_for(

@@ -20,6 +20,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from runs.actor import ENGINE
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.harness import Bench, make_recipe, wait_runs
 
@@ -69,7 +71,9 @@ def one_round(bench, recipe, workers: int, options) -> dict:
     for _ in range(workers):
         bench.start_worker(concurrency=options.concurrency)
     started = time.monotonic()
-    runs = [services.start_run(recipe, message=f"run {n}") for n in range(options.runs)]
+    runs = [
+        services.start_run(recipe, actor=ENGINE, message=f"run {n}") for n in range(options.runs)
+    ]
     wait_runs(runs, timeout=1800, interval=0.05)
     elapsed = time.monotonic() - started
     bench.stop_workers()

@@ -25,6 +25,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from runs.actor import ENGINE
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -190,7 +192,7 @@ class Soak:
             recipe = recipes["soak-python-gated" if number % 8 == 2 else "soak-python"]
         else:
             recipe = recipes[kind]
-        run = services.start_run(recipe, message=f"soak run {number}")
+        run = services.start_run(recipe, actor=ENGINE, message=f"soak run {number}")
         self.runs[run.pk] = kind
 
     def approve_gates(self) -> None:

@@ -278,24 +278,3 @@ def go_on(driver, row: NodeRun, turn: Iteration) -> str:
         + render_value(done["output"])
         + "\nJudge it: do not start a new loop; iterate this one with feedback or finish it."
     )
-
-
-# --- registration (runs.fork.register_driven) ----------------------------------------------
-
-
-def register(continuations: dict, continuation) -> None:
-    """The host's turns under `driven`; the pipeline steps share the `agent` kind with a
-    Python loop's agents, so that entry asks which one a row is."""
-    python = continuations["agent"]
-
-    def steps(row):
-        return is_driven_step(row) and not row.max_iterations
-
-    continuations["driven"] = continuation(check, carry)
-    continuations["agent"] = continuation(
-        lambda point: (check if steps(point.row) else python.check)(point),
-        lambda new, point, counts: (carry if steps(point.row) else python.carry)(
-            new, point, counts
-        ),
-        offers=lambda row: python.offers(row) or steps(row),
-    )

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 
 from recipes.models import Recipe
+from runs import kinds
 from runs.actor import Actor
 from runs.errors import Conflict, NotFound, StarterCannotApprove
 from runs.executor import group as group_exec
@@ -144,21 +145,12 @@ def _run_spec(run: Run):
 def _apply(run: Run, gate: Gate, row: NodeRun, status: str, actor: Actor) -> None:
     """Move the gate's node on. Each transition sends what comes next (the node's own next
     iteration, or one advance_run when the node ends) and nothing else does."""
-    if run.recipe.kind == "python":
-        # A Python loop's own code decides what a decision means (recipes.python).
-        from recipes.python.gates import gate_decided
-
-        gate_decided(run, gate, row)
-        return
-    if run.recipe.kind == "planeai":
-        # A human.wait: accept goes on, feedback goes on with it as runtime.last_error.
-        from recipes.planeai.runner import gate_decided as step_machine_decided
-
-        step_machine_decided(run, gate, row, status, actor)
+    kind = kinds.of_run(run)
+    if kind is not None and kind.gate_decided is not None:
+        kind.gate_decided(run, gate, row, status, actor)  # what a decision means to the kind
         return
     if status == Gate.Status.REJECTED:
-        reason = f"rejected at the gate by {actor.name}"
-        row.fail(run, reason + (f": {gate.comment}" if gate.comment else ""))
+        fail_rejected(run, gate, row, actor)
         return
     if gate.kind == Gate.Kind.APPROVAL:
         capture = node_spec(_run_spec(run), row.node_id).approval.capture_response
@@ -177,3 +169,12 @@ def _apply(run: Run, gate: Gate, row: NodeRun, status: str, actor: Actor) -> Non
             group_exec.begin_next(run, row, number, feedback=gate.comment, after_gate=True)
         else:
             row.start_iteration(run, number, feedback=gate.comment, after_gate=True)
+
+
+def fail_rejected(run: Run, gate: Gate, row: NodeRun, actor: Actor) -> None:
+    """A reject fails the gate's node, saying who rejected and why: the one reject path
+    (a kind whose gate_decided keeps the kernel's meaning of a reject calls it too). The
+    gate is named when it is not the node (a step machine's step)."""
+    where = "the gate" if gate.node_id == row.node_id else gate.node_id
+    reason = f"rejected at {where} by {actor.name}"
+    row.fail(run, reason + (f": {gate.comment}" if gate.comment else ""))

@@ -46,17 +46,25 @@ log = logging.getLogger(__name__)
 BROKER_ERRORS = (KombuError, RedisError, ConnectionError)
 
 
-def deliver(task_name: str, *args, countdown: float | None = None) -> None:
-    """Hand one message to the broker. The only place that does."""
+def task(task_name: str):
+    """The Celery task sent as `task_name`: the kernel's (runs.tasks), or one a loop kind or
+    another app registered (runs.kinds: a step machine's `tick_machine`)."""
     from runs import kinds, tasks
 
-    # An app's own tasks are registered by name (runs.kinds.add_task); the kernel's are in
-    # runs.tasks.
-    task = kinds.task(task_name) or getattr(tasks, task_name)
+    found = getattr(tasks, task_name, None)
+    if not hasattr(found, "delay"):  # not one of the kernel's tasks
+        found = kinds.task(task_name)
+    if found is None:
+        raise LookupError(f"no task named {task_name!r}")
+    return found
+
+
+def deliver(task_name: str, *args, countdown: float | None = None) -> None:
+    """Hand one message to the broker. The only place that does."""
     if countdown:
-        task.apply_async(args, countdown=countdown)
+        task(task_name).apply_async(args, countdown=countdown)
     else:
-        task.delay(*args)
+        task(task_name).delay(*args)
 
 
 def send_now(task_name: str, *args) -> None:

@@ -7,11 +7,12 @@ What is carried (copies marked `carried_from`, shown as history, never executed)
   (and a loop_group's body rows);
 - the forked node's iterations up to and including that one.
 
-How the forked node goes on is its kind's business, registered in CONTINUATIONS by the
-NodeRun kind: a workflow `loop` starts iteration k+1 in its threaded session, a
-`loop_group` begins its next body iteration, a Python agent lets its workflow replay to the
-fork point. A kind without an entry cannot be forked (a clear Conflict says so). A new
-kind registers `Continuation(check, carry)` here; the copying helpers below are shared.
+How the forked node goes on is its kind's business, a `Continuation` per NodeRun kind: the
+kernel's own in CONTINUATIONS (a workflow `loop` starts iteration k+1 in its threaded
+session, a `loop_group` begins its next body iteration), a loop kind's from its
+`LoopKind.continuations` (runs.kinds; a Python agent lets its workflow replay to the fork
+point). A row kind without one cannot be forked (a clear Conflict says so); the copying
+helpers below are shared.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from django.db.models import Q
 from django.utils import timezone
 
-from runs import worktree
+from runs import kinds, worktree
 from runs.errors import Conflict, InputError, NotFound
 from runs.models import Iteration, NodeRun, Run
 from runs.models.gate import COMMENT_LIMIT
@@ -58,11 +59,36 @@ class Continuation:
 CONTINUATIONS: dict[str, Continuation] = {}
 
 
+def _candidates(row_kind: str) -> list[tuple[str, Continuation]]:
+    """Who continues a row of this kind: the kernel's, then each loop kind's (its
+    `continuations` hook, read when asked: kinds register once the apps are ready)."""
+    found = [("", CONTINUATIONS[row_kind])] if row_kind in CONTINUATIONS else []
+    for kind in kinds.all_kinds():
+        if kind.continuations is not None:
+            given = kind.continuations().get(row_kind)
+            if given is not None:
+                found.append((kind.name, given))
+    return found
+
+
+def continuation_for(row: NodeRun, run: Run | None = None) -> Continuation | None:
+    """The continuation of a forked row. Two kinds may share a row kind (a Python loop's
+    agents and a driven loop's pipeline steps are both `agent` rows): the one that offers
+    the row continues it; when none does, the run's own kind's check says why not."""
+    candidates = _candidates(row.kind)
+    for _, continuation in candidates:
+        if continuation.offers(row):
+            return continuation
+    if run is not None:
+        owner = run.recipe.kind
+        return next((c for name, c in candidates if name == owner), None)
+    return None
+
+
 def forkable(row: NodeRun) -> bool:
     """The one rule for "Fork from here": the row's kind has a continuation that offers it.
     The iteration cards read it (Iteration.can_fork); fork_run refuses the rest."""
-    continuation = CONTINUATIONS.get(row.kind)
-    return continuation is not None and continuation.offers(row)
+    return any(continuation.offers(row) for _, continuation in _candidates(row.kind))
 
 
 def _refuse_kind(row: NodeRun) -> Conflict:
@@ -76,7 +102,7 @@ def fork_run(run: Run, actor, *, node: str, iteration: int, feedback="", prompt=
     from runs import services
 
     point = _fork_point(run, node, iteration, (feedback or "").strip(), (prompt or "").strip())
-    continuation = CONTINUATIONS.get(point.row.kind)
+    continuation = continuation_for(point.row, run)
     if continuation is None:
         raise _refuse_kind(point.row)
     continuation.check(point)
@@ -88,32 +114,39 @@ def fork_run(run: Run, actor, *, node: str, iteration: int, feedback="", prompt=
         place = {"workdir": started_from[0], "commit": started_from[1]}
     return services.start_run(
         run.recipe,
-        actor=actor,
+        actor,
         message=run.message,
         inputs=run.inputs,
         version=run.recipe_version,
         budget=run.budget,
-        # A step machine goes on in the original's repository, as a rerun does.
-        workdir=place.get("workdir", "") or (run.workdir if run.recipe.kind == "planeai" else ""),
-        forked={
-            "from": run,
-            "point": {
-                "node": point.row.node_id,
-                "iteration": point.number,
-                "iteration_id": point.it.pk,
-                "feedback": point.feedback,
-                "prompt": point.prompt,
-                **({"commit": place["commit"]} if place else {}),
-            },
-            "carry": lambda new: _carry(new, point, continuation, actor),
-        },
+        # A kind that works on its repository (a step machine) goes on there, as a rerun does.
+        workdir=place.get("workdir", "") or (run.workdir if _keeps_workdir(run) else ""),
+        lineage=services.Lineage(
+            forked={
+                "from": run,
+                "point": {
+                    "node": point.row.node_id,
+                    "iteration": point.number,
+                    "iteration_id": point.it.pk,
+                    "feedback": point.feedback,
+                    "prompt": point.prompt,
+                    **({"commit": place["commit"]} if place else {}),
+                },
+                "carry": lambda new: _carry(new, point, continuation, actor),
+            }
+        ),
     )
+
+
+def _keeps_workdir(run: Run) -> bool:
+    kind = kinds.of_run(run)
+    return kind is not None and kind.rerun_keeps_workdir
 
 
 def check_fork_point(run: Run, node: str, number: int) -> None:
     """Refuse (NotFound / Conflict) an iteration that cannot be forked, as the fork would."""
     point = _fork_point(run, node, number, "", "")
-    if point.row.kind not in CONTINUATIONS:
+    if continuation_for(point.row, run) is None:
         raise _refuse_kind(point.row)
     if point.row.kind != "agent" and "." in point.row.node_id:
         _check_workflow(point)
@@ -349,34 +382,6 @@ def _advance(new: Run) -> None:
     dispatch.send_on_commit("advance_run", new.pk)  # nodes that were not carried start
 
 
+# The kernel's own: a YAML workflow's loops.
 CONTINUATIONS["loop"] = Continuation(_check_workflow, _carry_loop)
 CONTINUATIONS["loop_group"] = Continuation(_check_group, _carry_group)
-
-
-def register_python() -> None:
-    from recipes.python.forking import carry, check
-
-    # A driven loop's pipeline steps are `agent` rows too, but outside any loop of their
-    # own (no max_iterations): only a Python loop's agents offer a fork.
-    CONTINUATIONS["agent"] = Continuation(check, carry, offers=lambda row: bool(row.max_iterations))
-
-
-register_python()
-
-
-def register_step_machine() -> None:
-    from recipes.planeai.forking import carry, check
-
-    CONTINUATIONS["session"] = Continuation(check, carry)  # a step machine's session turns
-
-
-register_step_machine()
-
-
-def register_driven() -> None:
-    from loops.forking import register
-
-    register(CONTINUATIONS, Continuation)  # host turns, and pipeline steps (`agent` rows)
-
-
-register_driven()

@@ -50,7 +50,8 @@ class LoopKind:
     # A repository a person chose for a new run (the API, the start form): (path) -> None,
     # raises a services InputError. A kind without it takes no repository.
     check_repository: Callable | None = None
-    # Inside the creating transaction: (run, start) -> whether the kernel sends advance_run.
+    # Inside the creating transaction: (run, start) -> whether the kernel sends advance_run
+    # (without this hook it always does; `start` is start_run's: False only creates).
     created: Callable | None = None
     # A gate of this kind's run decided: (run, gate, node_run, status, actor) -> None.
     gate_decided: Callable | None = None

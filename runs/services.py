@@ -6,6 +6,7 @@ and enqueue work on commit. They never render anything.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
@@ -13,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from recipes.models import Recipe
-from runs import dispatch, resuming
+from runs import dispatch, kinds, resuming
 from runs.actor import Actor, can_operate
 from runs.decisions import (  # noqa: F401 - the gate services, re-exported
     LAST_ITERATION,
@@ -62,39 +63,42 @@ def require_operator(user) -> None:
 # --- starting runs -------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Lineage:
+    """Where a run the engine starts comes from; no surface gives one. `parent_node` (with
+    `child_index`): a child run of that `workflow:` node, started for whoever started the
+    parent; `rerun_of`: the run it repeats (`rerun`); `forked` ({"from": run, "point":
+    {...}, "carry": callable}): given by runs.fork only."""
+
+    parent_node: NodeRun | None = None
+    child_index: int | None = None
+    rerun_of: Run | None = None
+    forked: dict | None = None
+
+
 def start_run(
     recipe: Recipe,
+    actor: Actor,
     *,
-    actor: Actor | None = None,
-    user=None,
     message: str = "",
     inputs: dict | None = None,
     workdir: str = "",
     version=None,
-    rerun_of: Run | None = None,
-    started_via: str = "",
-    parent_node: NodeRun | None = None,
-    child_index: int | None = None,
     budget: dict | None = None,
     budget_replaces_recipe: bool = False,
-    forked: dict | None = None,
     start: bool = True,
+    lineage: Lineage | None = None,
 ) -> Run:
     """A new run of `recipe` started by `actor` (whose permission its edge checked:
-    `Actor.operator`). `user=` is the older spelling of a console actor, checked here;
-    `started_via` names a starter without a person when no actor is given. With
-    `parent_node` it is a child run of that `workflow:` node, started by the engine for
-    whoever started the parent. `budget` (limits as a person gave them) replaces the
-    recipe's limits one by one; `forked` ({"from": run, "point": {...}}) is given by
-    runs.fork only; `start=False`: a step-machine run is created and waits for its first
-    tick."""
+    `Actor.operator`). `budget` (limits as a person gave them) replaces the recipe's limits
+    one by one, or all of them (`budget_replaces_recipe`: a form that showed them);
+    `start=False`: a run whose kind waits for a first trigger (a step machine's `loop
+    tick`) is only created. `lineage` is the engine's (child runs, reruns, forks)."""
     from recipes.formats.budget import BudgetInvalid, clean_budget, merged
     from recipes.inputs import InputsInvalid, clean_inputs
 
-    if actor is None:
-        actor = Actor.operator(user, "console") if user is not None else Actor("engine")
-        if user is None and started_via:
-            actor = Actor("engine", label=started_via)
+    lineage = lineage or Lineage()
+    parent_node, forked = lineage.parent_node, lineage.forked
     if not recipe.enabled:
         raise Conflict(f"Recipe '{recipe.slug}' is disabled.")
     version = version or recipe.current_version
@@ -117,12 +121,9 @@ def start_run(
         limits = given if budget_replaces_recipe else merged(getattr(spec, "budget", None), given)
     except BudgetInvalid as exc:
         raise InputError({f"budget.{k}": v for k, v in exc.errors.items()}) from None
-    step_machine = recipe.kind == Recipe.Kind.PLANEAI
-    if step_machine:
-        from recipes.planeai.start import check_start, default_repository
-
-        workdir = workdir or default_repository()
-        check_start(
+    kind = kinds.get(recipe.kind)
+    if kind is not None and kind.check_start is not None:
+        workdir = kind.check_start(
             spec, cleaned, workdir, actor.person, message=message, child=parent_node is not None
         )
     with transaction.atomic():
@@ -134,14 +135,14 @@ def start_run(
             budget=limits,
             started_by=starter,
             started_by_name=starter_name,
-            rerun_of=rerun_of,
+            rerun_of=lineage.rerun_of,
             forked_from=forked["from"] if forked else None,
             fork_point=forked["point"] if forked else {},
             snapshot=snapshot,
             workdir=workdir,
             parent=parent_node.run if parent_node is not None else None,
             parent_node=parent_node,
-            child_index=child_index,
+            child_index=lineage.child_index,
         )
         base = Path(settings.LOOP_DATA_DIR) / "runs" / str(run.pk)
         if base.exists():
@@ -157,13 +158,11 @@ def start_run(
             surface=actor.surface,
             budget=limits,
         )
-        if step_machine:
-            from recipes.planeai.machine import create_machine
-
-            create_machine(run, started=start)  # a run created without starting waits
+        # The kind sets its run up; a run created without starting waits (`start=False`).
+        advance = kind.created(run, start) if kind is not None and kind.created else True
         if forked:
             forked["carry"](run)  # the fork's history, and where it goes on (runs.fork)
-        elif start or not step_machine:
+        elif advance:
             dispatch.send_on_commit("advance_run", run.pk)
     return run
 
@@ -176,21 +175,19 @@ def _spec(recipe, version):
         raise Conflict(f"Recipe '{recipe.slug}' v{version.number} does not load: {exc}") from None
 
 
-def rerun(
-    run: Run, *, actor: Actor | None = None, user=None, on_current_version: bool = False
-) -> Run:
+def rerun(run: Run, actor: Actor, *, on_current_version: bool = False) -> Run:
     """The same message and inputs again, on the run's recipe version (or the current one)."""
+    kind = kinds.of_run(run)
     return start_run(
         run.recipe,
-        actor=actor,
-        user=user,
+        actor,
         message=run.message,
         inputs=run.inputs,
         version=None if on_current_version else run.recipe_version,
-        rerun_of=run,
         budget=run.budget,
-        # A step machine works on its repository; a workflow gets a fresh folder.
-        workdir=run.workdir if run.recipe.kind == Recipe.Kind.PLANEAI else "",
+        # A kind that works on its repository (a step machine) stays; others get a new folder.
+        workdir=run.workdir if kind is not None and kind.rerun_keeps_workdir else "",
+        lineage=Lineage(rerun_of=run),
     )
 
 
@@ -271,11 +268,9 @@ def resume_run(run: Run, actor: Actor) -> Run:
             raise Conflict(
                 f"Only a failed or cancelled run can be resumed; run {run.pk} is {run.status}."
             )
-        if run.recipe.kind == Recipe.Kind.PLANEAI:
-            raise Conflict(
-                "A step-machine run cannot be resumed (its sessions and handoffs belong to "
-                "that run): re-run it instead."
-            )
+        kind = kinds.of_run(run)
+        if kind is not None and kind.resume_refused:
+            raise Conflict(kind.resume_refused)
         reset = []
         for row in resuming.resumed_nodes(run):
             row.reset_for_resume()
@@ -286,41 +281,3 @@ def resume_run(run: Run, actor: Actor) -> Run:
 
 
 # --- gates: runs/decisions.py (re-exported here: the one way in stays this module) ------
-
-# --- step machines -------------------------------------------------------------------------
-
-
-def record_handoff(run: Run, actor: Actor, *, role: str, status: str, summary="", data=None):
-    """A handoff from a person or a script (the agent's own tool calls the same function)."""
-    from recipes.planeai.handoffs import record_handoff as record
-
-    return record(run.pk, role=role, status=status, summary=summary, data=data, actor=actor)
-
-
-def tick(run: Run, actor: Actor, *, inline: bool = False):
-    """Advance a step machine (`loop tick`): start it if it was only created, else run its
-    current step and what follows, at most ten ticks. `inline` runs the ticks in this
-    process (the command line, which waits to print what happened); otherwise they are
-    sent to a worker."""
-    from recipes.planeai import runner
-    from recipes.planeai.machine import machine_row, start_asked
-
-    with transaction.atomic():
-        run = lock_run(run.pk)
-        if run.recipe.kind != Recipe.Kind.PLANEAI:
-            raise Conflict(f"Run {run.pk} is not a step-machine run.")
-        if run.is_terminal or run.status in Run.NEEDS_PERSON:
-            raise Conflict(f"Run {run.pk} is {run.status}: there is nothing to tick.")
-        row = machine_row(run, lock=True)
-        if row is not None and row.status == NodeRun.Status.PAUSED:
-            raise Conflict(f"Run {run.pk} waits for a decision at a gate: decide there.")
-        run.append_event("tick_requested", by=actor.name, surface=actor.surface)
-        if row is None or (row.status == NodeRun.Status.PENDING and row.queued_at is None):
-            if row is not None:
-                start_asked(row)  # the sweep starts it, should this message be lost
-            dispatch.send_on_commit("advance_run", run.pk)
-            return None
-        if not inline:
-            dispatch.send_on_commit("tick_machine", run.pk)
-            return None
-    return runner.tick(run.pk, trigger="cli")

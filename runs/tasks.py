@@ -76,14 +76,6 @@ def finish_group_iteration(group_row_id: int, number: int) -> None:
     )
 
 
-@shared_task(name="runs.tasks.tick_machine")
-def tick_machine(run_id: int) -> None:
-    """A step machine's trigger: at most ten ticks (recipes.planeai.runner)."""
-    from recipes.planeai import runner as step_machine
-
-    fail_run_on_engine_error(None, run_id, step_machine.tick, run_id)
-
-
 @shared_task(name="runs.tasks.sweep")
 def sweep() -> dict:
     counts = sweeper.sweep()

@@ -23,6 +23,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
+from runs import kinds
 from runs.sandbox import child_env
 
 log = logging.getLogger(__name__)
@@ -104,8 +105,9 @@ def on_run_created(sender, instance, created: bool, **kwargs) -> None:
     database left under the same run id) and before its first task is sent."""
     if not created or not instance.workdir or not enabled():
         return
-    if instance.recipe.kind == "planeai":
-        return  # a step machine gives each role its own isolation (recipes.planeai.sessions)
+    kind = kinds.of_run(instance)
+    if kind is not None and kind.own_worktrees:
+        return  # the kind makes its own isolation (a step machine: one per role)
     repository = repository_root(instance.workdir)
     if repository is not None:
         # A fork starts from the commit its original had reached at the fork point.

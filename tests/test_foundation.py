@@ -6,6 +6,7 @@ import sys
 import pytest
 from django.urls import reverse
 
+from runs.actor import ENGINE
 from tests.conftest import ROOT, wait_run
 
 
@@ -87,7 +88,7 @@ def test_bundled_recipes_complete_through_a_real_worker(live_worker, bundled):
     from runs import services
 
     for slug in ("counter-loop", "fix-until-green", "writer-reviewer"):
-        run = services.start_run(bundled[slug], message="hello")
+        run = services.start_run(bundled[slug], actor=ENGINE, message="hello")
         wait_run(run, "completed", "failed")
         assert run.status == "completed", (slug, run.error)
 
@@ -95,7 +96,7 @@ def test_bundled_recipes_complete_through_a_real_worker(live_worker, bundled):
 def test_event_sequence_is_gapless_per_run(live_worker, bundled):
     from runs import services
 
-    run = services.start_run(bundled["counter-loop"], message="x")
+    run = services.start_run(bundled["counter-loop"], actor=ENGINE, message="x")
     wait_run(run, "completed", "failed")
     seqs = list(run.events.values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1))

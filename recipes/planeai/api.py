@@ -124,8 +124,11 @@ def machine(request, run_id: int = RunId):
     by_alias=True,
 )
 def tick(request, run_id: int = RunId):
+    from recipes.planeai import services as step_machine
+    from recipes.planeai.queries import status_of
+
     actor = Actor.operator(request.auth, "api")
     run = _step_machine(request, run_id)
-    services.tick(run, actor)
+    step_machine.tick(run, actor)
     run.refresh_from_db()
     return status_of(run)

@@ -81,6 +81,12 @@ def _this_step(prompt: str) -> str:
     return found.group(1) if found else prompt
 
 
+def plays_role(request: AgentRequest) -> bool:
+    """Whether the demo agent is asked to play a step machine's role: it was given the
+    `record_handoff` tool."""
+    return bool(request.tools and request.tools.get("record_handoff"))
+
+
 def role_turn(provider, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
     session_id = request.session_id or uuid.uuid4().hex
     role = request.tools.context.role

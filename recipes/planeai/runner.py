@@ -22,6 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from recipes.formats.planeai_spec import MACHINE_NODE
+from runs.decisions import fail_rejected
 from runs.engine.deadlines import GateDeadline
 from runs.executor.spec import SpecError, spec_for
 from runs.executor.state import lock_run
@@ -263,8 +264,7 @@ def _gates_done(run_id: int, row: NodeRun, step, result, report: TickReport) -> 
 def gate_decided(run: Run, gate: Gate, row: NodeRun, status: str, actor) -> None:
     """A person decided at a human.wait (inside the decision's transaction)."""
     if status == Gate.Status.REJECTED:
-        reason = f"rejected at {gate.node_id} by {actor.name}"
-        row.fail(run, reason + (f": {gate.comment}" if gate.comment else ""))
+        fail_rejected(run, gate, row, actor)  # the kernel's reject, as for any gate
         machine.close_idle_sessions(run, "the run was rejected")
         return
     spec = spec_for(run)

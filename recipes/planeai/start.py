@@ -1,8 +1,9 @@
 """What must hold before a step-machine run starts, and which repositories it may use.
 
-Checked by `runs.services.start_run` for every surface: the trigger is `manual`, the tools
-the recipe requires are there, the repository is a git repository when the recipe needs
-one (a role in a worktree, a branch input), branch inputs name its branches, and an input
+Checked by `runs.services.start_run` for every surface (`check_run_start`, the kind's
+`check_start`): the trigger is `manual`, the tools the recipe requires are there, the
+repository is a git repository when the recipe needs one (a role in a worktree, a branch
+input), branch inputs name its branches, and an input
 the recipe runs as a whole gate command is the recipe's own default unless the person may
 write shell (the `recipes.write_shell` permission). The message counts as such an input
 when it stands for `goal` (an undeclared or empty `goal` input reads the message), and a
@@ -21,6 +22,7 @@ from recipes.shell_parts import SHELL_PERMISSION
 from runs.errors import Conflict, InputError
 
 from . import git
+from .machine import create_machine
 from .templates import command_sources, whole_value
 
 # What the console itself provides to every step-machine run (see docs/recipes.md).
@@ -140,3 +142,18 @@ def check_start(spec, inputs: dict, workdir: str, user, *, message="", child=Fal
         )
     if errors:
         raise InputError(errors)
+
+
+def check_run_start(spec, inputs: dict, workdir: str, user, *, message="", child=False) -> str:
+    """`LoopKind.check_start`: the repository a run works on (LOOP_REPOSITORIES' first when
+    none is given), once everything above holds for it."""
+    workdir = workdir or default_repository()
+    check_start(spec, inputs, workdir, user, message=message, child=child)
+    return workdir
+
+
+def created(run, start: bool) -> bool:
+    """`LoopKind.created`: the run's machine node, made with the run; a run created without
+    starting waits for `loop tick` (the kernel sends no advance_run for it)."""
+    create_machine(run, started=start)
+    return start

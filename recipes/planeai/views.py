@@ -23,6 +23,7 @@ from runs.models import Run
 from runs.views import act, run_or_404
 
 from . import review as reviews
+from . import services as step_machine
 from .models import ReviewRequest
 from .queries import handoffs_of, status_of
 
@@ -76,7 +77,7 @@ def run_tick(request, run_id):
 
     def tick():
         started = run.status == Run.Status.PENDING
-        services.tick(run, request.actor)
+        step_machine.tick(run, request.actor)
         return "Started." if started else "Tick sent: the runner continues from the current step."
 
     return act(request, run, tick, "step-machine")

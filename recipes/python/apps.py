@@ -9,4 +9,8 @@ class PythonLoopsConfig(AppConfig):
     verbose_name = "Python loops"
 
     def ready(self):
-        pass
+        from runs import kinds
+
+        from .kind import python_loops
+
+        kinds.register(python_loops())

@@ -27,10 +27,11 @@ def decision_of(gate: Gate) -> GateDecision:
     raise RunCancelled("the gate was cancelled")
 
 
-def gate_decided(run: Run, gate: Gate, row: NodeRun) -> None:
+def gate_decided(run: Run, gate: Gate, row: NodeRun, status: str, actor) -> None:
     """A person decided at a Python run's gate (inside the decision's transaction): the
     agent row goes back to running and a suspended `workflow` node back to work, where its
-    execution replays to this gate and reads the decision. A waiting script reads it too."""
+    execution replays to this gate and reads the decision (`decision_of`: a reject too,
+    which the recipe's code may catch). A waiting script reads it too."""
     row.unpause(run)
     workflow = NodeRun.objects.filter(
         run=run, node_id=NODE_ID, iteration=0, status=NodeRun.Status.PAUSED

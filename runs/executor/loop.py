@@ -9,6 +9,7 @@ from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import OuterRef, Subquery
 
 from console.redact import plain_cause
+from runs import kinds
 from runs.engine.completion import detect_signal, gate_text, until_field_met
 from runs.engine.deadlines import GateDeadline
 from runs.engine.variables import VariableError, substitute, substitute_shell
@@ -64,10 +65,9 @@ def run_iteration(iteration_id: int) -> None:
     )
     if it is None:
         return  # duplicate delivery or cancelled
-    if it.node_run.kind == "session":  # a step machine's turn (recipes.planeai)
-        from recipes.planeai.turns import run_turn
-
-        return run_turn(it)
+    kind = kinds.for_node(it.node_run.kind)
+    if kind is not None and it.node_run.kind in kind.iterations:
+        return kind.iterations[it.node_run.kind](it)  # a loop kind's own iteration (runs.kinds)
     run, row = it.run, it.node_run
     if run.is_terminal:
         return

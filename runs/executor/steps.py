@@ -8,6 +8,7 @@ import time
 from django.conf import settings
 from django.db import transaction
 
+from runs import kinds
 from runs.actor import ENGINE
 from runs.engine.deadlines import GateDeadline
 from runs.engine.variables import VariableError, substitute, substitute_shell
@@ -54,18 +55,6 @@ def start_node(node_run_id: int) -> None:
         loop_exec.start_loop(run, spec, node, row)
     elif node.kind == "loop_group":
         group_exec.start_group(run, spec, node, row)
-    elif node.kind == "stepmachine":
-        from recipes.planeai import runner as step_machine
-
-        step_machine.start(run, row)
-    elif node.kind == "python":
-        from recipes.python import runner as python_runner
-
-        python_runner.execute(run, row)
-    elif node.kind == "driven":
-        from loops import runner as driven_runner
-
-        driven_runner.execute(run, row)
     elif node.kind == "approval":
         with transaction.atomic():
             run = lock_run(run.pk)
@@ -89,6 +78,8 @@ def start_node(node_run_id: int) -> None:
             row.refresh_from_db()
             row.complete(run, node.cancel or "")
             run.cancel(ENGINE, f"cancelled by node '{row.node_id}'", error=node.cancel or "")
+    elif (kind := kinds.for_node(node.kind)) is not None and node.kind in kind.nodes:
+        kind.nodes[node.kind](run, row)  # a loop kind's node (runs.kinds): its own runner
 
 
 def _fail(row: NodeRun, error: str, stream: OutputStream | None = None) -> None:

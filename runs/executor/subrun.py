@@ -15,6 +15,7 @@ import json
 from django.db import transaction
 
 from runs import outputs
+from runs.actor import Actor
 from runs.engine.variables import VariableError, render_value, substitute
 from runs.errors import ServiceError
 from runs.models import NodeRun, Run
@@ -167,12 +168,11 @@ def _spawn(run: Run, spec, node, row: NodeRun, index: int, item) -> Run | None:
     try:
         child = services.start_run(
             recipe,
+            Actor("engine", label=f"node {row.node_id} of run {run.pk}"),
             message=message,
             inputs=inputs,
             workdir=str(run_dirs(run)[0]),
-            started_via=f"node {row.node_id} of run {run.pk}",
-            parent_node=row,
-            child_index=index,
+            lineage=services.Lineage(parent_node=row, child_index=index),
         )
     except ServiceError as exc:
         raise _ChildRefused(str(exc)) from None

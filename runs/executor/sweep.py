@@ -6,11 +6,11 @@ and is sent again, until its recorded attempt count reaches LOOP_MAX_ATTEMPTS, w
 fails. Pending work that nobody claimed for a while is sent again (claims make duplicates
 harmless). A gate holds no lease and no message, so a gate may wait for weeks, unless its
 recipe gave it a deadline (`gate_timeout`): then `overdue_gates` reminds, rejects or fails
-as `on_timeout` says, acting as "the sweep". A step machine between ticks holds no lease:
-`lost_ticks` wakes one whose wake-up was lost. Other apps add passes of their own
-(`runs.kinds.add_sweep_pass`: notifications re-sends a delivery whose message was lost).
-docs/architecture.md ("What wakes each kind") says, per kind, what wakes it and which pass
-repairs a lost wake-up.
+as `on_timeout` says, acting as "the sweep". Other apps add passes of their own
+(`runs.kinds.sweep_passes`: a step machine between ticks holds no lease, and its
+`resend_lost_ticks` pass wakes one whose wake-up was lost; notifications re-sends a
+delivery whose message was lost). docs/architecture.md ("What wakes each kind") says, per
+kind, what wakes it and which pass repairs a lost wake-up.
 
 Each pass is named for what it repairs; every one goes through `take_back`, which locks the
 run and acts only if the row is still in the state the pass found it in.
@@ -49,13 +49,15 @@ def sweep(now=None) -> dict:
         lambda: lost_messages(stale, now, counts),
         lambda: stalled_runs(stale, counts),
         lambda: waiting_parents(stale, counts),
-        lambda: lost_ticks(stale, counts),
         lambda: overdue_gates(now, counts),
-        lambda: stale_machines(now, counts),
-        # The passes other apps add (runs.kinds.add_sweep_pass), with the same clock.
-        *(lambda p=p: p(now, stale, counts) for p in kinds.sweep_passes()),
     )
-    for sweep_pass in passes:
+    # ... then the passes loop kinds and other apps registered (runs.kinds: a step
+    # machine's lost ticks and stale machines, notifications' lost deliveries).
+    registered = (
+        lambda sweep_pass=sweep_pass: sweep_pass(now, stale, counts)
+        for sweep_pass in kinds.sweep_passes()
+    )
+    for sweep_pass in (*passes, *registered):
         # A dropped connection costs this pass one retry on a new one, not the sweep: every
         # action is conditional on what the pass saw, so one done twice does nothing.
         on_fresh_connection(sweep_pass)
@@ -175,18 +177,6 @@ def waiting_parents(stale, counts: Counter) -> None:
             counts["advanced"] += 1
 
 
-def lost_ticks(stale, counts: Counter) -> None:
-    """A step machine holds no lease between ticks: its wake-up (the start, or the tick a
-    handoff, a turn's end or a decision sends) lost with the broker would leave it idle
-    for good. Send it again when something was logged after its last tick stopped
-    (recipes.planeai.machine.lost_ticks)."""
-    from recipes.planeai.machine import lost_ticks as due
-
-    for task_name, run_id in due(stale):
-        dispatch.send_now(task_name, run_id)
-        counts["advanced"] += 1
-
-
 def overdue_gates(now, counts: Counter) -> None:
     """Gates whose deadline passed: one reminder (the gate keeps waiting), a reject (the
     step fails as if a person rejected it) or a failed run. Each is claimed by a
@@ -213,11 +203,3 @@ def overdue_gates(now, counts: Counter) -> None:
                 counts["reminded"] += 1
 
         take_back(gate, act)
-
-
-def stale_machines(now, counts: Counter) -> None:
-    """Step machines without progress for longer than their `policy.stale_after_ms`: marked
-    stale, for a person to see (recipes.planeai.machine.mark_stale)."""
-    from recipes.planeai.machine import mark_stale
-
-    counts["stale"] += mark_stale(now)

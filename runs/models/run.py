@@ -4,6 +4,8 @@ from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
 
+from runs import kinds
+
 
 class Run(models.Model):
     class Status(models.TextChoices):
@@ -276,11 +278,10 @@ class Run(models.Model):
 
         if self.is_terminal or self.status == self.Status.BUDGET_EXCEEDED:
             return  # a budget stop holds until an operator resumes (runs.budget)
-        if self.recipe.kind == "planeai":
-            # A step machine says its own status (loop.status); recipes.planeai derives it.
-            from recipes.planeai.machine import derived_status
-
-            status, error = derived_status(self, finished=finished)
+        kind = kinds.of_run(self)
+        if kind is not None and kind.derived_status is not None:
+            # A kind that says its own status (a step machine's loop.status) derives it.
+            status, error = kind.derived_status(self, finished=finished)
             if status != self.status or (error and error != self.error):
                 self.set_status(status, error=error)
             return

@@ -22,6 +22,8 @@ import time
 import uuid
 from pathlib import Path
 
+from runs import kinds
+
 from .base import AgentRequest, AgentResult, OnChunk
 from .demo_tools import DemoToolCaller, drives_a_loop
 
@@ -61,11 +63,9 @@ class DemoProvider:
             self.iterations = 2
 
     def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
-        if request.tools and request.tools.get("record_handoff"):
-            # A step machine's role: play it (recipes.planeai.demo) and hand off.
-            from recipes.planeai.demo import role_turn
-
-            return role_turn(self, request, on_chunk)
+        for kind in kinds.all_kinds():  # a kind's agent it plays its own way (a role)
+            if kind.demo is not None and kind.demo[0](request):
+                return kind.demo[1](self, request, on_chunk)
         if request.tools and (self.tool_calls or drives_a_loop(request)):
             return self._call_tools(request, on_chunk)
         session_id = request.session_id or uuid.uuid4().hex

@@ -8,6 +8,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from recipes.models import Recipe
+from runs.actor import Actor
 
 pytestmark = pytest.mark.django_db
 
@@ -254,7 +255,9 @@ def test_a_run_is_read_only_in_the_admin(client, admin_user, bundled):
     from runs import services
     from runs.models import Run
 
-    run = services.start_run(bundled["counter-loop"], user=admin_user, message="look")
+    run = services.start_run(
+        bundled["counter-loop"], actor=Actor.operator(admin_user, "console"), message="look"
+    )
     client.force_login(admin_user)
     url = reverse("admin:runs_run_change", args=[run.pk])
     page = client.get(url).content.decode()

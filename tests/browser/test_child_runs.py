@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 from recipes.models import Recipe
 from recipes.sync import sync
 from runs import services
+from runs.actor import Actor
 from runs.models import Run
 from tests.archon_repo import make_archon_repo
 from tests.browser.conftest import log_in, screenshot
@@ -24,7 +25,9 @@ def test_the_parent_shows_its_children_and_a_child_links_back(
     settings.LOOP_RECIPE_DIRS = [str(make_archon_repo(tmp_path / "checkout"))]
     sync()
     slug = "fan-" + join.replace("_", "-")
-    run = services.start_run(Recipe.objects.get(slug=slug), user=operator, message="ship it")
+    run = services.start_run(
+        Recipe.objects.get(slug=slug), actor=Actor.operator(operator, "console"), message="ship it"
+    )
     wait_run(run, "completed", "failed")
     assert run.status == ("completed" if join == "all_done" else "failed"), run.error
     children = list(Run.objects.filter(parent=run).order_by("child_index"))
@@ -78,7 +81,9 @@ def test_a_childs_gate_waits_in_the_inbox_and_deciding_it_moves_the_parent(
     live_worker, make_recipe, operator, console_server, page
 ):
     make_recipe(GATED_CHILD, slug="gated-child")
-    run = services.start_run(make_recipe(PARENT, slug="parent-of-gate"), user=operator)
+    run = services.start_run(
+        make_recipe(PARENT, slug="parent-of-gate"), actor=Actor.operator(operator, "console")
+    )
     child = wait_for(lambda: Run.objects.filter(parent=run).first(), message="the child run")
     wait_run(child, "paused")
     log_in(page, console_server, "otto")

@@ -14,6 +14,7 @@ from playwright.sync_api import expect
 
 from notifications.models import Subscription
 from runs import services
+from runs.actor import Actor
 from runs.executor.sweep import sweep
 from runs.models import Gate
 from tests.browser.conftest import log_in, mark_page, screenshot, still_same_page
@@ -43,7 +44,10 @@ nodes:
 
 def waiting_gates(make_recipe, operator, source, count=2):
     recipe = make_recipe(source, "release")
-    runs = [services.start_run(recipe, user=operator, message=f"v{i}") for i in range(count)]
+    runs = [
+        services.start_run(recipe, actor=Actor.operator(operator, "console"), message=f"v{i}")
+        for i in range(count)
+    ]
     for run in runs:
         wait_run(run, "paused")
     return runs, [services.pending_gate(run) for run in runs]
@@ -181,7 +185,9 @@ def test_the_gate_keys_in_the_inbox(live_worker, make_recipe, operator, console_
 
 
 def test_the_gate_keys_on_a_run_page(live_worker, bundled, operator, console_server, page):
-    run = services.start_run(bundled["guided-refine"], user=operator, message="a haiku")
+    run = services.start_run(
+        bundled["guided-refine"], actor=Actor.operator(operator, "console"), message="a haiku"
+    )
     wait_run(run, "paused")
     log_in(page, console_server, "otto")
     page.goto(console_server + run.get_absolute_url())

@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 
 from loops.models import Loop
 from runs import services
+from runs.actor import Actor
 from runs.models import Iteration, Run
 from tests.browser.conftest import log_in, screenshot
 from tests.conftest import wait_run
@@ -23,7 +24,9 @@ def test_fork_a_driven_run_from_a_pipeline_step(
     live_worker, make_recipe, operator, console_server, page
 ):
     recipe = make_recipe(driven_recipe("host-agent", providers=HOST), slug="driven-fork")
-    original = wait_run(services.start_run(recipe, user=operator, message="Widget 2.0"))
+    original = wait_run(
+        services.start_run(recipe, actor=Actor.operator(operator, "console"), message="Widget 2.0")
+    )
     assert original.status == "completed", original.error
     step = Iteration.objects.get(run=original, node_id="drafter", number=1)
 

@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from loops.models import Loop
 from runs import services
+from runs.actor import Actor
 from runs.executor.context import run_dirs
 from tests.browser.conftest import log_in, mark_page, screenshot, still_same_page
 from tests.conftest import wait_for, wait_run
@@ -38,7 +39,9 @@ def test_a_driven_run_is_drawn_live(
 ):
     source = driven_recipe("waiting-host", providers=waiting_host(tmp_path), max_iterations=4)
     recipe = make_recipe(source, slug="driven-live")
-    run = services.start_run(recipe, user=operator, message="Widget 2.0")
+    run = services.start_run(
+        recipe, actor=Actor.operator(operator, "console"), message="Widget 2.0"
+    )
     log_in(page, console_server, "otto")
     page.goto(console_server + run.get_absolute_url())
     mark_page(page)

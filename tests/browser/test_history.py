@@ -7,6 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from runs import services
+from runs.actor import Actor
 from runs.models import Iteration, Run
 from tests.browser.conftest import log_in, mark_page, screenshot, still_same_page
 from tests.conftest import wait_run
@@ -53,7 +54,9 @@ def test_fork_from_an_iteration_and_continue(
     live_worker, make_recipe, operator, console_server, page
 ):
     recipe = make_recipe(LOOP.format(name="forkable"), slug="forkable")
-    original = services.start_run(recipe, user=operator, message="tides")
+    original = services.start_run(
+        recipe, actor=Actor.operator(operator, "console"), message="tides"
+    )
     wait_run(original)
     assert original.status == "completed", original.error
     first = original.iterations.get(number=1)
@@ -95,8 +98,8 @@ def test_compare_two_iterations_within_and_across_runs(
     live_worker, make_recipe, operator, console_server, page
 ):
     recipe = make_recipe(LOOP.format(name="comparable"), slug="comparable")
-    one = services.start_run(recipe, user=operator, message="rivers")
-    two = services.start_run(recipe, user=operator, message="mountains")
+    one = services.start_run(recipe, actor=Actor.operator(operator, "console"), message="rivers")
+    two = services.start_run(recipe, actor=Actor.operator(operator, "console"), message="mountains")
     wait_run(one)
     wait_run(two)
     a = one.iterations.get(number=3)
@@ -133,7 +136,7 @@ def test_compare_two_iterations_within_and_across_runs(
 
 def test_the_convergence_chart_grows_live(live_worker, make_recipe, operator, console_server, page):
     recipe = make_recipe(SCORED, slug="scored")
-    run = services.start_run(recipe, user=operator, message="bridges")
+    run = services.start_run(recipe, actor=Actor.operator(operator, "console"), message="bridges")
     wait_run(run, "paused")
     log_in(page, console_server, "otto")
     page.goto(console_server + run.get_absolute_url())

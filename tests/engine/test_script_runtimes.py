@@ -10,6 +10,7 @@ import pytest
 
 from recipes.loader import load_recipe
 from runs import services
+from runs.actor import ENGINE
 from runs.executor.agent import StepFailed
 from runs.executor.script import command_line, find_runtime
 from tests.conftest import wait_run
@@ -89,7 +90,7 @@ nodes:
 
 @pytest.mark.worker
 def test_a_script_past_its_timeout_is_stopped_and_fails_the_node(live_worker, make_recipe):
-    run = services.start_run(make_recipe(SLOW, slug="slow-script"), message="go")
+    run = services.start_run(make_recipe(SLOW, slug="slow-script"), actor=ENGINE, message="go")
     # Far less than the script's 120 s of sleep: the run fails because it was stopped.
     wait_run(run, "completed", "failed", "cancelled", timeout=90)
     assert run.status == "failed"

@@ -12,6 +12,7 @@ import pytest
 from recipes.models import Recipe
 from recipes.sync import sync
 from runs import services
+from runs.actor import ENGINE
 from runs.executor.context import run_dirs
 from runs.models import Run
 from tests.archon_peer import make_peer_repo
@@ -56,7 +57,7 @@ def _ran(run) -> Run:
 
 @pytest.mark.parametrize("message", ["hello world", *HOSTILE])
 def test_values_pasted_into_literal_text_give_the_peer_output_and_stay_data(peer, message):
-    run = _ran(services.start_run(peer["peer-literal"], message=message))
+    run = _ran(services.start_run(peer["peer-literal"], actor=ENGINE, message=message))
     assert run.status == "completed", run.error
     assert node(run, "say").output == message
     assert node(run, "quoted").output == f"said: {message}."
@@ -68,7 +69,7 @@ def test_values_pasted_into_literal_text_give_the_peer_output_and_stay_data(peer
 
 
 def test_checked_places_run_for_an_integer(peer):
-    run = _ran(services.start_run(peer["peer-checked"], message="20"))
+    run = _ran(services.start_run(peer["peer-checked"], actor=ENGINE, message="20"))
     assert run.status == "completed", run.error
     assert node(run, "arith").output == "40"
     assert node(run, "pyc").output == "21"
@@ -77,7 +78,7 @@ def test_checked_places_run_for_an_integer(peer):
 
 @pytest.mark.parametrize("message", HOSTILE[:3])
 def test_checked_places_fail_before_running_a_hostile_value(peer, message):
-    run = _ran(services.start_run(peer["peer-checked"], message=message))
+    run = _ran(services.start_run(peer["peer-checked"], actor=ENGINE, message=message))
     assert run.status == "failed"
     arith = node(run, "arith")
     assert arith.status == "failed"
@@ -90,7 +91,7 @@ def test_checked_places_fail_before_running_a_hostile_value(peer, message):
 
 
 def test_fan_out_over_a_literal_list_with_all_done_keeps_the_failure_as_data(peer):
-    run = _ran(services.start_run(peer["peer-fan-all-done"], message="go"))
+    run = _ran(services.start_run(peer["peer-fan-all-done"], actor=ENGINE, message="go"))
     assert run.status == "completed", run.error
     kids = list(Run.objects.filter(parent=run).order_by("child_index"))
     assert [(k.message, k.status) for k in kids] == [
@@ -105,7 +106,7 @@ def test_fan_out_over_a_literal_list_with_all_done_keeps_the_failure_as_data(pee
 
 
 def test_fan_out_over_a_literal_list_with_all_success_fails_after_every_child(peer):
-    run = _ran(services.start_run(peer["peer-fan-all-success"], message="go"))
+    run = _ran(services.start_run(peer["peer-fan-all-success"], actor=ENGINE, message="go"))
     assert run.status == "failed"
     each = node(run, "each")
     assert each.status == "failed"
@@ -118,7 +119,7 @@ def test_fan_out_over_a_literal_list_with_all_success_fails_after_every_child(pe
 
 
 def test_the_join_test_ends_as_the_peer_says(peer):
-    run = _ran(services.start_run(peer["peer-join"], message="go"))
+    run = _ran(services.start_run(peer["peer-join"], actor=ENGINE, message="go"))
     assert node(run, "bad").status == "failed"
     assert node(run, "join-all-success").status == "skipped"
     assert node(run, "join-all-done").output == "done: a b"
@@ -130,7 +131,7 @@ def test_the_join_test_ends_as_the_peer_says(peer):
 
 def test_model_aliases_and_the_repository_default_assistant(peer, settings):
     assert peer["peer-models"].problems["repository_assistant"] == "house"
-    run = _ran(services.start_run(peer["peer-models"], message="go"))
+    run = _ran(services.start_run(peer["peer-models"], actor=ENGINE, message="go"))
     assert run.status == "completed", run.error
     assert node(run, "small").output == "mini:tiny-1"
     assert node(run, "plain").output == "house:"  # no provider named: the repository's

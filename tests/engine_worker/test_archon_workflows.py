@@ -11,7 +11,7 @@ import pytest
 from recipes.models import Recipe
 from recipes.sync import sync
 from runs import services
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from runs.executor import sweep as sweeper
 from runs.models import Run, RunEvent
 from runs.serializers import run_summary
@@ -36,7 +36,7 @@ def children_of(run) -> list[Run]:
 
 
 def test_all_done_join_keeps_every_child_result_and_completes(archon):
-    run = services.start_run(archon["fan-all-done"], message="ship it")
+    run = services.start_run(archon["fan-all-done"], actor=ENGINE, message="ship it")
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     assert node(run, "setup").output == "setup for ship it"
@@ -74,7 +74,7 @@ def test_all_done_join_keeps_every_child_result_and_completes(archon):
 
 
 def test_all_success_join_fails_the_node_after_every_child_ended(archon):
-    run = services.start_run(archon["fan-all-success"], message="ship it")
+    run = services.start_run(archon["fan-all-success"], actor=ENGINE, message="ship it")
     wait_run(run, "completed", "failed")
     assert run.status == "failed"
     each = node(run, "each")
@@ -103,7 +103,7 @@ nodes:
 """,
         slug="waits",
     )
-    run = services.start_run(parent, message="go")
+    run = services.start_run(parent, actor=ENGINE, message="go")
     wait_for(
         lambda: Run.objects.filter(parent=run, status="running").count() == 2,
         message="two running children",
@@ -118,7 +118,7 @@ nodes:
 
 
 def test_resuming_a_parent_keeps_completed_children_and_resumes_failed_ones(archon):
-    run = services.start_run(archon["fan-all-success"], message="ship it")
+    run = services.start_run(archon["fan-all-success"], actor=ENGINE, message="ship it")
     wait_run(run, "completed", "failed")
     first = children_of(run)
     services.resume_run(run, Actor("engine"))
@@ -139,7 +139,7 @@ def test_sweep_advances_a_parent_whose_child_message_was_lost(archon, make_recip
         "$one.output, depends_on: [one]}\n",
         slug="lost-parent",
     )
-    run = services.start_run(parent, message="go")
+    run = services.start_run(parent, actor=ENGINE, message="go")
     wait_for(lambda: Run.objects.filter(parent=run).exists(), message="the child run")
     child = children_of(run)[0]
     wait_run(child, "completed")
@@ -178,7 +178,9 @@ def test_bun_and_uv_scripts_run_for_real(archon, make_recipe, tmp_path):
         "sys.version_info >= (3, 8))\n"
     )
     sync()
-    run = services.start_run(Recipe.objects.get(slug="both-runtimes"), message="$(id) hey")
+    run = services.start_run(
+        Recipe.objects.get(slug="both-runtimes"), actor=ENGINE, message="$(id) hey"
+    )
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     assert node(run, "shout").output == "$(ID) HEY"

@@ -3,6 +3,7 @@
 import json
 
 from runs import services
+from runs.actor import ENGINE
 from runs.sandbox import child_env, inherited
 from tests.conftest import wait_run
 
@@ -14,6 +15,7 @@ nodes:
   - id: env
     bash: python3 -c 'import json, os; print(json.dumps(dict(os.environ)))'
 """),
+        actor=ENGINE,
         message="hello",
     )
     wait_run(run, "completed", "failed")

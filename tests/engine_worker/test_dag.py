@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from runs import services
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from runs.models import RunEvent
 from tests.conftest import wait_for, wait_run
 
@@ -36,7 +36,8 @@ nodes:
     depends_on: [ok, strict]
     trigger_rule: none_failed_min_one_success
     bash: echo nofail
-""")
+"""),
+        actor=ENGINE,
     )
     wait_run(run, "completed", "failed")
     assert run.status == "failed" and "'bad' failed" in run.error
@@ -70,7 +71,8 @@ nodes:
     depends_on: [classify]
     when: "$classify.output.type == 'feature' or $classify.output.risk == 'high'"
     bash: echo building
-""")
+"""),
+        actor=ENGINE,
     )
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
@@ -90,7 +92,8 @@ nodes:
   - id: join
     depends_on: [a, b]
     bash: echo joined
-""")
+"""),
+        actor=ENGINE,
     )
     wait_run(run, "completed", "failed")
     a, b = float(node(run, "a").output), float(node(run, "b").output)
@@ -110,7 +113,8 @@ nodes:
   - id: later
     depends_on: [halt]
     bash: echo never
-""")
+"""),
+        actor=ENGINE,
     )
     wait_run(run, "cancelled", "completed", "failed")
     assert run.status == "cancelled" and run.error == "Nothing to do today"
@@ -134,7 +138,7 @@ nodes:
     path = project / "cmd.yaml"
     path.write_text(source)
     recipe = make_recipe(source, slug="cmd", origin="project", source_path=str(path))
-    run = services.start_run(recipe)
+    run = services.start_run(recipe, actor=ENGINE)
     wait_run(run, "completed", "failed")
     assert node(run, "greet").output == "hello from a command file"
 
@@ -155,7 +159,8 @@ nodes:
   - id: last
     depends_on: [flaky]
     bash: echo last
-""")
+"""),
+        actor=ENGINE,
     )
     wait_run(run, "failed", "completed")
     assert run.status == "failed"
@@ -183,7 +188,8 @@ nodes:
       prompt: "@sleep *: 60\\n@*: never"
       until: DONE
       max_iterations: 2
-""")
+"""),
+        actor=ENGINE,
     )
     it = wait_for(lambda: run.iterations.filter(status="running").first(), 30)
     from .conftest import calls  # noqa: F401

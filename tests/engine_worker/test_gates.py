@@ -3,7 +3,7 @@
 import pytest
 
 from runs import services
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from runs.models import Gate
 from tests.conftest import pending_gate, wait_for, wait_run
 
@@ -29,7 +29,7 @@ def gate_of(run):
 
 
 def test_gate_on_completed_iteration_finalizes_without_rerun(live_worker, recipe, operator):
-    run = services.start_run(recipe(REFINE, interactive=True), message="m")
+    run = services.start_run(recipe(REFINE, interactive=True), actor=ENGINE, message="m")
     wait_run(run, "paused")
     gate = gate_of(run)
     assert gate.kind == "loop" and gate.completion_signaled
@@ -45,7 +45,7 @@ def test_gate_on_completed_iteration_finalizes_without_rerun(live_worker, recipe
 
 
 def test_feedback_iterates_and_is_only_seen_by_the_next_iteration(live_worker, recipe, operator):
-    run = services.start_run(recipe(REFINE, interactive=True), message="m")
+    run = services.start_run(recipe(REFINE, interactive=True), actor=ENGINE, message="m")
     wait_run(run, "paused")
     services.approve(
         gate_of(run).pk, Actor.operator(operator, "console"), comment="make it shorter"
@@ -86,14 +86,15 @@ nodes:
       signal_completes: true
 """,
             interactive=True,
-        )
+        ),
+        actor=ENGINE,
     )
     wait_run(run, "completed", "failed", "paused")
     assert run.status == "completed" and not run.gates.exists()
 
 
 def test_reject_fails_the_node_and_the_run(live_worker, recipe, operator):
-    run = services.start_run(recipe(REFINE, interactive=True))
+    run = services.start_run(recipe(REFINE, interactive=True), actor=ENGINE)
     wait_run(run, "paused")
     services.reject(gate_of(run).pk, Actor.operator(operator, "console"), reason="off topic")
     wait_run(run, "failed", "completed")
@@ -103,7 +104,7 @@ def test_reject_fails_the_node_and_the_run(live_worker, recipe, operator):
 
 
 def test_deciding_twice_changes_nothing_and_says_so(live_worker, recipe, operator, admin_user):
-    run = services.start_run(recipe(REFINE, interactive=True))
+    run = services.start_run(recipe(REFINE, interactive=True), actor=ENGINE)
     wait_run(run, "paused")
     gate = gate_of(run)
     services.approve(gate.pk, Actor.operator(operator, "console"))
@@ -114,14 +115,14 @@ def test_deciding_twice_changes_nothing_and_says_so(live_worker, recipe, operato
 
 
 def test_viewer_cannot_decide(live_worker, recipe, viewer):
-    run = services.start_run(recipe(REFINE, interactive=True))
+    run = services.start_run(recipe(REFINE, interactive=True), actor=ENGINE)
     wait_run(run, "paused")
     with pytest.raises(services.NotAllowed):
         services.approve(gate_of(run).pk, Actor.operator(viewer, "console"))
 
 
 def test_approval_node_decisions_drive_when_branches(live_worker, bundled, operator):
-    run = services.start_run(bundled["release-approval"], message="r")
+    run = services.start_run(bundled["release-approval"], actor=ENGINE, message="r")
     wait_run(run, "paused")
     gate = gate_of(run)
     assert gate.kind == "approval" and [d["id"] for d in gate.decisions] == ["ship", "hold"]
@@ -150,7 +151,8 @@ nodes:
     bash: printf 'title=%s' $ask.output
 """,
             interactive=True,
-        )
+        ),
+        actor=ENGINE,
     )
     wait_run(run, "paused")
     services.approve(gate_of(run).pk, Actor.operator(operator, "console"), comment="Loops, calmly")
@@ -174,7 +176,8 @@ nodes:
       gate_message: ok?
 """,
             interactive=True,
-        )
+        ),
+        actor=ENGINE,
     )
     wait_run(run, "paused")
     gate, actor = gate_of(run), Actor.operator(operator, "console")

@@ -7,6 +7,7 @@ from django.test import Client
 
 from console.models import ApiToken
 from runs import services
+from runs.actor import ENGINE
 from runs.executor.group import body_usage
 from runs.models import Iteration, NodeRun
 from tests.conftest import wait_run
@@ -29,7 +30,7 @@ nodes:
 
 
 def test_every_iteration_body_step_is_listed_and_shown(live_worker, recipe, viewer):
-    run = services.start_run(recipe(BODY), message="m")
+    run = services.start_run(recipe(BODY), actor=ENGINE, message="m")
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     _, secret = ApiToken.issue(viewer, name="t")
@@ -49,7 +50,7 @@ def test_every_iteration_body_step_is_listed_and_shown(live_worker, recipe, view
 
 
 def test_unknown_step_filter_is_refused(live_worker, recipe, viewer):
-    run = services.start_run(recipe(BODY), message="m")
+    run = services.start_run(recipe(BODY), actor=ENGINE, message="m")
     _, secret = ApiToken.issue(viewer, name="t")
     api = Client(headers={"Authorization": f"Bearer {secret}"})
     response = api.get(f"/api/runs/{run.pk}/steps", {"nod": "x"})

@@ -1,7 +1,7 @@
 """loop_group nodes: a sealed body re-run in full, $LOOP_PREV, gates, failures."""
 
 from runs import services
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from runs.models import RunEvent
 from tests.conftest import pending_gate, wait_for, wait_run
 
@@ -32,7 +32,7 @@ nodes:
 
 
 def test_group_reruns_its_body_until_the_check_passes(live_worker, recipe):
-    run = services.start_run(recipe(BODY))
+    run = services.start_run(recipe(BODY), actor=ENGINE)
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     group = node(run, "fix")
@@ -63,7 +63,8 @@ nodes:
       nodes:
         - id: a
           bash: "exit 4"
-""")
+"""),
+        actor=ENGINE,
     )
     wait_run(run, "completed", "failed")
     assert run.status == "failed"
@@ -85,7 +86,8 @@ nodes:
         - id: check
           depends_on: [write]
           prompt: "@1: not yet\\n@2: <promise>SHIPPED</promise>"
-""")
+"""),
+        actor=ENGINE,
     )
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
@@ -107,7 +109,8 @@ nodes:
       nodes:
         - id: write
           prompt: "prev=[$LOOP_PREV.write.output] input=[$LOOP_USER_INPUT]\\n@*: text"
-""")
+"""),
+        actor=ENGINE,
     )
     wait_run(run, "paused")
     gate = wait_for(lambda: pending_gate(run), 30)
@@ -120,7 +123,7 @@ nodes:
 
 
 def test_writer_reviewer_bundled_recipe_stops_at_score_80(live_worker, bundled):
-    run = services.start_run(bundled["writer-reviewer"], message="a loop console")
+    run = services.start_run(bundled["writer-reviewer"], actor=ENGINE, message="a loop console")
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     reviews = run.nodes.filter(node_id="draft-loop.review").order_by("iteration")

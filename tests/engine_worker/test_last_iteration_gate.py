@@ -4,7 +4,7 @@ is no further iteration to run, so it is refused with the reason and the gate st
 import pytest
 
 from runs import services
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from runs.errors import Conflict
 from tests.api.conftest import client_for
 from tests.conftest import pending_gate, wait_for, wait_run
@@ -26,7 +26,7 @@ nodes:
 def test_feedback_on_a_completed_last_iteration_is_refused_and_the_gate_stays(
     live_worker, recipe, operator
 ):
-    run = services.start_run(recipe(LAST, interactive=True))
+    run = services.start_run(recipe(LAST, interactive=True), actor=ENGINE)
     actor = Actor.operator(operator, "console")
     first = wait_for(lambda: pending_gate(run), 30, message="gate 1")
     services.approve(first.pk, actor)  # nothing completed: iterate

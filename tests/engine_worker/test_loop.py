@@ -1,13 +1,14 @@
 """Loop nodes through a real worker: completion channels, limits, timeouts, sessions."""
 
 from runs import services
+from runs.actor import ENGINE
 from tests.conftest import wait_run
 
 from .conftest import calls, iterations, node
 
 
 def start(recipe, message="go", **kw):
-    return services.start_run(recipe, message=message, **kw)
+    return services.start_run(recipe, ENGINE, message=message, **kw)
 
 
 def test_tag_signal_completes_and_is_stripped(live_worker, recipe):

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.test import Client
 
 from runs import live, services
+from runs.actor import ENGINE
 from runs.models import Iteration, RunEvent
 from runs.output_reads import ANSWER_BYTES
 from tests.api.conftest import client_for
@@ -49,7 +50,7 @@ def test_thirty_megabytes_are_kept_within_the_cap_and_downloadable_whole(
     live_worker, make_recipe, viewer
 ):
     assert CAP < 30_000_000
-    run = services.start_run(make_recipe(RECIPE, slug="thirty-mb"), message="go")
+    run = services.start_run(make_recipe(RECIPE, slug="thirty-mb"), actor=ENGINE, message="go")
     wait_run(run, "completed", "failed", timeout=300)
     assert run.status == "completed", run.error
     first, second = run.iterations.order_by("number")
@@ -122,7 +123,7 @@ nodes:
 """,
         slug="long-bash",
     )
-    run = services.start_run(recipe, message="go")
+    run = services.start_run(recipe, actor=ENGINE, message="go")
     wait_run(run, "completed", "failed", timeout=300)
     assert run.status == "completed", run.error
     node = run.nodes.get(node_id="long")
@@ -133,7 +134,7 @@ nodes:
 
 def test_an_output_within_the_cap_has_no_file(live_worker, make_recipe):
     recipe = make_recipe("name: small\nnodes:\n  - id: s\n    bash: echo hello\n", slug="small")
-    run = services.start_run(recipe, message="go")
+    run = services.start_run(recipe, actor=ENGINE, message="go")
     wait_run(run, "completed", "failed")
     node = run.nodes.get(node_id="s")
     assert node.output == "hello" and not node.output_truncated and node.output_bytes is None

@@ -4,7 +4,7 @@ the run stays paused, and a later resume executes it (finalize, or the next iter
 from django.core.management import call_command
 
 from runs import services
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from runs.models import RunEvent
 from tests.api.conftest import client_for
 from tests.conftest import pending_gate, wait_for, wait_run
@@ -24,7 +24,7 @@ nodes:
 
 
 def test_a_recorded_accept_finalizes_when_the_run_is_resumed(live_worker, recipe, operator):
-    run = services.start_run(recipe(REFINE, interactive=True))
+    run = services.start_run(recipe(REFINE, interactive=True), actor=ENGINE)
     gate = wait_for(lambda: pending_gate(run), 30, message="a gate")
     user = operator.get_username()
     call_command("run", "approve", str(run.pk), "--record-only", "--user", user)
@@ -39,7 +39,7 @@ def test_a_recorded_accept_finalizes_when_the_run_is_resumed(live_worker, recipe
 
 
 def test_recorded_feedback_runs_the_next_iteration_on_resume(live_worker, recipe, operator):
-    run = services.start_run(recipe(REFINE, interactive=True))
+    run = services.start_run(recipe(REFINE, interactive=True), actor=ENGINE)
     gate = wait_for(lambda: pending_gate(run), 30, message="a gate")
     api = client_for(operator)
     answer = api.post(

@@ -6,7 +6,7 @@ from pathlib import Path
 from django.core.management import call_command
 
 from runs import services
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from tests.api.conftest import client_for
 from tests.conftest import pending_gate, wait_for, wait_run
 
@@ -40,11 +40,11 @@ def test_an_edited_command_file_reaches_the_next_run_at_once(live_worker, make_r
         {"greet": "@*: COMMAND TEXT V1"},
         "edit",
     )
-    first = services.start_run(recipe)
+    first = services.start_run(recipe, actor=ENGINE)
     wait_run(first, "completed", "failed")
     assert node(first, "greet").output == "COMMAND TEXT V1"
     (commands / "greet.md").write_text("@*: COMMAND TEXT V2")
-    second = services.start_run(recipe)  # same recipe version, same worker process
+    second = services.start_run(recipe, actor=ENGINE)  # same recipe version, same worker process
     wait_run(second, "completed", "failed")
     assert node(second, "greet").output == "COMMAND TEXT V2"
     assert second.recipe_version_id == first.recipe_version_id
@@ -76,7 +76,7 @@ def test_a_deleted_command_file_breaks_no_decision_on_a_paused_run(
         {"refine-cmd": "feedback=[$LOOP_USER_INPUT]\n@*: draft <promise>DONE</promise>"},
         "gone",
     )
-    run = services.start_run(recipe)
+    run = services.start_run(recipe, actor=ENGINE)
     wait_run(run, "paused")
     gate = wait_for(lambda: pending_gate(run), 30, message="a gate")
     (commands / "refine-cmd.md").unlink()
@@ -121,10 +121,10 @@ def test_an_included_workflow_is_kept_with_the_run_too(
     block.parent.mkdir()
     block.write_text("name: block\nnodes:\n  - id: say\n    bash: printf V1\n")
     recipe, _ = project_recipe(make_recipe, tmp_path, INCLUDING, {}, "inc")
-    first = services.start_run(recipe)
+    first = services.start_run(recipe, actor=ENGINE)
     gate = wait_for(lambda: pending_gate(first), 30, message="the approval")
     block.write_text("name: block\nnodes:\n  - id: say\n    bash: printf V2\n")
-    second = services.start_run(recipe)  # the edit reaches the next run at once
+    second = services.start_run(recipe, actor=ENGINE)  # the edit reaches the next run at once
     wait_for(lambda: pending_gate(second), 30, message="the second approval")
     assert "Ship V2?" in pending_gate(second).message
     block.unlink()  # and deleting it breaks no decision of a run in flight

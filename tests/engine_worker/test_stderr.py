@@ -4,6 +4,7 @@ shown apart on the run page and in the API, and never read as `$node.output`."""
 from django.urls import reverse
 
 from runs import services
+from runs.actor import ENGINE
 from tests.api.conftest import client_for
 from tests.conftest import wait_run
 
@@ -24,7 +25,7 @@ nodes:
 
 
 def test_stderr_is_kept_apart_from_the_output(live_worker, recipe, viewer, client):
-    run = services.start_run(recipe(SEPARATE))
+    run = services.start_run(recipe(SEPARATE), actor=ENGINE)
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     b = node(run, "b")
@@ -47,7 +48,7 @@ def test_stderr_is_kept_apart_from_the_output(live_worker, recipe, viewer, clien
 
 def test_a_failing_steps_stderr_says_why(live_worker, recipe):
     run = services.start_run(
-        recipe('nodes:\n  - id: b\n    bash: "echo half; echo broke >&2; exit 3"\n')
+        recipe('nodes:\n  - id: b\n    bash: "echo half; echo broke >&2; exit 3"\n'), actor=ENGINE
     )
     wait_run(run, "completed", "failed")
     b = node(run, "b")
@@ -78,7 +79,7 @@ nodes:
 
 
 def test_the_seed_idioms_fire_when_the_runner_writes_to_stderr(live_worker, recipe):
-    run = services.start_run(recipe(SEED_IDIOMS))
+    run = services.start_run(recipe(SEED_IDIOMS), actor=ENGINE)
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     group = node(run, "fix")

@@ -10,8 +10,8 @@ from collections import Counter
 import pytest
 from django.db import connection
 
-from runs import services, tasks
-from runs.actor import Actor
+from runs import dispatch, services, tasks
+from runs.actor import ENGINE, Actor
 from runs.executor.sweep import sweep
 from runs.models import Iteration, Run
 from runs.providers.demo import DemoProvider
@@ -41,7 +41,7 @@ class ControlledBroker:
                 self.seen[(name, args)] += 1
                 self.lost[name] += 1
                 continue
-            task = getattr(tasks, name)
+            task = dispatch.task(name)
             if self.concurrent:
                 self._at_once(task, args)
             else:
@@ -135,7 +135,7 @@ def test_every_task_delivered_twice_runs_once(
     settings.LOOP_DEMO_DELAY = 0
     broker = use_broker(monkeypatch, ControlledBroker(copies=2, concurrent=concurrent))
     for slug in SLUGS:
-        run = drive(services.start_run(bundled[slug], message="twice"), broker)
+        run = drive(services.start_run(bundled[slug], actor=ENGINE, message="twice"), broker)
         assert_done_once(run, agent_calls)
     assert {"advance_run", "start_node", "run_iteration", "finish_group_iteration"} <= set(
         broker.seen
@@ -149,7 +149,9 @@ def test_lost_messages_are_sent_again_by_the_sweep(
     settings.LOOP_STALE_PENDING_SECONDS = 0
     broker = use_broker(monkeypatch, ControlledBroker(copies=1, lose_first=True))
     for slug in SLUGS:
-        run = drive(services.start_run(bundled[slug], message="lossy"), broker, sweeps=100)
+        run = drive(
+            services.start_run(bundled[slug], actor=ENGINE, message="lossy"), broker, sweeps=100
+        )
         assert_done_once(run, agent_calls)
     assert {"advance_run", "start_node", "run_iteration", "finish_group_iteration"} <= set(
         broker.lost
@@ -161,7 +163,9 @@ def test_redelivery_after_the_run_ended_changes_nothing(
 ):
     settings.LOOP_DEMO_DELAY = 0
     broker = use_broker(monkeypatch, ControlledBroker(copies=1))
-    run = drive(services.start_run(bundled["writer-reviewer"], message="late"), broker)
+    run = drive(
+        services.start_run(bundled["writer-reviewer"], actor=ENGINE, message="late"), broker
+    )
     events = run.events.count()
     for node in run.nodes.all():
         tasks.start_node(node.pk)

@@ -16,7 +16,7 @@ from django.db import connection
 from recipes.editing import create_recipe
 from recipes.models import Recipe
 from runs import services
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from runs.models import Iteration, NodeRun, ProviderConfig
 from tests.conftest import pending_gate, wait_for
 from tests.faults.conftest import FaultEngine, RedisServer, assert_recorded_once
@@ -110,8 +110,10 @@ def test_runs_whose_wake_ups_are_lost_with_the_broker_go_on(
     engine = FaultEngine(server.url, worker_env, tmp_path, monkeypatch)
     try:
         worker = engine.start_worker()
-        paused = services.start_run(step_recipe, message="first")
-        gated = services.start_run(slow_python("slow-gated", gate=True), message="gated")
+        paused = services.start_run(step_recipe, actor=ENGINE, message="first")
+        gated = services.start_run(
+            slow_python("slow-gated", gate=True), actor=ENGINE, message="gated"
+        )
         wait_for(lambda: pending_gate(paused), 120, message="the machine at its human.wait")
         wait_for(lambda: pending_gate(gated), 120, message="the Python loop at its gate")
         server.stop(signal.SIGKILL)
@@ -121,9 +123,13 @@ def test_runs_whose_wake_ups_are_lost_with_the_broker_go_on(
             message="the worker to notice that Redis is gone",
         )
         # Committed while the broker is down: every message that follows is lost.
-        created = services.start_run(step_recipe, message="created in the outage")
-        workflow = services.start_run(bundled["counter-loop"], message="created in the outage")
-        driven = services.start_run(bundled["launch-note"], message="created in the outage")
+        created = services.start_run(step_recipe, actor=ENGINE, message="created in the outage")
+        workflow = services.start_run(
+            bundled["counter-loop"], actor=ENGINE, message="created in the outage"
+        )
+        driven = services.start_run(
+            bundled["launch-note"], actor=ENGINE, message="created in the outage"
+        )
         approve(paused, pending_gate(paused))
         approve(gated, pending_gate(gated), comment="once more")
         server.start()
@@ -170,7 +176,7 @@ def test_python_runs_survive_database_sessions_terminated_in_their_calls(fault_e
         pytest.skip("needs PostgreSQL: server sessions to terminate")
     recipe = slow_python("slow-loop", gate=False)
     fault_engine.start_worker(concurrency=3)
-    runs = [services.start_run(recipe, message=f"python {n}") for n in range(3)]
+    runs = [services.start_run(recipe, actor=ENGINE, message=f"python {n}") for n in range(3)]
     dropped = 0
     for target in (1, 4, 8, 12):
         wait_for(lambda t=target: sum(map(calls_done, runs)) >= t, 120, message="progress")
@@ -199,7 +205,7 @@ def test_a_python_run_killed_after_two_gates_is_taken_back_not_failed(
     settings.LOOP_MAX_ATTEMPTS = 3
     recipe = slow_python("slow-gated", gate=True)
     worker = fault_engine.start_worker(concurrency=1)
-    run = services.start_run(recipe, message="gated")
+    run = services.start_run(recipe, actor=ENGINE, message="gated")
     for number in (1, 2):
         gate = wait_for(lambda: pending_gate(run), 120, message=f"gate {number}")
         approve(run, gate, comment="keep going")
@@ -256,7 +262,7 @@ def test_a_step_machine_turn_killed_after_its_handoff_is_not_taken_twice(
     script.write_text(TALKER)
     ProviderConfig.objects.create(name="talker", kind="command", command=f"bash {script} {go}")
     worker = fault_engine.start_worker(concurrency=2)  # one for the turn, one for ticks
-    run = services.start_run(make_recipe(MAKER, slug="fault-rerun"), message="rerun")
+    run = services.start_run(make_recipe(MAKER, slug="fault-rerun"), actor=ENGINE, message="rerun")
     from tests.planeai.conftest import _where_it_stands
 
     try:

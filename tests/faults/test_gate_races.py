@@ -8,7 +8,7 @@ import pytest
 from django.db import connection, connections, transaction
 
 from runs import services
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from runs.executor.state import lock_run
 from runs.models import Gate, Iteration, NodeRun
 
@@ -44,7 +44,7 @@ def quiet_engine(monkeypatch):
 
 
 def gate_at_first_iteration(recipe) -> Gate:
-    run = services.start_run(recipe, message="race")
+    run = services.start_run(recipe, actor=ENGINE, message="race")
     with transaction.atomic():
         locked = lock_run(run.pk)
         row = NodeRun.objects.create(

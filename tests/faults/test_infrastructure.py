@@ -11,6 +11,7 @@ import pytest
 from django.db import connection
 
 from runs import services
+from runs.actor import ENGINE
 from runs.models import Iteration
 from tests.conftest import wait_for
 from tests.faults.conftest import (
@@ -29,9 +30,9 @@ def start_mixed_runs(make_recipe, bundled, agent_script, markers) -> list:
     recipe = make_recipe(
         agent_recipe(agent_script, markers, complete_after=ITERATIONS, max_iterations=ITERATIONS)
     )
-    runs = [services.start_run(recipe, message=f"agent run {n}") for n in range(4)]
+    runs = [services.start_run(recipe, actor=ENGINE, message=f"agent run {n}") for n in range(4)]
     runs += [
-        services.start_run(bundled[slug], message="bundled")
+        services.start_run(bundled[slug], actor=ENGINE, message="bundled")
         for slug in ("counter-loop", "writer-reviewer", "fix-until-green")
     ]
     return runs

@@ -9,6 +9,7 @@ import os
 from django.db import connection
 
 from runs import services
+from runs.actor import ENGINE
 from tests.conftest import wait_run
 
 LOOP = """
@@ -44,10 +45,12 @@ def test_a_worker_keeps_its_connections_from_one_task_to_the_next(fault_engine, 
         concurrency=2, PGAPPNAME=name, LOOP_DB_CONN_MAX_AGE=3600, LOOP_DEMO_DELAY="0.1"
     )
     recipe = make_recipe(LOOP, slug="kept")
-    first = wait_run(services.start_run(recipe, message="one"), "completed", "failed")
+    first = wait_run(services.start_run(recipe, actor=ENGINE, message="one"), "completed", "failed")
     assert first.status == "completed", first.error
     after_first = backends(name)
-    second = wait_run(services.start_run(recipe, message="two"), "completed", "failed")
+    second = wait_run(
+        services.start_run(recipe, actor=ENGINE, message="two"), "completed", "failed"
+    )
     assert second.status == "completed", second.error
     assert second.events.filter(kind="iteration_started").count() == 6
     after_second = backends(name)

@@ -20,6 +20,7 @@ import pytest
 from django.db import connection
 
 from runs import services
+from runs.actor import ENGINE
 from runs.models import Iteration, ProviderConfig
 from tests.conftest import pending_gate, wait_for
 from tests.faults.conftest import assert_recorded_once
@@ -94,7 +95,7 @@ def start_kind(make_recipe, bundled, tmp_path):
             recipe, _ = create_recipe(
                 source, slug="matrix-python", origin=Recipe.Origin.PROJECT, source_path=str(path)
             )
-        return services.start_run(recipe, message=f"{kind} under a fault")
+        return services.start_run(recipe, actor=ENGINE, message=f"{kind} under a fault")
 
     return start
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from recipes.editing import create_recipe
 from recipes.models import Recipe
 from runs import services
+from runs.actor import ENGINE
 from runs.models import Iteration, ProviderConfig
 from tests.conftest import wait_for
 from tests.python.test_gates import GATED
@@ -29,7 +30,7 @@ def test_killed_worker_mid_call_replays_and_completes(fault_engine, tmp_path):
         SLOW_REVIEWER, slug="slow-reviewer", origin=Recipe.Origin.PROJECT, source_path=str(path)
     )
     worker = fault_engine.start_worker()
-    run = services.start_run(recipe, message="survive a kill")
+    run = services.start_run(recipe, actor=ENGINE, message="survive a kill")
 
     def reviewing_two():
         it = Iteration.objects.filter(run=run, node_id="reviewer", number=2).first()

@@ -7,7 +7,7 @@ unchanged; approving then goes on normally.
 """
 
 from runs import services
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from runs.models import Gate, Iteration
 from tests.conftest import wait_for, wait_run
 from tests.faults.conftest import agent_recipe, assert_recorded_once, read_markers
@@ -33,7 +33,7 @@ def test_open_gate_outlasting_the_visibility_timeout_runs_nothing_again(
     worker = fault_engine.start_worker(
         concurrency=2, LOOP_VISIBILITY_TIMEOUT=VISIBILITY_TIMEOUT, LOOP_LOG_TASKS="1"
     )
-    run = services.start_run(recipe, message="wait at the gate")
+    run = services.start_run(recipe, actor=ENGINE, message="wait at the gate")
     wait_run(run, "paused", "failed", timeout=60)
     assert run.status == "paused", run.error
     events = list(run.events.values_list("seq", "kind"))

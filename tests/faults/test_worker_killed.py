@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from runs import services
+from runs.actor import ENGINE
 from runs.models import Iteration
 from tests.conftest import wait_for
 from tests.faults.conftest import (
@@ -67,7 +68,7 @@ def test_killed_iteration_reruns_once_and_alone(
     markers = tmp_path / "markers.log"
     recipe = make_recipe(agent_recipe(agent_script, markers, slow_iteration=2, **SLOW))
     worker = fault_engine.start_worker()
-    run = services.start_run(recipe, message="survive a kill")
+    run = services.start_run(recipe, actor=ENGINE, message="survive a kill")
     killed_group = kill_at(point, fault_engine, worker, run, markers)
     assert_no_orphans([killed_group])
     if point != "pool-child":
@@ -101,7 +102,7 @@ def test_iteration_fails_at_the_attempt_limit(
     markers = tmp_path / "markers.log"
     recipe = make_recipe(agent_recipe(agent_script, markers, slow_iteration=2, **SLOW))
     worker = fault_engine.start_worker(LOOP_MAX_ATTEMPTS=2)
-    run = services.start_run(recipe, message="killed twice")
+    run = services.start_run(recipe, actor=ENGINE, message="killed twice")
     groups = [kill_at("start", fault_engine, worker, run, markers)]
     worker = fault_engine.start_worker(LOOP_MAX_ATTEMPTS=2)
     deadline = time.monotonic() + 30

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from recipes.validation import validate_source
 from runs import budget, services
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from runs.errors import Conflict, InputError
 from runs.event_text import describe
 from runs.models import Run
@@ -67,7 +67,7 @@ def test_the_python_format_reads_a_literal_budget_with_lines(db):
 def test_iterations_limit_stops_between_iterations_then_raise_and_resume(
     live_worker, recipe, actor
 ):
-    run = services.start_run(recipe(LOOP), budget={"iterations": 5})
+    run = services.start_run(recipe(LOOP), actor=ENGINE, budget={"iterations": 5})
     assert run.budget == {"iterations": 5}
     wait_run(run, "budget_exceeded", "completed", "failed")
     assert run.status == "budget_exceeded"
@@ -90,10 +90,10 @@ def test_iterations_limit_stops_between_iterations_then_raise_and_resume(
 
 def test_a_recipe_budget_is_merged_with_the_start_budget(db, recipe, actor):
     made = recipe(LOOP, head="budget: {iterations: 2, wall_seconds: 3600}\n")
-    run = services.start_run(made, budget={"iterations": 4})
+    run = services.start_run(made, actor=ENGINE, budget={"iterations": 4})
     assert run.budget == {"iterations": 4, "wall_seconds": 3600}
     with pytest.raises(InputError) as refused:
-        services.start_run(made, budget={"tokens": "many"})
+        services.start_run(made, actor=ENGINE, budget={"tokens": "many"})
     assert "budget.tokens" in refused.value.errors
 
 
@@ -111,7 +111,7 @@ nodes:
       until: NEVER
       max_iterations: 6
 """
-    run = services.start_run(make_recipe(source, slug="costly"))
+    run = services.start_run(make_recipe(source, slug="costly"), actor=ENGINE)
     wait_run(run, "budget_exceeded", "completed", "failed")
     assert run.status == "budget_exceeded", run.error
     assert "cost (USD)" in run.error and "of $0.03" in run.error
@@ -134,6 +134,7 @@ nodes:
         - id: draft
           prompt: "@*: d\\n@4: SHIPPED"
 """),
+        actor=ENGINE,
         budget={"iterations": 2},
     )
     wait_run(run, "budget_exceeded", "completed", "failed")
@@ -149,7 +150,9 @@ nodes:
 
 def test_a_python_loop_stops_and_resumes_through_its_replay(live_worker, python_recipe, actor):
     run = services.start_run(
-        python_recipe(max_iterations=6, budget='budget = {"iterations": 2}'), message="Topic"
+        python_recipe(max_iterations=6, budget='budget = {"iterations": 2}'),
+        actor=ENGINE,
+        message="Topic",
     )
     wait_run(run, "budget_exceeded", "completed", "failed")
     assert run.status == "budget_exceeded", run.error
@@ -177,7 +180,9 @@ nodes:
 def test_tokens_limit_stops_between_iterations_then_raise_and_resume(
     live_worker, make_recipe, actor
 ):
-    run = services.start_run(make_recipe(DEMO_LOOP, slug="demo-tokens"), budget={"tokens": 60})
+    run = services.start_run(
+        make_recipe(DEMO_LOOP, slug="demo-tokens"), actor=ENGINE, budget={"tokens": 60}
+    )
     wait_run(run, "budget_exceeded", "completed", "failed")
     assert run.status == "budget_exceeded", run.error
     its = iterations(run, "work")
@@ -197,7 +202,9 @@ def test_tokens_limit_stops_between_iterations_then_raise_and_resume(
 def test_wall_seconds_limit_stops_between_iterations_then_raise_and_resume(
     live_worker, recipe, actor
 ):
-    run = services.start_run(recipe(REFINE, interactive=True), budget={"wall_seconds": 3600})
+    run = services.start_run(
+        recipe(REFINE, interactive=True), actor=ENGINE, budget={"wall_seconds": 3600}
+    )
     wait_run(run, "paused")
     # Two hours pass while the gate waits (written, not waited for): the next iteration the
     # feedback asks for must not start.

@@ -5,6 +5,7 @@ forked, and a plain 409 from the API for a turn that cannot go on."""
 import pytest
 
 from runs import services
+from runs.actor import Actor
 from runs.models import NodeRun
 from tests.api.conftest import client_for
 from tests.console.conftest import add_iteration, login
@@ -16,7 +17,9 @@ FORK = "Fork from here"
 
 
 def running_loop(bundled, operator, done: int, budget: dict):
-    run = services.start_run(bundled["guided-refine"], user=operator, message="m")
+    run = services.start_run(
+        bundled["guided-refine"], actor=Actor.operator(operator, "console"), message="m"
+    )
     row = NodeRun.objects.create(
         run=run, node_id="refine", kind="loop", status="running", max_iterations=9
     )
@@ -71,7 +74,9 @@ def test_fork_is_offered_only_where_the_kind_can_be_forked(client, bundled, make
     loop = running_loop(bundled, operator, 2, {})
     assert client.get(loop.get_absolute_url()).content.decode().count(FORK) == 2
 
-    plane = services.start_run(make_recipe(PLANE, slug="forkless"), user=operator)
+    plane = services.start_run(
+        make_recipe(PLANE, slug="forkless"), actor=Actor.operator(operator, "console")
+    )
     _finished(plane, "maker", "session")
     page = client.get(plane.get_absolute_url()).content.decode()
     assert page.count(FORK) == 1 and "Compare…" in page  # recipes/planeai/forking.py
@@ -83,12 +88,14 @@ def test_fork_is_offered_only_where_the_kind_can_be_forked(client, bundled, make
 
 
 def test_fork_is_offered_on_a_driven_loop_s_host_turns_and_steps(
-    client, bundled, make_recipe, operator
+    client, python_recipe, make_recipe, operator
 ):
     """loops/forking.py: a step stands for its loop iteration; one that belongs to none is
     refused by the fork itself, with a 409 that says so."""
     login(client, operator)
-    driven = services.start_run(make_recipe(driven_recipe("demo"), slug="d"), user=operator)
+    driven = services.start_run(
+        make_recipe(driven_recipe("demo"), slug="d"), actor=Actor.operator(operator, "console")
+    )
     _finished(driven, "host", "driven")
     _finished(driven, "drafter", "agent")
     assert client.get(driven.get_absolute_url()).content.decode().count(FORK) == 2
@@ -96,8 +103,9 @@ def test_fork_is_offered_on_a_driven_loop_s_host_turns_and_steps(
         f"/api/runs/{driven.pk}/fork", {"node": "drafter", "iteration": 1}
     )
     assert refused.status_code == 409 and "not a step of any loop iteration" in str(refused.body)
-    # An agent call outside any loop, in a run that is not driven, is still not offered.
-    solo = services.start_run(bundled["guided-refine"], user=operator, message="m")
+    # An agent call outside any loop, in a Python run, is still not offered: the fork of
+    # an `agent` row of a run that is not driven is the Python kind's to refuse.
+    solo = services.start_run(python_recipe(), Actor.operator(operator, "console"), message="m")
     _finished(solo, "solo", "agent")
     assert FORK not in client.get(solo.get_absolute_url()).content.decode()
     refused = client_for(operator).post(
@@ -108,8 +116,12 @@ def test_fork_is_offered_on_a_driven_loop_s_host_turns_and_steps(
 
 def test_inbox_draws_a_sparkline_for_step_machine_and_driven_loops(client, make_recipe, operator):
     login(client, operator)
-    plane = services.start_run(make_recipe(PLANE, slug="forkless"), user=operator)
-    driven = services.start_run(make_recipe(driven_recipe("demo"), slug="d"), user=operator)
+    plane = services.start_run(
+        make_recipe(PLANE, slug="forkless"), actor=Actor.operator(operator, "console")
+    )
+    driven = services.start_run(
+        make_recipe(driven_recipe("demo"), slug="d"), actor=Actor.operator(operator, "console")
+    )
     for run, node_id, kind in [(plane, "maker", "session"), (driven, "drafter", "agent")]:
         row = NodeRun.objects.create(
             run=run, node_id=node_id, kind=kind, status="running", iteration_count=3

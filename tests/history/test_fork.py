@@ -5,7 +5,7 @@ kernel's own transitions. Workflow loops, loop_groups and Python loops."""
 import pytest
 
 from runs import services
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from runs.errors import Conflict, InputError, NotFound
 from runs.event_text import describe
 from runs.models import Run
@@ -35,7 +35,7 @@ def cli(operator):
 
 
 def test_fork_a_workflow_loop_carries_history_and_continues_with_feedback(live_worker, recipe, cli):
-    original = services.start_run(recipe(LOOP), message="go")
+    original = services.start_run(recipe(LOOP), actor=ENGINE, message="go")
     wait_run(original)
     assert original.status == "completed", original.error
     before = (original.iterations.count(), original.events.count(), original.last_seq)
@@ -73,7 +73,7 @@ def test_fork_a_workflow_loop_carries_history_and_continues_with_feedback(live_w
 
 
 def test_fork_resumes_the_threaded_session_and_an_edited_prompt(live_worker, recipe, cli):
-    original = services.start_run(recipe(LOOP))
+    original = services.start_run(recipe(LOOP), actor=ENGINE)
     wait_run(original)
     second = iterations(original, "work")[1]
     fork = services.fork_run(
@@ -95,7 +95,7 @@ def test_fork_resumes_the_threaded_session_and_an_edited_prompt(live_worker, rec
 
 
 def test_fork_refuses_what_it_cannot_continue(live_worker, recipe, cli):
-    original = services.start_run(recipe(LOOP))
+    original = services.start_run(recipe(LOOP), actor=ENGINE)
     wait_run(original)
     with pytest.raises(NotFound, match="no iteration 9"):
         services.fork_run(original, cli, node="work", iteration=9)
@@ -104,7 +104,8 @@ def test_fork_refuses_what_it_cannot_continue(live_worker, recipe, cli):
 nodes:
   - id: work
     loop: {prompt: "@*: going", until: DONE, max_iterations: 2}
-""")
+"""),
+        actor=ENGINE,
     )
     wait_run(short)
     assert short.status == "failed"
@@ -129,7 +130,7 @@ nodes:
 
 
 def test_fork_a_loop_group_from_a_group_iteration(live_worker, recipe, cli):
-    original = services.start_run(recipe(GROUP))
+    original = services.start_run(recipe(GROUP), actor=ENGINE)
     wait_run(original)
     assert original.status == "completed", original.error
     assert original.iterations.count() == 3
@@ -149,7 +150,7 @@ def test_fork_a_loop_group_from_a_group_iteration(live_worker, recipe, cli):
 
 
 def test_fork_a_python_loop_replays_up_to_the_fork_point(live_worker, python_recipe, cli):
-    original = services.start_run(python_recipe(max_iterations=5), message="Topic")
+    original = services.start_run(python_recipe(max_iterations=5), actor=ENGINE, message="Topic")
     wait_run(original)
     assert original.status == "completed", original.error
     done = iterations(original, "writer")

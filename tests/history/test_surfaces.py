@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from runs import chart, services
+from runs.actor import ENGINE, Actor
 from runs.models import Iteration, NodeRun
 from tests.api.conftest import client_for
 from tests.conftest import wait_run
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.django_db
 
 
 def scored_run(bundled, operator, scores=(55, 70, 85), slug="guided-refine"):
-    run = services.start_run(bundled[slug], user=operator, message="m")
+    run = services.start_run(bundled[slug], actor=Actor.operator(operator, "console"), message="m")
     row = NodeRun.objects.create(
         run=run, node_id="refine", kind="loop", status="completed", max_iterations=9
     )
@@ -261,7 +262,7 @@ nodes:
 
 @pytest.mark.django_db(transaction=True)
 def test_fork_over_the_api_and_budget_resume_from_the_cli(live_worker, recipe, operator, viewer):
-    run = services.start_run(recipe(LOOP), budget={"iterations": 2})
+    run = services.start_run(recipe(LOOP), actor=ENGINE, budget={"iterations": 2})
     wait_run(run, "budget_exceeded", "completed", "failed")
     assert run.status == "budget_exceeded"
     api = client_for(operator)
@@ -309,7 +310,7 @@ nodes:
 def test_resume_from_the_cli_says_what_runs_again_and_how_to_keep_it(live_worker, recipe):
     """A loop that failed after two finished iterations: `run resume` says on stderr that
     they run again, and names the fork that keeps them, as the console's confirmation does."""
-    run = wait_run(services.start_run(recipe(SHORT_LOOP)), "completed", "failed")
+    run = wait_run(services.start_run(recipe(SHORT_LOOP), actor=ENGINE), "completed", "failed")
     assert run.status == "failed"
     err = StringIO()
     call_command("run", "resume", str(run.pk), stdout=StringIO(), stderr=err)

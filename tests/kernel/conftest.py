@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runs import dispatch, kinds, tasks
+from runs import dispatch
 
 
 class Broker:
@@ -25,8 +25,7 @@ class Broker:
             if not self.sent:
                 return
             name, args = self.sent.pop(0)
-            # An app's tasks are registered by name (notifications' send_notification).
-            (kinds.task(name) or getattr(tasks, name))(*args)
+            dispatch.task(name)(*args)
         raise AssertionError("the run did not settle")
 
 

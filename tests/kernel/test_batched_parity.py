@@ -13,7 +13,7 @@ from django.db import connection
 from django.db.models import AutoField, DateTimeField, ForeignKey
 
 from runs import services
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from runs.models import Gate, Iteration, NodeRun, Run, batched
 from runs.providers import demo
 from runs.providers.base import ProviderError
@@ -160,7 +160,7 @@ def snapshot(run: Run) -> dict:
 
 
 def run_once(recipe, broker, then=None) -> dict:
-    run = services.start_run(recipe, message="parity")
+    run = services.start_run(recipe, ENGINE, message="parity")
     broker.deliver()
     if then is not None:
         then(run)

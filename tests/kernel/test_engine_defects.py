@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runs import services, tasks
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from runs.executor.sweep import sweep
 from runs.models import NodeRun, Run
 from tests.console.conftest import gated_run, guided_run  # noqa: F401 - fixtures
@@ -63,7 +63,7 @@ def test_a_retry_delay_longer_than_the_lease_keeps_the_step(
     settings.LOOP_LEASE_SECONDS = 1
     clock = SweepingClock()
     monkeypatch.setattr(steps, "time", clock)
-    run = services.start_run(make_recipe(RETRYING_STEP, "flaky"), message="retry")
+    run = services.start_run(make_recipe(RETRYING_STEP, "flaky"), actor=ENGINE, message="retry")
     tasks.advance_run(run.pk)
     broker.sent.clear()
     row = NodeRun.objects.get(run=run, node_id="flaky")
@@ -80,7 +80,7 @@ def test_the_retry_delay_is_bounded(make_recipe, settings):
     from runs.executor.steps import retry_delay_seconds
 
     settings.LOOP_MAX_RETRY_DELAY_SECONDS = 2
-    run = services.start_run(make_recipe(RETRYING_STEP, "flaky"), message="bounded")
+    run = services.start_run(make_recipe(RETRYING_STEP, "flaky"), actor=ENGINE, message="bounded")
     assert retry_delay_seconds(node_spec(spec_for(run), "flaky")) == 2
 
 
@@ -91,7 +91,7 @@ def test_an_unexpected_engine_error_fails_the_run_at_once_with_its_message(
     the first delivery with the error on its page, not after the sweep's retries."""
     not_a_folder = tmp_path / "a-file"
     not_a_folder.write_text("")
-    run = services.start_run(make_recipe(ONE_STEP, "one-step"), message="broken")
+    run = services.start_run(make_recipe(ONE_STEP, "one-step"), actor=ENGINE, message="broken")
     Run.objects.filter(pk=run.pk).update(workdir=str(not_a_folder))
     broker.send("advance_run", run.pk)
     broker.deliver()
@@ -149,7 +149,7 @@ nodes:
 def test_a_provider_error_is_one_message_and_the_output_shows_once(
     transactional_db, make_recipe, broker, client, viewer
 ):
-    run = services.start_run(make_recipe(FAILING_AGENT, "failing-agent"), message="x")
+    run = services.start_run(make_recipe(FAILING_AGENT, "failing-agent"), actor=ENGINE, message="x")
     broker.deliver()
     run.refresh_from_db()
     assert run.status == "failed"

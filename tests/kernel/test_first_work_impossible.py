@@ -20,6 +20,7 @@ from django.test import Client
 
 from recipes.editing import create_recipe
 from runs import services
+from runs.actor import Actor
 from runs.errors import ServiceError
 from runs.models import ProviderConfig, Run
 from tests.conftest import wait_run
@@ -78,7 +79,7 @@ def start(kind: str, provider: str, operator, tmp_path) -> Run:
     path.write_text(source)
     slug = "sm" if kind == "stepmachine" else kind
     recipe, _ = create_recipe(source, slug=slug, source_path=str(path))
-    return services.start_run(recipe, user=operator, message="go")
+    return services.start_run(recipe, actor=Actor.operator(operator, "console"), message="go")
 
 
 def shown_on_the_inbox(run: Run, operator, *cause: str) -> None:
@@ -136,7 +137,7 @@ def test_a_workflow_whose_command_file_was_deleted(live_worker, operator, tmp_pa
     recipe, _ = create_recipe(LOOP_WITH_A_COMMAND, slug="wf-cmd", source_path=str(path))
     command.unlink()
     try:
-        run = services.start_run(recipe, user=operator, message="go")
+        run = services.start_run(recipe, actor=Actor.operator(operator, "console"), message="go")
     except ServiceError as exc:  # refused at the start, saying why: nothing hangs either
         assert "refine-cmd" in str(exc)
         return

@@ -16,7 +16,7 @@ from notifications.models import Delivery, Subscription
 from recipes.editing import create_recipe
 from recipes.models import Recipe
 from runs import services
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from runs.event_text import describe
 from runs.executor.sweep import sweep
 from runs.models import Gate, NodeRun, Run
@@ -67,7 +67,7 @@ def committed(transactional_db):
 
 
 def started(make_recipe, broker, source, slug):
-    run = services.start_run(make_recipe(source, slug), message="go")
+    run = services.start_run(make_recipe(source, slug), actor=ENGINE, message="go")
     broker.deliver()
     run.refresh_from_db()
     assert run.status == Run.Status.PAUSED, run.error
@@ -187,7 +187,7 @@ def test_a_python_loops_gate_option_gives_its_gate_a_deadline(transactional_db, 
     recipe, _ = create_recipe(
         PYTHON, slug="python-deadline", origin=Recipe.Origin.PROJECT, source_path=str(path)
     )
-    run = services.start_run(recipe, message="copy")
+    run = services.start_run(recipe, actor=ENGINE, message="copy")
     in_a_thread(broker.deliver)
     gate = services.pending_gate(run)
     assert gate is not None and (gate.node_id, gate.on_timeout) == ("writer", "reject")

@@ -13,6 +13,7 @@ from django.db import connection
 from django.utils import timezone
 
 from runs import services
+from runs.actor import ENGINE
 from runs.executor.sweep import sweep
 from runs.models import Iteration
 from tests.conftest import wait_for
@@ -74,7 +75,9 @@ def test_recording_a_worktree_diff_keeps_the_lease(
     monkeypatch.setenv("LOOP_GIT_WORKTREES", "1")
     monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
 
-    run = services.start_run(make_recipe(RECIPE, "slow-diff"), message="go", workdir=str(repo))
+    run = services.start_run(
+        make_recipe(RECIPE, "slow-diff"), actor=ENGINE, message="go", workdir=str(repo)
+    )
     failures = []
 
     def work():
@@ -139,7 +142,9 @@ def test_a_call_taken_back_while_git_ran_leaves_no_worktree_diff(
 
     repo = _repository(tmp_path / "repo")
     monkeypatch.setenv("LOOP_GIT_WORKTREES", "1")
-    run = services.start_run(make_recipe(RECIPE, "taken-back"), message="go", workdir=str(repo))
+    run = services.start_run(
+        make_recipe(RECIPE, "taken-back"), actor=ENGINE, message="go", workdir=str(repo)
+    )
     record = worktree.record_changes
     taken_back = []
 
@@ -167,7 +172,9 @@ def test_a_call_that_keeps_its_claim_logs_its_worktree_diff_once(
 ):
     repo = _repository(tmp_path / "repo")
     monkeypatch.setenv("LOOP_GIT_WORKTREES", "1")
-    run = services.start_run(make_recipe(RECIPE, "kept"), message="go", workdir=str(repo))
+    run = services.start_run(
+        make_recipe(RECIPE, "kept"), actor=ENGINE, message="go", workdir=str(repo)
+    )
     broker.deliver()
     run.refresh_from_db()
     assert run.status == "completed", run.error

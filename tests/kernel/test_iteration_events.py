@@ -10,6 +10,7 @@ import pytest
 
 from recipes.planeai.demo import FEATURE_BRANCH, create_repository
 from runs import services
+from runs.actor import ENGINE, Actor
 from runs.models.agent_call import EVENT_KEYS
 from tests.conftest import wait_run
 from tests.planeai.conftest import settled
@@ -59,6 +60,10 @@ nodes:
 """
 
 
+def by(person) -> Actor:
+    return Actor.operator(person, "console")
+
+
 def iteration_events(run) -> list:
     return list(run.events.filter(kind__in=EVENT_KEYS).order_by("seq"))
 
@@ -68,17 +73,23 @@ def test_every_kind_logs_its_iteration_events_with_the_same_keys(
 ):
     repository = create_repository(tmp_path)
     runs = {
-        "workflow loop": services.start_run(bundled["counter-loop"], user=operator),
-        "failing workflow loop": services.start_run(make_recipe(FAILING_LOOP, slug="broken")),
-        "loop_group": services.start_run(make_recipe(GROUP, slug="group")),
-        "failing loop_group": services.start_run(make_recipe(FAILING_GROUP, slug="group-fails")),
-        "python loop": services.start_run(bundled["scored-writer-reviewer"], message="Copy"),
+        "workflow loop": services.start_run(bundled["counter-loop"], by(operator)),
+        "failing workflow loop": services.start_run(
+            make_recipe(FAILING_LOOP, slug="broken"), ENGINE
+        ),
+        "loop_group": services.start_run(make_recipe(GROUP, slug="group"), ENGINE),
+        "failing loop_group": services.start_run(
+            make_recipe(FAILING_GROUP, slug="group-fails"), ENGINE
+        ),
+        "python loop": services.start_run(
+            bundled["scored-writer-reviewer"], ENGINE, message="Copy"
+        ),
         "driven loop": services.start_run(
-            bundled["launch-note"], user=operator, message="Widget 2.0"
+            bundled["launch-note"], by(operator), message="Widget 2.0"
         ),
         "step machine": services.start_run(
             bundled["no-mistakes-demo"],
-            user=operator,
+            by(operator),
             inputs={"branch": FEATURE_BRANCH},
             workdir=str(repository),
         ),

@@ -12,6 +12,7 @@ from django.conf import settings as django_settings
 from django.test import Client
 
 from runs import output_reads, services, tasks
+from runs.actor import ENGINE
 from runs.engine.variables import ENV_VALUE_LIMIT, VarContext, VariableError, substitute_shell
 from runs.executor.agent import StepFailed, call_agent
 from runs.models import Iteration, NodeRun, RunEvent
@@ -119,7 +120,9 @@ def test_a_long_bash_step_keeps_its_end_and_says_so_once(
     transactional_db, make_recipe, broker, settings, viewer
 ):
     settings.LOOP_MAX_OUTPUT_BYTES = 2048
-    run = run_steps(services.start_run(make_recipe(LONG, "long"), message="m"), broker)
+    run = run_steps(
+        services.start_run(make_recipe(LONG, "long"), actor=ENGINE, message="m"), broker
+    )
     assert run.status == "completed", run.error
     node = NodeRun.objects.get(run=run, node_id="long")
     assert node.output == ("y" * 10000 + "\nend")[-2048:]
@@ -138,7 +141,9 @@ def test_a_long_bash_step_keeps_its_end_and_says_so_once(
 
 def test_a_retry_starts_its_output_afresh(transactional_db, make_recipe, broker, settings):
     settings.LOOP_MAX_OUTPUT_BYTES = 2048
-    run = run_steps(services.start_run(make_recipe(RETRY, "retried"), message="m"), broker)
+    run = run_steps(
+        services.start_run(make_recipe(RETRY, "retried"), actor=ENGINE, message="m"), broker
+    )
     assert run.status == "completed", run.error
     node = NodeRun.objects.get(run=run, node_id="noisy")
     assert node.output == "short" and not node.output_truncated
@@ -159,7 +164,7 @@ def test_the_level_keeps_short_texts_whole_and_cuts_the_long_ones_alike():
 def stored_run(make_recipe, operator):
     """A run whose rows hold outputs as an older console stored them: long, and no file."""
     recipe = make_recipe("name: t\nnodes:\n  - id: a\n    bash: echo\n", slug="stored")
-    run = services.start_run(recipe, message="m")
+    run = services.start_run(recipe, actor=ENGINE, message="m")
     node = NodeRun.objects.create(run=run, node_id="a", kind="loop", output="n" * 3000)
     for number, text in enumerate(["a" * 3000, "b" * 3000, "c" * 3000, "short"], start=1):
         Iteration.objects.create(

@@ -14,6 +14,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from runs import services, tasks
+from runs.actor import ENGINE, Actor
 from runs.models import Iteration, NodeRun, ProviderConfig, RunEvent
 
 CAP = 2048
@@ -59,7 +60,9 @@ nodes:
       import sys
       sys.stdout.write("s" * {SIZE})
 """
-    run = deliver(services.start_run(make_recipe(source, "script"), message="m"), broker)
+    run = deliver(
+        services.start_run(make_recipe(source, "script"), actor=ENGINE, message="m"), broker
+    )
     assert run.status == "completed", run.error
     kept_and_filed(NodeRun.objects.get(run=run, node_id="s"), "s")
     said_once(run, "s")
@@ -75,7 +78,9 @@ nodes:
     provider: big
     prompt: go
 """
-    run = deliver(services.start_run(make_recipe(source, "prompt"), message="m"), broker)
+    run = deliver(
+        services.start_run(make_recipe(source, "prompt"), actor=ENGINE, message="m"), broker
+    )
     assert run.status == "completed", run.error
     row = NodeRun.objects.get(run=run, node_id="ask")
     kept_and_filed(row, "p")
@@ -98,7 +103,9 @@ steps:
 
 def test_a_step_machine_turn(transactional_db, make_recipe, broker, operator):
     ProviderConfig.objects.create(name="bigcmd", kind="command", command=printing("t"))
-    run = services.start_run(make_recipe(TURN, "big-turn"), user=operator)
+    run = services.start_run(
+        make_recipe(TURN, "big-turn"), actor=Actor.operator(operator, "console")
+    )
     deliver(run, broker)
     turn = Iteration.objects.get(run=run, node_id="maker")
     assert turn.status == "completed", turn.error
@@ -124,7 +131,9 @@ def test_a_driven_pipeline_step_hands_on_the_kept_end(transactional_db, make_rec
         providers=host + "\n" + big,
         agents="big: {provider: big-agent, instructions: Say a lot.}",
     )
-    run = deliver(services.start_run(make_recipe(source, "driven-big"), message="m"), broker)
+    run = deliver(
+        services.start_run(make_recipe(source, "driven-big"), actor=ENGINE, message="m"), broker
+    )
     step = Iteration.objects.get(run=run, node_id="big")
     assert step.status == "completed", step.error
     kept_and_filed(step, "d", "raw_output")

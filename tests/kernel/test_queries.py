@@ -8,6 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from runs import dispatch, services, tasks
+from runs.actor import ENGINE
 from runs.models import Iteration, NodeRun
 
 STEPS = 300
@@ -33,7 +34,7 @@ def one_at_a_time(monkeypatch):
 def test_a_plain_iteration_costs_at_most_six_queries_whatever_the_history(
     transactional_db, make_recipe, broker, one_at_a_time
 ):
-    run = services.start_run(make_recipe(LOOP, "instant-loop"), message="count")
+    run = services.start_run(make_recipe(LOOP, "instant-loop"), actor=ENGINE, message="count")
     tasks.advance_run(run.pk)
     tasks.start_node(next(args[0] for name, args in broker.sent if name == "start_node"))
     counts = {}
@@ -79,7 +80,7 @@ def test_a_cancel_before_the_finish_keeps_the_iteration_cancelled(
     from runs.actor import Actor
     from runs.providers.demo import DemoProvider
 
-    run = services.start_run(make_recipe(LOOP, "instant-loop"), message="cancel")
+    run = services.start_run(make_recipe(LOOP, "instant-loop"), actor=ENGINE, message="cancel")
     tasks.advance_run(run.pk)
     tasks.start_node(next(args[0] for name, args in broker.sent if name == "start_node"))
     it = Iteration.objects.get(run=run, status="pending")

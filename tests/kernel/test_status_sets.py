@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runs import services, tasks
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from runs.models import Iteration, Run
 
 LOOP = """
@@ -35,7 +35,7 @@ def test_no_iteration_is_claimed_in_a_finished_run_whatever_its_status(
 ):
     """The iteration hot path (one statement on PostgreSQL, a transaction elsewhere) refuses
     to claim in a run of any finished status: it once knew only three of them."""
-    run = services.start_run(make_recipe(LOOP, "two-step-loop"), message="go")
+    run = services.start_run(make_recipe(LOOP, "two-step-loop"), actor=ENGINE, message="go")
     tasks.advance_run(run.pk)
     tasks.start_node(next(args[0] for name, args in broker.sent if name == "start_node"))
     it = Iteration.objects.get(run=run, status="pending")
@@ -51,8 +51,8 @@ def test_a_budget_stopped_child_is_cancelled_with_its_parent(
     """A child stopped at its budget is alive (it resumes once raised): cancelling the run
     that started it must end it too, not leave it resumable."""
     recipe = make_recipe(LOOP, "two-step-loop")
-    parent = services.start_run(recipe, message="parent")
-    child = services.start_run(recipe, message="child")
+    parent = services.start_run(recipe, actor=ENGINE, message="parent")
+    child = services.start_run(recipe, actor=ENGINE, message="child")
     Run.objects.filter(pk=child.pk).update(parent=parent, status=Run.Status.BUDGET_EXCEEDED)
     services.cancel_run(parent, Actor.operator(operator, "console"))
     child.refresh_from_db()

@@ -13,6 +13,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.actor import ENGINE, Actor
 from tests.providers.conftest import (  # noqa: F401 - fixtures shared with the provider tests
     fake_ai,
     fake_ai_server,
@@ -66,7 +67,7 @@ def start_driven(make_recipe):
 
     def go(source: str, message: str = "Widget 2.0 ships on Monday"):
         recipe = make_recipe(source, slug=f"driven-{next(counter)}")
-        return start_run(recipe, message=message)
+        return start_run(recipe, actor=ENGINE, message=message)
 
     return go
 
@@ -125,7 +126,9 @@ def driven_run(make_recipe, operator):
     from runs.models import Iteration, NodeRun
 
     recipe = make_recipe(driven_recipe("demo"), slug="driven-pages")
-    run = services.start_run(recipe, user=operator, message="Widget 2.0")
+    run = services.start_run(
+        recipe, actor=Actor.operator(operator, "console"), message="Widget 2.0"
+    )
     host = NodeRun.objects.create(run=run, node_id="host", kind="driven", status="running")
     turn = Iteration.objects.create(
         run=run,

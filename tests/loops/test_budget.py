@@ -9,7 +9,7 @@ import pytest
 
 from loops.models import Loop
 from runs import services
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from runs.models import Iteration
 from tests.conftest import wait_for, wait_run
 from tests.loops.conftest import driven_recipe
@@ -21,7 +21,7 @@ def test_a_driven_loop_stops_between_iterations_then_raise_and_resume(
     live_worker, make_recipe, operator
 ):
     recipe = make_recipe(driven_recipe("demo"), slug="driven-budget")
-    run = services.start_run(recipe, message="Widget 2.0", budget={"iterations": 3})
+    run = services.start_run(recipe, actor=ENGINE, message="Widget 2.0", budget={"iterations": 3})
     wait_run(run, "budget_exceeded", "completed", "failed")
     assert run.status == "budget_exceeded", run.error
     assert "iterations: 3 of 3" in run.error

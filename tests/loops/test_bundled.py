@@ -5,6 +5,7 @@ import pytest
 
 from loops.models import Loop
 from runs import services
+from runs.actor import Actor
 from tests.conftest import wait_run
 
 pytestmark = pytest.mark.worker
@@ -13,7 +14,11 @@ pytestmark = pytest.mark.worker
 def test_launch_note_starts_iterates_with_feedback_and_finishes(live_worker, bundled, operator):
     recipe = bundled["launch-note"]
     assert recipe.kind == "driven" and recipe.valid
-    run = wait_run(services.start_run(recipe, user=operator, message="Widget 2.0, a faster sync"))
+    run = wait_run(
+        services.start_run(
+            recipe, actor=Actor.operator(operator, "console"), message="Widget 2.0, a faster sync"
+        )
+    )
     assert run.status == "completed", run.error
     loop = Loop.objects.get(run=run)
     assert (loop.status, loop.iteration_count, loop.pipeline) == (
@@ -40,7 +45,11 @@ def test_a_fork_of_launch_note_is_judged_and_finished_by_its_demo_host(
     from runs.actor import Actor
     from runs.fork import fork_run
 
-    run = wait_run(services.start_run(bundled["launch-note"], user=operator, message="Widget"))
+    run = wait_run(
+        services.start_run(
+            bundled["launch-note"], actor=Actor.operator(operator, "console"), message="Widget"
+        )
+    )
     assert run.status == "completed", run.error
     fork = fork_run(
         run, Actor.operator(operator, "console"), node="drafter", iteration=1, feedback="Shorter."

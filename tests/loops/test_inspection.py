@@ -8,6 +8,7 @@ import pytest
 from django.urls import reverse
 
 from runs import services
+from runs.actor import Actor
 from runs.models import Iteration, NodeRun
 from tests.console.conftest import login
 from tests.loops.conftest import drive, driven_recipe
@@ -23,7 +24,9 @@ def test_the_api_lists_loops_with_filters_and_pages(
 ):
     run, _, turn = driven_run
     done = drive(run, turn)
-    other_run = services.start_run(make_recipe(driven_recipe("demo"), slug="other"), user=operator)
+    other_run = services.start_run(
+        make_recipe(driven_recipe("demo"), slug="other"), actor=Actor.operator(operator, "console")
+    )
     other_host = NodeRun.objects.create(run=other_run, node_id="editor", kind="driven")
     other_turn = Iteration.objects.create(
         run=other_run, node_run=other_host, node_id="editor", number=1
@@ -211,7 +214,9 @@ def test_the_run_page_shows_the_loops_and_refreshes_them(client, viewer, driven_
 
 
 def test_a_workflow_run_page_has_no_loop_panel(client, viewer, bundled, operator):
-    run = services.start_run(bundled["counter-loop"], user=operator, message="x")
+    run = services.start_run(
+        bundled["counter-loop"], actor=Actor.operator(operator, "console"), message="x"
+    )
     body = login(client, viewer).get(reverse("run_detail", args=[run.pk])).content.decode()
     assert "driven-loops" not in body
 

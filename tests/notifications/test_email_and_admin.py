@@ -9,7 +9,8 @@ from django.core import mail
 
 from notifications import sending
 from notifications.models import Delivery, Subscription
-from runs import dispatch, kinds, services, tasks
+from runs import dispatch, services
+from runs.actor import ENGINE, Actor
 from runs.models import Gate
 from tests.notifications.conftest import APPROVAL
 
@@ -25,13 +26,14 @@ def in_process(monkeypatch):
     def drain():
         while sent:
             name, args = sent.pop(0)
-            (kinds.task(name) or getattr(tasks, name))(*args)
+            dispatch.task(name)(*args)
 
     return drain
 
 
 def gated(make_recipe, drain, user=None):
-    run = services.start_run(make_recipe(APPROVAL, "ship-it"), message="v2", user=user)
+    actor = Actor.operator(user, "console") if user is not None else ENGINE
+    run = services.start_run(make_recipe(APPROVAL, "ship-it"), actor, message="v2")
     drain()
     return run, services.pending_gate(run)
 
@@ -175,7 +177,7 @@ nodes:
 
 
 def test_a_run_page_lists_every_gate_it_waits_at(make_recipe, in_process, client, viewer):
-    run = services.start_run(make_recipe(PARALLEL, "two-approvals"), message="x")
+    run = services.start_run(make_recipe(PARALLEL, "two-approvals"), actor=ENGINE, message="x")
     in_process()
     first, second = run.gates.order_by("id")
     client.force_login(viewer)

@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from notifications import sending
 from notifications.models import Delivery, Subscription
 from runs import services
+from runs.actor import ENGINE
 from tests.conftest import wait_for, wait_run
 from tests.notifications.conftest import APPROVAL, ONE_STEP
 from tests.notifications.receiver import Receiver, documented_verifier
@@ -27,7 +28,7 @@ def test_a_waiting_gate_reaches_the_webhook_signed_and_retried(live_worker, make
     with Receiver(answers=(503, 200)) as receiver:
         sub = hook(receiver.url)
         receiver.secret = sub.secret
-        run = services.start_run(make_recipe(APPROVAL, "ship-it"), message="v1.2")
+        run = services.start_run(make_recipe(APPROVAL, "ship-it"), actor=ENGINE, message="v1.2")
         wait_run(run, "paused")
         delivery = wait_for(
             lambda: Delivery.objects.filter(
@@ -77,7 +78,7 @@ def test_a_finished_run_is_announced_to_the_recipes_subscription(live_worker, ma
         mine = hook(receiver.url, recipe=recipe, on_run_completed=True)
         hook(elsewhere.url, recipe=other, on_run_completed=True)
         receiver.secret = mine.secret
-        run = services.start_run(recipe, message="hi")
+        run = services.start_run(recipe, actor=ENGINE, message="hi")
         wait_run(run, "completed")
         wait_for(lambda: Delivery.objects.filter(status="delivered").exists())
     assert [r["json"]["event"] for r in receiver.requests] == ["run_completed"]
@@ -91,7 +92,7 @@ def test_a_refusal_fails_at_once_and_its_body_stays_out_of_the_record(make_recip
     monkeypatch.setattr("runs.dispatch.deliver", lambda name, *args, **kw: sent.append(args))
     with Receiver(answers=(404,), body=b"internal detail: db=10.0.0.7") as receiver:
         sub = hook(receiver.url)
-        run = services.start_run(make_recipe(ONE_STEP, "say-hello"), message="hi")
+        run = services.start_run(make_recipe(ONE_STEP, "say-hello"), actor=ENGINE, message="hi")
         delivery = Delivery.objects.create(
             subscription=sub, event="run_failed", run=run, payload={"event": "run_failed"}
         )

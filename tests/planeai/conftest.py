@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from runs.actor import Actor
+
 AGENT = Path(__file__).with_name("role_agent.py")
 
 
@@ -200,4 +202,6 @@ def waiting_run(plane_recipe, operator):
     """A step-machine run created, not started (its machine takes handoffs)."""
     from runs import services
 
-    return services.start_run(plane_recipe(WAITING), user=operator, start=False)
+    return services.start_run(
+        plane_recipe(WAITING), actor=Actor.operator(operator, "console"), start=False
+    )

@@ -30,7 +30,11 @@ steps:
 def test_a_step_machine_stops_at_its_budget_then_raise_and_resume(
     live_worker, scripted, plane_recipe, operator
 ):
-    run = services.start_run(plane_recipe(THREE_TURNS), user=operator, budget={"iterations": 2})
+    run = services.start_run(
+        plane_recipe(THREE_TURNS),
+        actor=Actor.operator(operator, "console"),
+        budget={"iterations": 2},
+    )
     settled(run, "budget_exceeded")
     assert "iterations: 2 of 2" in run.error
     # Two turns ran to their end; the third was never sent, and the machine waits at it.

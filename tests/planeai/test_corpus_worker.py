@@ -109,7 +109,11 @@ def test_every_input_type_the_message_and_the_ids_through_a_worker(
     source, (given, expected) = inputs_recipe()
     message = STORABLE[0] + "\n" + STORABLE[1]
     run = services.start_run(
-        plane_recipe(source), user=operator, message=message, inputs=given, workdir=str(repo)
+        plane_recipe(source),
+        actor=Actor.operator(operator, "console"),
+        message=message,
+        inputs=given,
+        workdir=str(repo),
     )
     settled(run, "approved")
     assert not (repo / CANARY).exists()
@@ -163,7 +167,9 @@ def rounds_recipe() -> str:
 
 
 def test_handoff_summaries_and_gate_output_through_a_worker(live_worker, plane_recipe, operator):
-    run = services.start_run(plane_recipe(rounds_recipe()), user=operator)
+    run = services.start_run(
+        plane_recipe(rounds_recipe()), actor=Actor.operator(operator, "console")
+    )
     person = Actor.operator(operator, "console")
     for number, payload in enumerate(PAYLOADS, start=1):
         wait_for(
@@ -215,7 +221,7 @@ def test_a_hostile_summary_reaches_the_next_prompt_verbatim(
     live_worker, scripted, plane_recipe, operator
 ):
     summary = "\n".join(STORABLE) + "\n{{ 7 * 7 }} {% if true %}jinja{% endif %}"
-    run = services.start_run(plane_recipe(PROMPTED), user=operator)
+    run = services.start_run(plane_recipe(PROMPTED), actor=Actor.operator(operator, "console"))
     wait_for(lambda: machine(run).waiting.startswith("waiting for a handoff"), 120)
     record_handoff(
         run.pk,
@@ -253,7 +259,7 @@ def test_a_command_that_renders_unsafe_is_refused_at_run_time(live_worker, plane
             {"id": "done", "kind": "loop.status", "status": "approved"},
         ],
     )
-    run = services.start_run(plane_recipe(source), user=operator)
+    run = services.start_run(plane_recipe(source), actor=Actor.operator(operator, "console"))
     wait_for(lambda: run.refresh_from_db() or run.status == Run.Status.FAILED, 120)
     assert "template error in a gate command" in run.error and "single quotes" in run.error
     assert not events(run, "gates_started")
@@ -285,10 +291,14 @@ def test_the_message_is_not_a_command_for_an_operator(
     would have run as a program (`bash -c ...`). It needs the shell permission."""
     recipe = plane_recipe(GOAL_COMMAND)
     with pytest.raises(InputError) as refused:
-        services.start_run(recipe, user=operator, message="bash -c 'touch goal-ran'")
+        services.start_run(
+            recipe, actor=Actor.operator(operator, "console"), message="bash -c 'touch goal-ran'"
+        )
     assert "runs the goal as a command" in refused.value.errors["message"]
     assert not Run.objects.filter(recipe=recipe).exists()
-    run = services.start_run(recipe, user=shell_author, message="touch goal-ran")
+    run = services.start_run(
+        recipe, actor=Actor.operator(shell_author, "console"), message="touch goal-ran"
+    )
     settled(run, "approved")
     workdir, _ = run_folders(run)
     assert (workdir / "goal-ran").exists()  # the shell author's own command, run as argv
@@ -304,7 +314,9 @@ def test_a_child_run_cannot_set_a_command_input(
     parent = make_recipe(
         "name: parent\nnodes:\n  - id: child\n    workflow: goal-command\n", "corpus-parent"
     )
-    run = services.start_run(parent, user=operator, message=f"touch {canary}")
+    run = services.start_run(
+        parent, actor=Actor.operator(operator, "console"), message=f"touch {canary}"
+    )
     wait_for(lambda: run.refresh_from_db() or run.is_terminal, 120)
     assert run.status == Run.Status.FAILED and "runs the goal as a command" in run.error
     assert not canary.exists()

@@ -59,7 +59,10 @@ def turns(run) -> list[Iteration]:
 @pytest.fixture
 def original(live_worker, scripted, plane_recipe, operator):
     run = settled(
-        services.start_run(plane_recipe(REVIEWED), user=operator, message="m"), "approved"
+        services.start_run(
+            plane_recipe(REVIEWED), actor=Actor.operator(operator, "console"), message="m"
+        ),
+        "approved",
     )
     run.refresh_from_db()  # settled() may have read the row just before the last turn ended
     return run
@@ -173,7 +176,9 @@ def test_a_role_in_its_own_worktree_forks_into_a_worktree_of_the_fork(
     live_worker, scripted, plane_recipe, operator, repo
 ):
     original = settled(
-        services.start_run(plane_recipe(IN_WORKTREES), user=operator, workdir=str(repo)),
+        services.start_run(
+            plane_recipe(IN_WORKTREES), actor=Actor.operator(operator, "console"), workdir=str(repo)
+        ),
         "approved",
     )
     theirs = f"loop/{original.pk}/maker-r1"
@@ -213,7 +218,9 @@ def test_a_worktree_session_opened_before_bases_were_recorded_is_refused(
     live_worker, scripted, plane_recipe, operator, repo
 ):
     original = settled(
-        services.start_run(plane_recipe(IN_WORKTREES), user=operator, workdir=str(repo)),
+        services.start_run(
+            plane_recipe(IN_WORKTREES), actor=Actor.operator(operator, "console"), workdir=str(repo)
+        ),
         "approved",
     )
     session = original.nodes.get(node_id="maker", kind=SESSION_KIND)
@@ -229,7 +236,9 @@ def test_a_turn_from_the_last_step_forks_and_the_fork_ends_after_it(
 ):
     last = REVIEWED.split("  - id: wait_review")[0].replace("id: reviewed", "id: last-turn")
     original = settled(
-        services.start_run(plane_recipe(last), user=operator, message="m"),
+        services.start_run(
+            plane_recipe(last), actor=Actor.operator(operator, "console"), message="m"
+        ),
         "completed_unreviewed",
     )
     fork = services.fork_run(

@@ -8,6 +8,7 @@ import pytest
 
 from recipes.validation import validate_source
 from runs import services
+from runs.actor import Actor
 from runs.executor.sweep import sweep
 from runs.models import Gate
 from tests.conftest import wait_for
@@ -36,7 +37,9 @@ def test_human_wait_refuses_an_approving_timeout_on_its_line(db):
 
 @pytest.mark.worker
 def test_human_wait_past_its_deadline_is_rejected_by_the_sweep(live_worker, plane_recipe, operator):
-    run = services.start_run(plane_recipe(SHIP.replace("ACTION", "reject")), user=operator)
+    run = services.start_run(
+        plane_recipe(SHIP.replace("ACTION", "reject")), actor=Actor.operator(operator, "console")
+    )
     settled(run, "paused")
     gate = Gate.objects.get(run=run, status="pending")
     assert gate.node_id == "ship" and gate.on_timeout == "reject"

@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 
 from recipes.planeai.handoffs import RECORD_HANDOFF
 from recipes.planeai.models import Handoff
+from runs.actor import Actor
 from runs.agent_tools import ToolBox, ToolContext
 from runs.agent_tools.serve import serving
 from tests.agent_process import call_space, relay, shell
@@ -145,7 +146,9 @@ def test_the_api_records_and_lists_handoffs(waiting_run, operator, viewer, sent,
     assert listed.body[0]["standing"] == "waiting to be taken"
     machine = client_for(viewer).get(f"/api/runs/{waiting_run.pk}/machine").body
     assert machine["status"] == "pending" and machine["started"] is False
-    workflow = services.start_run(bundled["counter-loop"], user=operator)
+    workflow = services.start_run(
+        bundled["counter-loop"], actor=Actor.operator(operator, "console")
+    )
     other = as_operator.post(
         f"/api/runs/{workflow.pk}/handoffs", {"role": "maker", "status": "completed"}
     )

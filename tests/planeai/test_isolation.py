@@ -5,6 +5,7 @@ max_sessions; a template error failing its step."""
 import pytest
 
 from runs import services
+from runs.actor import Actor
 from tests.planeai.conftest import calls, git, settled
 
 pytestmark = pytest.mark.worker
@@ -55,7 +56,9 @@ steps:
 def test_each_session_of_a_worktree_role_gets_its_own_branch(
     live_worker, scripted, plane_recipe, operator, repo
 ):
-    run = services.start_run(plane_recipe(WORKTREES), user=operator, workdir=str(repo))
+    run = services.start_run(
+        plane_recipe(WORKTREES), actor=Actor.operator(operator, "console"), workdir=str(repo)
+    )
     settled(run, "completed_unreviewed")
     first, second, reader = calls(run)
     round_one = f"loop/{run.pk}/maker-r1"
@@ -96,7 +99,7 @@ steps:
 
 
 def test_max_sessions_blocks_a_session_too_many(live_worker, scripted, plane_recipe, operator):
-    run = services.start_run(plane_recipe(SESSIONS), user=operator)
+    run = services.start_run(plane_recipe(SESSIONS), actor=Actor.operator(operator, "console"))
     settled(run, "blocked")
     assert run.error == "max_sessions (1) reached: live sessions of a"
 
@@ -115,7 +118,9 @@ steps:
 
 
 def test_a_template_error_fails_the_step_with_its_message(live_worker, plane_recipe, operator):
-    run = services.start_run(plane_recipe(BROKEN_TEMPLATE), user=operator)
+    run = services.start_run(
+        plane_recipe(BROKEN_TEMPLATE), actor=Actor.operator(operator, "console")
+    )
     settled(run, "failed")
     assert run.error == (
         "step ask failed: template error in prompt: inputs.topic is undefined (known: none)"
@@ -153,7 +158,9 @@ def test_isolation_project_commits_nothing_and_keeps_the_persons_changes_theirs(
     staged = git("diff", "--cached", "--name-only", cwd=repo)
     objects = git("count-objects", cwd=repo)
 
-    run = services.start_run(plane_recipe(SHARED_TREE), user=operator, workdir=str(repo))
+    run = services.start_run(
+        plane_recipe(SHARED_TREE), actor=Actor.operator(operator, "console"), workdir=str(repo)
+    )
     settled(run, "completed_unreviewed")
     assert git("count-objects", cwd=repo) == objects  # the snapshots went elsewhere
 

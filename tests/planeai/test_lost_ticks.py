@@ -10,6 +10,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from recipes.planeai import handoffs
+from recipes.planeai import services as step_machine
 from runs import services
 from runs.actor import Actor
 from runs.executor.sweep import sweep
@@ -45,8 +47,9 @@ def test_a_run_created_while_the_broker_is_down_is_started_by_the_sweep(
 ):
     recipe = plane_recipe(WAITING)
     broker.down = True
-    run = services.start_run(recipe, user=operator)  # committed; its advance_run is lost
-    waiting = services.start_run(recipe, user=operator, start=False)
+    person = Actor.operator(operator, "console")
+    run = services.start_run(recipe, person)  # committed; its advance_run is lost
+    waiting = services.start_run(recipe, person, start=False)
     broker.down = False
     assert sweep()["advanced"] == 0  # not yet: the message may still be on its way
     age(run)
@@ -60,10 +63,12 @@ def test_a_run_created_while_the_broker_is_down_is_started_by_the_sweep(
 
 
 def test_a_handoff_recorded_while_the_broker_is_down_is_acted_on(broker, plane_recipe, operator):
-    run = services.start_run(plane_recipe(WAITING), user=operator)
+    run = services.start_run(plane_recipe(WAITING), actor=Actor.operator(operator, "console"))
     broker.run_all()
     broker.down = True
-    services.record_handoff(run, Actor("cli"), role="maker", status="completed", summary="done")
+    handoffs.record_handoff(
+        run.pk, actor=Actor("cli"), role="maker", status="completed", summary="done"
+    )
     broker.down = False
     age(run)
     sweep()
@@ -75,7 +80,7 @@ def test_a_handoff_recorded_while_the_broker_is_down_is_acted_on(broker, plane_r
 
 
 def test_a_decision_taken_while_the_broker_is_down_is_acted_on(broker, plane_recipe, operator):
-    run = services.start_run(plane_recipe(GATED), user=operator)
+    run = services.start_run(plane_recipe(GATED), actor=Actor.operator(operator, "console"))
     broker.run_all()
     run.refresh_from_db()
     assert run.status == "paused"
@@ -93,9 +98,11 @@ def test_a_decision_taken_while_the_broker_is_down_is_acted_on(broker, plane_rec
 
 
 def test_a_tick_asked_for_while_the_broker_is_down_starts_the_run(broker, plane_recipe, operator):
-    run = services.start_run(plane_recipe(WAITING), user=operator, start=False)
+    run = services.start_run(
+        plane_recipe(WAITING), actor=Actor.operator(operator, "console"), start=False
+    )
     broker.down = True
-    services.tick(run, Actor("cli"))
+    step_machine.tick(run, Actor("cli"))
     broker.down = False
     age(run)
     sweep()

@@ -39,7 +39,10 @@ PIPELINE = [
 
 def start(bundled, operator, slug, repository: Path):
     return services.start_run(
-        bundled[slug], user=operator, inputs={"branch": FEATURE_BRANCH}, workdir=str(repository)
+        bundled[slug],
+        actor=Actor.operator(operator, "console"),
+        inputs={"branch": FEATURE_BRANCH},
+        workdir=str(repository),
     )
 
 

@@ -3,9 +3,11 @@ request page and who may press Merge, staleness."""
 
 import pytest
 
+from recipes.planeai import handoffs
 from recipes.planeai.machine import MachineState, machine_row
 from recipes.planeai.models import ReviewRequest
 from runs import services
+from runs.actor import Actor
 from runs.executor.sweep import sweep
 from runs.models import Run
 from tests.planeai.conftest import WAITING, git
@@ -16,7 +18,12 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def approved(plane_recipe, operator, repo):
     """An approved run whose review request asks to merge `feature` (one commit) into main."""
-    run = services.start_run(plane_recipe(WAITING), user=operator, start=False, workdir=str(repo))
+    run = services.start_run(
+        plane_recipe(WAITING),
+        actor=Actor.operator(operator, "console"),
+        start=False,
+        workdir=str(repo),
+    )
     git("checkout", "-q", "feature", cwd=repo)
     (repo / "feature.txt").write_text("new\n")
     git("add", ".", cwd=repo)
@@ -85,7 +92,7 @@ def test_a_run_without_progress_for_stale_after_ms_is_marked_stale(
     from django.utils import timezone
 
     recipe = plane_recipe(WAITING.replace("roles:", "policy: {stale_after_ms: 60000}\nroles:"))
-    run = services.start_run(recipe, user=operator, start=False)
+    run = services.start_run(recipe, actor=Actor.operator(operator, "console"), start=False)
     row = machine_row(run)
     row.status = "running"
     row.save()
@@ -101,7 +108,7 @@ def test_a_run_without_progress_for_stale_after_ms_is_marked_stale(
     assert sweep()["stale"] == 0  # marked once
     client.force_login(viewer)
     assert "badge-stale" in client.get(f"/runs/{run.pk}/").content.decode()
-    services.record_handoff(run, services.Actor("cli"), role="maker", status="completed")
+    handoffs.record_handoff(run.pk, actor=services.Actor("cli"), role="maker", status="completed")
     assert not MachineState.of(machine_row(run)).stale  # progress clears it
 
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from recipes.planeai import demo, turns
 from recipes.planeai.context import RERUN_HEADING
+from runs.actor import Actor
 from runs.executor.state import lock_run
 from runs.executor.sweep import sweep
 from runs.models import Iteration, NodeRun
@@ -65,7 +66,9 @@ def test_a_re_run_turn_is_told_what_the_lost_attempt_left(
 
     provider = ScriptedProvider(lambda request, count: "looked at the tree: done")
     monkeypatch.setattr(turns.registry, "resolve", lambda *args: provider)
-    run = services.start_run(plane_recipe(ONE_TURN), user=operator, workdir=str(repo))
+    run = services.start_run(
+        plane_recipe(ONE_TURN), actor=Actor.operator(operator, "console"), workdir=str(repo)
+    )
     offline_broker.run_all(skip={"run_iteration"})
     it = lost_first_attempt(run, repo)
     first = NodeRun.objects.get(pk=it.node_run_id).state["turn_began"]
@@ -91,7 +94,9 @@ def test_a_first_attempt_is_not_told_anything(
 
     provider = ScriptedProvider(lambda request, count: "done")
     monkeypatch.setattr(turns.registry, "resolve", lambda *args: provider)
-    run = services.start_run(plane_recipe(ONE_TURN), user=operator, workdir=str(repo))
+    run = services.start_run(
+        plane_recipe(ONE_TURN), actor=Actor.operator(operator, "console"), workdir=str(repo)
+    )
     offline_broker.run_all(skip={"run_iteration"})
     turns.run_turn(Iteration.objects.select_related("run", "node_run").get(run=run))
     assert RERUN_HEADING not in provider.requests[0].prompt

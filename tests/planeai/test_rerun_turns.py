@@ -69,7 +69,7 @@ def test_a_re_run_turns_second_handoff_is_not_the_next_turns(
 ):
     from runs import services
 
-    run = services.start_run(plane_recipe(TWO_TURNS), user=operator)
+    run = services.start_run(plane_recipe(TWO_TURNS), actor=Actor.operator(operator, "console"))
     offline_broker.run_all(skip={"run_iteration"})
     first = claim(turn(run, 1))
     hand_off(run, first, "made it (attempt 1)")
@@ -101,7 +101,7 @@ def test_a_re_run_turns_handoff_replaces_the_one_not_taken_yet(
 ):
     from runs import services
 
-    run = services.start_run(plane_recipe(TWO_TURNS), user=operator)
+    run = services.start_run(plane_recipe(TWO_TURNS), actor=Actor.operator(operator, "console"))
     offline_broker.run_all(skip={"run_iteration"})
     first = claim(turn(run, 1))
     offline_broker.down = True  # the first attempt's handoff is recorded, its tick lost
@@ -128,7 +128,7 @@ def test_an_agents_handoff_survives_a_dropped_database_session(
 
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL: a server session to terminate")
-    run = services.start_run(plane_recipe(TWO_TURNS), user=operator)
+    run = services.start_run(plane_recipe(TWO_TURNS), actor=Actor.operator(operator, "console"))
     offline_broker.run_all(skip={"run_iteration"})
     first = claim(turn(run, 1))
     context = ToolContext(run_id=run.pk, node_id="maker", iteration_id=first.pk, role="maker")

@@ -5,6 +5,7 @@ records handoffs with `$LOOP_HANDOFF_CMD` from its shell."""
 import pytest
 from django.core.management import call_command
 
+from recipes.planeai import handoffs
 from runs import services
 from runs.actor import Actor
 from runs.models import Gate, Iteration
@@ -68,7 +69,9 @@ steps:
 
 
 def test_every_step_kind_in_one_run(live_worker, scripted, plane_recipe, operator):
-    run = services.start_run(plane_recipe(EVERY_KIND), user=operator, message="a greeting")
+    run = services.start_run(
+        plane_recipe(EVERY_KIND), actor=Actor.operator(operator, "console"), message="a greeting"
+    )
     settled(run, "paused")
     ticks = [(e.step, e.data["kind"]) for e in events(run, "tick")]
     assert [kind for _, kind in ticks] == [
@@ -126,7 +129,7 @@ steps:
 
 
 def test_human_wait_feedback_goes_on_and_reject_stops(live_worker, plane_recipe, operator):
-    run = services.start_run(plane_recipe(HUMAN), user=operator)
+    run = services.start_run(plane_recipe(HUMAN), actor=Actor.operator(operator, "console"))
     settled(run, "paused")
     first = Gate.objects.get(run=run, status="pending")
     assert first.approve_label == "Accept & complete"
@@ -143,7 +146,7 @@ def test_human_wait_feedback_goes_on_and_reject_stops(live_worker, plane_recipe,
 
 
 def test_human_wait_accept_goes_on(live_worker, plane_recipe, operator):
-    run = services.start_run(plane_recipe(HUMAN), user=operator)
+    run = services.start_run(plane_recipe(HUMAN), actor=Actor.operator(operator, "console"))
     for _ in range(2):
         settled(run, "paused")
         gate = Gate.objects.get(run=run, status="pending")
@@ -153,7 +156,7 @@ def test_human_wait_accept_goes_on(live_worker, plane_recipe, operator):
 
 
 def test_human_wait_decided_from_manage_py_run_approve(live_worker, plane_recipe, operator):
-    run = services.start_run(plane_recipe(HUMAN), user=operator)
+    run = services.start_run(plane_recipe(HUMAN), actor=Actor.operator(operator, "console"))
     settled(run, "paused")
     call_command("run", "approve", str(run.pk), "--user", "otto", "--comment", "cli feedback")
     settled(run, "paused")
@@ -167,7 +170,7 @@ def test_human_wait_decided_from_manage_py_run_approve(live_worker, plane_recipe
 
 
 def test_human_wait_rejected_from_manage_py_run_reject(live_worker, plane_recipe, operator):
-    run = services.start_run(plane_recipe(HUMAN), user=operator)
+    run = services.start_run(plane_recipe(HUMAN), actor=Actor.operator(operator, "console"))
     settled(run, "paused")
     call_command("run", "reject", str(run.pk), "--user", "otto", "--reason", "not from here")
     run.refresh_from_db()
@@ -222,7 +225,7 @@ steps:
 def test_session_reuse_and_its_fallback_when_the_session_crashed(
     live_worker, scripted, plane_recipe, operator
 ):
-    run = services.start_run(plane_recipe(REUSE), user=operator)
+    run = services.start_run(plane_recipe(REUSE), actor=Actor.operator(operator, "console"))
     settled(run, "completed_unreviewed")
     by_role = {}
     for call in calls(run):
@@ -266,17 +269,17 @@ steps:
 
 
 def test_round_next_past_max_rounds_blocks(live_worker, plane_recipe, operator):
-    run = services.start_run(plane_recipe(ROUNDS), user=operator)
+    run = services.start_run(plane_recipe(ROUNDS), actor=Actor.operator(operator, "console"))
     settled(run, "blocked")
     assert run.error == "max_rounds (2) reached"
     assert [e.data["event"] for e in events(run, "loop_event")] == ["worked", "worked"]
     assert machine(run).round == 2 and not run.is_terminal
     with pytest.raises(services.Conflict, match="blocked"):
-        services.record_handoff(run, Actor("cli"), role="x", status="completed")
+        handoffs.record_handoff(run.pk, actor=Actor("cli"), role="x", status="completed")
 
 
 def test_max_ticks_blocks(live_worker, plane_recipe, operator):
-    run = services.start_run(plane_recipe(TICKS), user=operator)
+    run = services.start_run(plane_recipe(TICKS), actor=Actor.operator(operator, "console"))
     settled(run, "blocked")
     assert run.error == "max_ticks (5) reached"
     assert len(events(run, "tick")) == 5 and machine(run).ticks == 5
@@ -290,7 +293,7 @@ MANY = "\n".join(
 
 
 def test_one_trigger_runs_at_most_ten_ticks(live_worker, plane_recipe, operator, capsys):
-    run = services.start_run(plane_recipe(MANY), user=operator)
+    run = services.start_run(plane_recipe(MANY), actor=Actor.operator(operator, "console"))
     wait_event(run, "ticks_paused")
     run.refresh_from_db()
     assert run.status == "running"
@@ -320,13 +323,13 @@ steps:
 
 
 def test_a_stale_handoff_is_not_consumed(live_worker, plane_recipe, operator):
-    run = services.start_run(plane_recipe(BRANCHES), user=operator)
+    run = services.start_run(plane_recipe(BRANCHES), actor=Actor.operator(operator, "console"))
     actor = Actor.operator(operator, "api")
     wait_event(run, "step_waiting")
-    services.record_handoff(run, actor, role="a", status="completed", summary="first")
+    handoffs.record_handoff(run.pk, actor=actor, role="a", status="completed", summary="first")
     wait_event(run, "handoff_consumed")
-    services.record_handoff(run, actor, role="a", status="failed", summary="early, stale")
-    services.record_handoff(run, actor, role="b", status="completed", summary="b done")
+    handoffs.record_handoff(run.pk, actor=actor, role="a", status="failed", summary="early, stale")
+    handoffs.record_handoff(run.pk, actor=actor, role="b", status="completed", summary="b done")
     wait_event(run, "handoff_consumed", 2)
     # again_a must not take a's handoff recorded before b's was consumed.
     call_command("loop", "tick", str(run.pk))
@@ -334,7 +337,7 @@ def test_a_stale_handoff_is_not_consumed(live_worker, plane_recipe, operator):
     assert run.status == "running" and machine(run).current == "again_a"
     stale = run.handoffs.get(summary="early, stale")
     assert stale.consumed_at is None
-    services.record_handoff(run, actor, role="a", status="completed", summary="fresh")
+    handoffs.record_handoff(run.pk, actor=actor, role="a", status="completed", summary="fresh")
     settled(run, "approved")
     consumed = list(run.handoffs.exclude(consumed_at=None).order_by("seq"))
     assert [h.summary for h in consumed] == ["first", "b done", "fresh"]
@@ -359,7 +362,7 @@ steps:
 
 
 def test_a_handoff_written_to_a_file_is_ignored(live_worker, scripted, plane_recipe, operator):
-    run = services.start_run(plane_recipe(FILE), user=operator)
+    run = services.start_run(plane_recipe(FILE), actor=Actor.operator(operator, "console"))
     settled(run, "running")
     wait_event(run, "iteration_completed")
     call_command("loop", "tick", str(run.pk))
@@ -416,7 +419,7 @@ def test_gates_run_routes_and_truncates_its_output(live_worker, plane_recipe, op
 
     from recipes.planeai.context import run_folders
 
-    run = services.start_run(plane_recipe(BIG), user=operator)
+    run = services.start_run(plane_recipe(BIG), actor=Actor.operator(operator, "console"))
     settled(run, "needs_human")
     finished = events(run, "gates_finished")
     assert [e.data["result"] for e in finished] == ["error", "fail"]
@@ -454,7 +457,9 @@ def test_past_the_last_step_the_run_ends_after_the_turn_in_flight(
     live_worker, scripted, plane_recipe, operator
 ):
     run = settled(
-        services.start_run(plane_recipe(ENDS_WITH_A_TURN), user=operator, message="m"),
+        services.start_run(
+            plane_recipe(ENDS_WITH_A_TURN), actor=Actor.operator(operator, "console"), message="m"
+        ),
         "completed_unreviewed",
     )
     # The machine waited for the turn the last step sent, instead of cancelling it.

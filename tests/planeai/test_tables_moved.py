@@ -67,7 +67,10 @@ def test_a_step_machine_made_by_the_last_release_keeps_its_rows_shows_them_and_f
     live_worker, scripted, plane_recipe, operator, admin_user, client
 ):
     run = settled(
-        services.start_run(plane_recipe(MADE_TWICE), user=operator, message="m"), "approved"
+        services.start_run(
+            plane_recipe(MADE_TWICE), Actor.operator(operator, "console"), message="m"
+        ),
+        "approved",
     )
     handoff_type = ContentType.objects.get_for_model(Handoff).pk
 

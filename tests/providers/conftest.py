@@ -55,11 +55,12 @@ def fake_ai(fake_ai_server):
 @pytest.fixture
 def start(make_recipe):
     """Start a run of a recipe given as YAML text; returns the Run."""
+    from runs.actor import ENGINE
     from runs.services import start_run
 
     def go(source: str, message: str = "please work", **kwargs):
         recipe = make_recipe(source, slug=kwargs.pop("slug", "provider-test"))
-        return start_run(recipe, message=message, **kwargs)
+        return start_run(recipe, kwargs.pop("actor", ENGINE), message=message, **kwargs)
 
     return go
 

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from recipes.planeai.models import Handoff
+from runs.actor import Actor
 from runs.models import Iteration, RunEvent
 from runs.services import start_run
 from tests.conftest import wait_run
@@ -88,7 +89,8 @@ def test_a_role_records_its_handoff_through_the_mcp_tool(
 ):
     scripted_api.plan = hand_off
     run = start_run(
-        make_recipe(handoff_recipe(claude.name), slug="real-cli-handoff"), user=operator
+        make_recipe(handoff_recipe(claude.name), slug="real-cli-handoff"),
+        actor=Actor.operator(operator, "console"),
     )
     settled(run, "approved", timeout=240)
     handoff = Handoff.objects.get(run=run)

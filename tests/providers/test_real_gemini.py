@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from recipes.planeai.models import Handoff
+from runs.actor import Actor
 from runs.models import Iteration
 from runs.services import start_run
 from tests.conftest import wait_run
@@ -57,7 +58,8 @@ def test_a_role_records_its_handoff_through_the_mcp_tool(
 ):
     scripted_api.plan = hand_off
     run = start_run(
-        make_recipe(handoff_recipe(gemini.name), slug="real-cli-handoff"), user=operator
+        make_recipe(handoff_recipe(gemini.name), slug="real-cli-handoff"),
+        actor=Actor.operator(operator, "console"),
     )
     settled(run, "approved", timeout=240)
     handoff = Handoff.objects.get(run=run)

@@ -14,6 +14,7 @@ from django.utils import timezone
 from recipes.editing import create_recipe
 from recipes.models import Recipe
 from runs import dispatch, services
+from runs.actor import ENGINE
 from runs.executor import scheduler
 from runs.executor.state import lock_run
 from runs.executor.sweep import sweep
@@ -43,7 +44,7 @@ def python_run(sent, tmp_path):
     recipe, _ = create_recipe(
         SOURCE, slug="one-writer", origin=Recipe.Origin.PROJECT, source_path=str(path)
     )
-    run = services.start_run(recipe, message="Write")
+    run = services.start_run(recipe, actor=ENGINE, message="Write")
     scheduler.advance_run(run.pk)
     sent.clear()
     return run

@@ -13,6 +13,7 @@ from recipes.editing import create_recipe
 from recipes.models import Recipe
 from recipes.python import recording
 from runs import dispatch, services
+from runs.actor import ENGINE
 from runs.executor import scheduler, steps
 from runs.models import Iteration, NodeRun
 from runs.providers.base import AgentResult as ProviderResult
@@ -62,7 +63,7 @@ def test_a_connection_dropped_at_the_end_of_a_call_does_not_fail_the_run(monkeyp
     recipe, _ = create_recipe(
         SOURCE, slug="one-writer", origin=Recipe.Origin.PROJECT, source_path=str(path)
     )
-    run = services.start_run(recipe, message="Write")
+    run = services.start_run(recipe, actor=ENGINE, message="Write")
     tasks = {"advance_run": scheduler.advance_run, "start_node": steps.start_node}
     while sent:
         name, args = sent.pop(0)
@@ -101,7 +102,7 @@ def test_a_connection_dropped_before_the_provider_is_looked_up(monkeypatch, tmp_
     recipe, _ = create_recipe(
         source, slug="slow-writer", origin=Recipe.Origin.PROJECT, source_path=str(path)
     )
-    run = services.start_run(recipe, message="Write")
+    run = services.start_run(recipe, actor=ENGINE, message="Write")
     tasks = {"advance_run": scheduler.advance_run, "start_node": steps.start_node}
     while sent:
         name, args = sent.pop(0)

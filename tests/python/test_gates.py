@@ -14,7 +14,7 @@ import pytest
 from recipes.editing import create_recipe
 from recipes.models import Recipe
 from runs import services
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from runs.models import Gate, Iteration, Run
 from tests.conftest import pending_gate, wait_for, wait_run
 
@@ -68,7 +68,7 @@ def writer_prompt(run: Run, number: int) -> str:
 
 
 def test_feedback_then_accept_from_the_console(live_worker, gated_recipe, operator):
-    run = services.start_run(gated_recipe(), message="Write copy")
+    run = services.start_run(gated_recipe(), actor=ENGINE, message="Write copy")
     try:
         wait_run(run, "paused", "failed", timeout=20)
     except AssertionError:
@@ -95,7 +95,7 @@ def test_feedback_then_accept_from_the_console(live_worker, gated_recipe, operat
 
 
 def test_reject_fails_the_run_with_the_reason(live_worker, gated_recipe, operator):
-    run = services.start_run(gated_recipe(), message="Write copy")
+    run = services.start_run(gated_recipe(), actor=ENGINE, message="Write copy")
     services.reject(pending(run).pk, Actor.operator(operator, "console"), reason="off brand")
     wait_run(run, "failed", "completed")
     assert run.status == "failed"
@@ -103,7 +103,7 @@ def test_reject_fails_the_run_with_the_reason(live_worker, gated_recipe, operato
 
 
 def test_cancel_while_waiting_at_the_gate(live_worker, gated_recipe, operator):
-    run = services.start_run(gated_recipe(), message="Write copy")
+    run = services.start_run(gated_recipe(), actor=ENGINE, message="Write copy")
     gate = pending(run)
     services.cancel_run(run, Actor.operator(operator, "console"))
     run.refresh_from_db()
@@ -116,7 +116,9 @@ def test_cancel_stops_an_agent_mid_call(live_worker, gated_recipe, operator):
     from runs.models import ProviderConfig
 
     ProviderConfig.objects.create(name="slow-demo", kind="demo", options={"delay": 0.3})
-    run = services.start_run(gated_recipe("slow-demo", "slow-gated"), message="Write copy")
+    run = services.start_run(
+        gated_recipe("slow-demo", "slow-gated"), actor=ENGINE, message="Write copy"
+    )
     wait_for(
         lambda: Iteration.objects.filter(run=run, status="running").exclude(raw_output="").first(),
         60,

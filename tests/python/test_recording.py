@@ -9,6 +9,7 @@ from recipes import editing
 from recipes.models import Recipe
 from recipes.validation import validate_source
 from runs import services
+from runs.actor import ENGINE
 from runs.models import Iteration, NodeRun, Run
 from tests.conftest import wait_run
 from tests.python.scripted import run_async
@@ -85,7 +86,7 @@ def test_the_writer_reviewer_from_a_script_records_its_run(bundled, transactiona
 
 def test_the_writer_reviewer_from_the_console_runs_on_a_worker(live_worker, bundled):
     recipe = bundled["scored-writer-reviewer"]
-    run = services.start_run(recipe, message="Write marketing copy")
+    run = services.start_run(recipe, actor=ENGINE, message="Write marketing copy")
     wait_run(run, "completed", "failed", timeout=120)
     assert run.status == "completed", run.error
     assert ended(run) == {**ended(run), "ended": "condition_met", "iterations": 3}
@@ -103,7 +104,7 @@ def test_the_writer_reviewer_from_the_console_runs_on_a_worker(live_worker, bund
 
 
 def test_the_pipeline_example_runs_each_stage_on_a_worker(live_worker, bundled):
-    run = services.start_run(bundled["content-pipeline"], message="A launch post")
+    run = services.start_run(bundled["content-pipeline"], actor=ENGINE, message="A launch post")
     wait_run(run, "completed", "failed", timeout=120)
     assert run.status == "completed", run.error
     counts = {}

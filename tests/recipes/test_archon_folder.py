@@ -13,6 +13,7 @@ from django.core.management import call_command
 from recipes.models import Recipe
 from recipes.sync import sync
 from recipes.validation import validate_source
+from runs.actor import ENGINE
 from tests.archon_repo import EXPECTED_VALID, make_archon_repo
 
 pytestmark = pytest.mark.django_db
@@ -380,7 +381,7 @@ def test_include_without_returns_outputs_its_terminal_node_in_a_run(live_worker,
     write(repo / ".archon/workflows/blocks/no-returns.yaml", NO_RETURNS)
     flow_with(repo, USES_NO_RETURNS, name="uses-no-returns")
     sync()
-    run = services.start_run(Recipe.objects.get(slug="uses-no-returns"), message="go")
+    run = services.start_run(Recipe.objects.get(slug="uses-no-returns"), actor=ENGINE, message="go")
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     outputs = dict(run.nodes.values_list("node_id", "output"))

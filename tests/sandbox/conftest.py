@@ -63,10 +63,10 @@ def start_private_worker(worker_env, folder, name: str, **env) -> Worker:
 @contextmanager
 def sending_to(worker, monkeypatch):
     """This test's tasks go to `worker`'s queue; its runs are stopped afterwards."""
-    from runs import dispatch, tasks
+    from runs import dispatch
 
     def deliver(task_name: str, *args, countdown: float | None = None) -> None:
-        getattr(tasks, task_name).apply_async(args, queue=worker.queue, countdown=countdown)
+        dispatch.task(task_name).apply_async(args, queue=worker.queue, countdown=countdown)
 
     monkeypatch.setattr(dispatch, "deliver", deliver)
     yield worker

@@ -15,6 +15,7 @@ import pytest
 
 from recipes.loader import load_recipe
 from runs import services
+from runs.actor import ENGINE
 from runs.sandbox import Confinement, Limits, SandboxUnavailable, for_run, report, run_process
 from runs.sandbox import mode as sandbox_mode
 from tests.conftest import ROOT, make_user, wait_run
@@ -223,7 +224,8 @@ def test_without_bubblewrap_every_surface_says_so(
     staff = make_user(django_user_model, "stan", is_staff=True, is_superuser=True)
     with sending_to(unsandboxed_worker, monkeypatch):
         run = services.start_run(
-            make_recipe("name: t\nnodes:\n  - id: a\n    bash: echo hi\n", slug="plain")
+            make_recipe("name: t\nnodes:\n  - id: a\n    bash: echo hi\n", slug="plain"),
+            actor=ENGINE,
         )
         wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
@@ -277,7 +279,8 @@ def test_a_required_sandbox_fails_the_step_with_the_reason(
 ):
     with sending_to(required_worker, monkeypatch):
         run = services.start_run(
-            make_recipe("name: t\nnodes:\n  - id: a\n    bash: touch ran\n", slug="required")
+            make_recipe("name: t\nnodes:\n  - id: a\n    bash: touch ran\n", slug="required"),
+            actor=ENGINE,
         )
         wait_run(run, "completed", "failed")
     assert run.status == "failed"

@@ -17,6 +17,7 @@ import pytest
 
 from recipes.planeai.models import Handoff
 from runs import services
+from runs.actor import ENGINE, Actor
 from runs.models import Iteration, NodeRun, ProviderConfig
 from tests.agent_process import processes_in
 from tests.conftest import wait_for, wait_run
@@ -52,7 +53,7 @@ def victim(escape_worker, plane_recipe, operator):
     """A running step-machine run whose agent holds its tool channel; yields what a thief
     would want from it: its folder, its socket and the token stolen from its call folder."""
     ProviderConfig.objects.create(name="victim-agent", kind="command", command=VICTIM_COMMAND)
-    run = services.start_run(plane_recipe(VICTIM), user=operator)
+    run = services.start_run(plane_recipe(VICTIM), actor=Actor.operator(operator, "console"))
     workdir = Path(_wait_agent_folder(run))
     wait_for(lambda: (workdir / "secret.txt").exists(), message="the victim's secret")
     # The victim's agent is visible from this machine: a probe not seeing it means something.
@@ -112,7 +113,7 @@ def _indented(text: str, spaces: int) -> str:
 def test_a_bash_step_cannot_escape(escape_worker, victim, make_recipe):
     source = "name: escape-bash\nnodes:\n  - id: probe\n    bash: |\n"
     source += _indented(probe_script(escape_worker, victim), 6)
-    run = services.start_run(make_recipe(source, slug="escape-bash"))
+    run = services.start_run(make_recipe(source, slug="escape-bash"), actor=ENGINE)
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     assert_nothing_escaped(run.nodes.get(node_id="probe").output)
@@ -132,7 +133,7 @@ nodes:
     provider: thief
     loop: {{prompt: "steal", until: COMPLETE, max_iterations: 1}}
 """
-    run = services.start_run(make_recipe(source, slug="escape-command"))
+    run = services.start_run(make_recipe(source, slug="escape-command"), actor=ENGINE)
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     assert_nothing_escaped(Iteration.objects.get(run=run).output)
@@ -173,7 +174,7 @@ nodes:
     provider: thief
     loop: {{prompt: "steal", until: COMPLETE, max_iterations: 1}}
 """
-    run = services.start_run(make_recipe(source, slug="escape-cli"))
+    run = services.start_run(make_recipe(source, slug="escape-cli"), actor=ENGINE)
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     assert_nothing_escaped(Iteration.objects.get(run=run).output)
@@ -212,7 +213,12 @@ $LOOP_HANDOFF_CMD --status completed --summary own
 
 def test_two_agents_running_at_once_cannot_see_each_other(escape_worker, plane_recipe, operator):
     ProviderConfig.objects.create(name="peer-agent", kind="command", command=PEER_AGENT)
-    runs = [services.start_run(plane_recipe(PEER.format(name=n)), user=operator) for n in "ab"]
+    runs = [
+        services.start_run(
+            plane_recipe(PEER.format(name=n)), actor=Actor.operator(operator, "console")
+        )
+        for n in "ab"
+    ]
     folders = [Path(_wait_agent_folder(r)) for r in runs]
     for run, folder in zip(runs, folders, strict=True):
         try:
@@ -249,7 +255,7 @@ def test_two_agents_running_at_once_cannot_see_each_other(escape_worker, plane_r
 def test_the_sandbox_is_what_started_them(escape_worker, make_recipe):
     """The worker says so in its log, and no run logs that it ran unsandboxed."""
     run = services.start_run(
-        make_recipe("name: t\nnodes:\n  - id: a\n    bash: echo hi\n", slug="said")
+        make_recipe("name: t\nnodes:\n  - id: a\n    bash: echo hi\n", slug="said"), actor=ENGINE
     )
     wait_run(run, "completed", "failed")
     assert not run.events.filter(kind="sandbox_off").exists()
@@ -265,7 +271,7 @@ def test_a_value_run_where_the_checker_cannot_see_is_contained(escape_worker, vi
         "    bash: |\n      printf '%s\\n' \"$USER_MESSAGE\" > given.sh\n      . ./given.sh\n"
     )
     recipe = make_recipe(source, slug="sources-a-value")
-    run = services.start_run(recipe, message=probe_script(escape_worker, victim))
+    run = services.start_run(recipe, actor=ENGINE, message=probe_script(escape_worker, victim))
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     assert_nothing_escaped(run.nodes.get(node_id="probe").output)

@@ -9,6 +9,7 @@ import signal
 import pytest
 
 from runs import services
+from runs.actor import ENGINE
 from runs.executor.context import run_dirs
 from runs.models import Iteration
 from tests.agent_process import processes_in
@@ -40,7 +41,7 @@ def test_killing_the_worker_kills_the_sandboxed_agent_and_its_children(
     doomed_worker, transactional_db, monkeypatch, make_recipe, who
 ):
     with sending_to(doomed_worker, monkeypatch):
-        run = services.start_run(make_recipe(SLOW_AGENT, slug="slow"))
+        run = services.start_run(make_recipe(SLOW_AGENT, slug="slow"), actor=ENGINE)
         wait_for(
             lambda: Iteration.objects.filter(run=run, status="running").exists(),
             message="the agent to start",

@@ -35,7 +35,9 @@ def second_operator(django_user_model):
 
 @pytest.fixture
 def paused(make_recipe, operator):
-    run = services.start_run(make_recipe(RECIPE, "four-eyes"), user=operator, message="v2")
+    run = services.start_run(
+        make_recipe(RECIPE, "four-eyes"), actor=Actor.operator(operator, "console"), message="v2"
+    )
     Run.objects.filter(pk=run.pk).update(status="paused")
     row = NodeRun.objects.create(run=run, node_id="decide", kind="approval", status="paused")
     gate = Gate.objects.create(

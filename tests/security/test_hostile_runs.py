@@ -11,6 +11,7 @@ from django.test import Client
 
 from recipes.models import RecipeVersion
 from runs import services
+from runs.actor import Actor
 from runs.models import NodeRun, Run
 from tests.api.conftest import client_for
 
@@ -70,7 +71,9 @@ def test_a_hostile_message_to_counter_loop_runs_nothing(
 
 def test_rerunning_an_old_hostile_run_runs_nothing(bundled, operator, broker, tmp_path):
     canary = tmp_path / "CANARY"
-    old = services.start_run(bundled["counter-loop"], user=operator, message=hostile(canary))
+    old = services.start_run(
+        bundled["counter-loop"], actor=Actor.operator(operator, "console"), message=hostile(canary)
+    )
     broker.deliver(limit=500)
     client = Client()
     client.force_login(operator)
@@ -96,7 +99,9 @@ def test_an_old_version_with_a_refused_pattern_fails_the_run_instead(
     unsafe = 'name: old\nnodes:\n  - id: step\n    bash: eval "echo $USER_MESSAGE"\n'
     RecipeVersion.objects.filter(pk=recipe.current_version_id).update(source=unsafe)
     type(recipe).objects.filter(pk=recipe.pk).update(source=unsafe)
-    run = services.start_run(recipe, user=operator, message=f"$(touch {canary})")
+    run = services.start_run(
+        recipe, actor=Actor.operator(operator, "console"), message=f"$(touch {canary})"
+    )
     broker.deliver(limit=200)
     run.refresh_from_db()
     assert run.status == "failed"

@@ -163,7 +163,9 @@ def test_every_value_source_through_the_engine_and_real_bash(
         "t_branch": one_line(payload),
         "t_task": one_line(payload),
     }
-    run = services.start_run(recipe, user=operator, message=payload, inputs=inputs)
+    run = services.start_run(
+        recipe, actor=Actor.operator(operator, "console"), message=payload, inputs=inputs
+    )
     answer_gates(run, operator, broker, payload)
     run.refresh_from_db()
     assert run.status == "completed", run.error

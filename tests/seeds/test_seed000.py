@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from runs import services
-from runs.actor import Actor
+from runs.actor import ENGINE, Actor
 from runs.models import Gate
 from tests.conftest import pending_gate, wait_for, wait_run
 
@@ -39,7 +39,9 @@ def workflow(name: str, *, siblings: str = "", interactive: bool = False) -> str
 @pytest.fixture
 def start(live_worker, make_recipe):
     def go(source: str, slug: str, **kwargs):
-        return services.start_run(make_recipe(source, slug=slug), **kwargs)
+        return services.start_run(
+            make_recipe(source, slug=slug), kwargs.pop("actor", ENGINE), **kwargs
+        )
 
     return go
 
@@ -227,7 +229,7 @@ def test_loop_command_reads_its_command_file(start, make_recipe, tmp_path):
     path = folder / "command.yaml"
     path.write_text(source)
     recipe = make_recipe(source, slug="command", origin="project", source_path=str(path))
-    run = services.start_run(recipe)
+    run = services.start_run(recipe, actor=ENGINE)
     wait_run(run, "completed", "failed", timeout=120)
     assert run.status == "completed", run.error
     assert channels(run, "implement")[-1] == ["until"]
@@ -254,7 +256,7 @@ def test_converge_reads_the_included_blocks_output(start, make_recipe, tmp_path)
     path = folder / "converge.yaml"
     path.write_text(source)
     recipe = make_recipe(source, slug="converge", origin="project", source_path=str(path))
-    run = services.start_run(recipe, inputs={"request": "the login page"})
+    run = services.start_run(recipe, actor=ENGINE, inputs={"request": "the login page"})
     wait_run(run, "completed", "failed", timeout=120)
     assert run.status == "completed", run.error
     assert channels(run, "converge")[-1] == ["until_bash"]

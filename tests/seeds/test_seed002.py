@@ -12,6 +12,7 @@ from pathlib import Path
 
 from recipes.formats.python import parse_python
 from runs import services
+from runs.actor import ENGINE
 from tests.conftest import wait_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,7 +85,7 @@ def test_the_examples_workflow_runs_as_a_recipe_through_a_worker(
     path.write_text(source)
     recipe = make_recipe(source, slug="writer-reviewer", origin="project", source_path=str(path))
     assert recipe.kind == "python"
-    run = services.start_run(recipe, message="Write marketing copy")
+    run = services.start_run(recipe, actor=ENGINE, message="Write marketing copy")
     wait_run(run, "completed", "failed", timeout=120)
     assert run.status == "completed", run.error
     workflow = run.nodes.get(node_id="workflow")

@@ -61,7 +61,10 @@ def test_passing_gates_lead_to_the_verifier_the_event_and_the_human(
 ):
     repository = create_repository(tmp_path)  # main checked out: `make ci` passes
     run = services.start_run(
-        maker_verifier, user=operator, inputs={"goal": GOAL}, workdir=str(repository)
+        maker_verifier,
+        actor=Actor.operator(operator, "console"),
+        inputs={"goal": GOAL},
+        workdir=str(repository),
     )
     settled(run, "paused")
     # human.wait: blocks with the seed's prompt shown to the person
@@ -104,7 +107,10 @@ def test_failing_gates_retry_the_maker_with_the_error_until_max_rounds_blocks(
     repository = create_repository(tmp_path)
     git("checkout", "-q", FEATURE_BRANCH, cwd=repository)  # its new test fails
     run = services.start_run(
-        maker_verifier, user=operator, inputs={"goal": GOAL}, workdir=str(repository)
+        maker_verifier,
+        actor=Actor.operator(operator, "console"),
+        inputs={"goal": GOAL},
+        workdir=str(repository),
     )
     settled(run, "blocked")
     assert run.error == "max_rounds (3) reached"
@@ -133,7 +139,10 @@ def test_no_mistakes_ends_needs_human_when_the_rebase_conflicts(
     git("commit", "-q", "-m", "a conflicting greet", cwd=repository)
     git("checkout", "-q", FEATURE_BRANCH, cwd=repository)
     run = services.start_run(
-        recipe, user=operator, inputs={"branch": FEATURE_BRANCH}, workdir=str(repository)
+        recipe,
+        actor=Actor.operator(operator, "console"),
+        inputs={"branch": FEATURE_BRANCH},
+        workdir=str(repository),
     )
     settled(run, "needs_human")
     assert [e.step for e in events(run, "tick")] == ["rebase", "wait_for_rebase", "needs_human"]

@@ -14,6 +14,7 @@ from django.test import Client
 from loops.models import Loop
 from recipes.editing import create_recipe
 from runs import services
+from runs.actor import Actor
 from tests.conftest import wait_run
 from tests.loops.conftest import api_get, crumbs_on_stream
 
@@ -26,7 +27,7 @@ TASK = "A launch note for Widget 2.0"
 def start(name: str, operator):
     path = HERE / f"{name}.yaml"
     recipe, _ = create_recipe(path.read_text(), slug=f"seed004-{name}", source_path=str(path))
-    run = services.start_run(recipe, user=operator, message=TASK)
+    run = services.start_run(recipe, actor=Actor.operator(operator, "console"), message=TASK)
     wait_run(run, "completed", "failed", timeout=120)
     assert run.status == "completed", run.error
     return run

@@ -38,9 +38,11 @@ def handle(command, options):
         except json.JSONDecodeError as exc:
             raise CommandError(f"--data-file: not JSON: {exc.msg} (line {exc.lineno})") from None
     try:
-        handoff = services.record_handoff(
-            run,
-            actor(options),
+        from recipes.planeai.handoffs import record_handoff
+
+        handoff = record_handoff(
+            run.pk,
+            actor=actor(options),
             role=options["role"],
             status=options["status"],
             summary=options["summary"],

@@ -18,9 +18,11 @@ def add_arguments(parser):
 
 
 def handle(command, options):
+    from recipes.planeai import services as step_machine
+
     run = step_machine_run(options["run_id"])
     try:
-        report = services.tick(run, actor(options), inline=True)
+        report = step_machine.tick(run, actor(options), inline=True)
     except services.ServiceError as exc:
         raise CommandError(str(exc)) from None
     run.refresh_from_db()
