@@ -101,7 +101,7 @@ _metrics: list[Callable] = []
 
 def register(kind: LoopKind) -> LoopKind:
     """Called from the kind's AppConfig.ready(); registering the same name again replaces
-    it (tests register and unregister toy kinds)."""
+    it (tests register and unregister kinds of their own)."""
     unregister(kind.name)
     for node_kind in [*kind.nodes, *kind.iterations]:
         owner = _node_kinds.get(node_kind)

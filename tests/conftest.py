@@ -112,9 +112,10 @@ class Worker:
 
     name_prefix = "test"
 
-    def __init__(self, log_path: Path, env: dict):
+    def __init__(self, log_path: Path, env: dict, options: tuple[str, ...] = ()):
         self.log_path = log_path
         self.env = env
+        self.options = options  # more `celery worker` options (`--include MODULE`)
         self.proc: subprocess.Popen | None = None
 
     def start(self, concurrency: int = 4):
@@ -138,6 +139,7 @@ class Worker:
                 "--without-heartbeat",
                 "-n",
                 f"{self.name_prefix}-{os.getpid()}-{time.monotonic_ns()}@%h",
+                *self.options,
             ],
             cwd=ROOT,
             env=self.env,
@@ -264,7 +266,8 @@ def live_worker(celery_worker, transactional_db):
     quiesce_worker()
 
 
-def quiesce_worker(timeout: float = 60) -> None:
+def quiesce_worker(timeout: float = 60, queue: str = "") -> None:
+    """`queue`: the one a worker of its own reads (default: the suite's)."""
     from django.db import connection, transaction
 
     from runs.actor import ENGINE
@@ -280,18 +283,18 @@ def quiesce_worker(timeout: float = 60) -> None:
     idle_checks = 0
     deadline = time.monotonic() + timeout
     while idle_checks < 3 and time.monotonic() < deadline:
-        idle_checks = idle_checks + 1 if _worker_idle(connection) else 0
+        idle_checks = idle_checks + 1 if _worker_idle(connection, queue) else 0
         time.sleep(0.05)
 
 
-def _worker_idle(connection) -> bool:
+def _worker_idle(connection, queue: str = "") -> bool:
     """Nothing queued or reserved for the test queue, and no worker connection in the middle
     of a statement or a transaction."""
     import json
 
     import redis
 
-    queue = settings.CELERY_TASK_DEFAULT_QUEUE
+    queue = queue or settings.CELERY_TASK_DEFAULT_QUEUE
     if settings.LIVE_REDIS_URL:
         client = redis.Redis.from_url(settings.LIVE_REDIS_URL)
         try:
