@@ -16,49 +16,18 @@ from tests.import_graph import app_of, build, cross_app_cycles, imports_of
 # What runs/ must not import: the kinds, and the app that listens to the kernel's signals.
 NOT_FOR_THE_KERNEL = ("recipes.planeai", "recipes.python", "loops", "notifications")
 
-# Until the branches that take the kinds out of runs/ are merged, runs/ still imports them
-# (executor, services, views, API, CLI commands: the helpers' branches k-exec and k-surf,
-# with k-move and k-models for the step machine's models); strict, so the mark goes the
-# moment they pass. The lead removes it after merging.
-KINDS_STILL_IMPORTED = pytest.mark.xfail(
-    strict=True,
-    reason="runs/ still imports kinds in files changed on k-exec and k-surf (issue 24)",
-)
-
 
 @pytest.fixture(scope="module")
 def graph():
     return build()
 
 
-@KINDS_STILL_IMPORTED
 def test_the_kernel_imports_no_kind(graph):
     offenders = imports_of(graph, "runs", NOT_FOR_THE_KERNEL)
     assert not offenders, "runs/ imports a kind (or notifications):\n" + "\n".join(offenders)
 
 
-def _kernel_without_kinds(graph):
-    """The graph as it is once runs/ imports no kind: what the test above asks."""
-    return {
-        source: {t for t in targets if app_of(t) not in NOT_FOR_THE_KERNEL}
-        if app_of(source) == "runs"
-        else targets
-        for source, targets in graph.items()
-    }
-
-
-@pytest.mark.parametrize(
-    "kernel_imports",
-    [
-        pytest.param("as they are", marks=KINDS_STILL_IMPORTED),
-        # The cycles the kernel's imports of kinds do not explain: none may come back while
-        # those are being removed.
-        "without the kinds",
-    ],
-)
-def test_no_import_cycle_spans_two_apps(graph, kernel_imports):
-    if kernel_imports == "without the kinds":
-        graph = _kernel_without_kinds(graph)
+def test_no_import_cycle_spans_two_apps(graph):
     cycles = cross_app_cycles(graph)
     report = [
         f"{len(component)} modules across {sorted({app_of(m) for m in component})}; "

@@ -64,40 +64,31 @@ def _lock(run: Run) -> Run:
 
 
 def _begin(run: Run, row: NodeRun, attempt: int, number: int, *, feedback: str, after_gate):
-    """Create iteration `number` and claim it (logging `iteration_started`), or None."""
+    """Create iteration `number` and start it through the kernel's lifecycle (logging
+    `iteration_started`), or None."""
     with transaction.atomic():
         locked = _lock(run)
         row.refresh_from_db()
         if locked.is_terminal or (row.status, row.attempts) != (NodeRun.Status.RUNNING, attempt):
             return None
-        # `here`: this worker runs it itself; nothing is sent to another.
+        # `here`: this worker runs it itself, under the node's lease; nothing is sent.
         it = row.start_iteration(
             locked, number, feedback=feedback, after_gate=after_gate, here=True
         )
-    prompt = f"say {number}" + (f", minding: {feedback}" if feedback else "")
-    if not Iteration.objects.claim_logged(it, prompt, None):
-        return None
+        prompt = f"say {number}" + (f", minding: {feedback}" if feedback else "")
+        if it is None or not it.start(locked, prompt, leased=False):
+            return None
     return it
 
 
 def _finish(run: Run, row: NodeRun, attempt: int, spec, it: Iteration, output: str) -> bool:
-    """Finish the iteration (logging `iteration_completed`) and settle the node: True when
+    """Complete the iteration (the kernel logs `iteration_completed`) and settle the node: True when
     it goes on to the next number."""
     with transaction.atomic():
         locked = _lock(run)
-        if locked.is_terminal or not it.finish(
-            Iteration.Status.COMPLETED, raw_output=output, output=output
-        ):
+        if locked.is_terminal or not it.complete(locked, raw_output=output, output=output):
             return False
         row.refresh_from_db()
-        locked.append_event(
-            "iteration_completed",
-            row.node_id,
-            iteration=it.number,
-            channels=[],
-            timed_out=False,
-            duration_ms=it.duration_ms,
-        )
         if (row.status, row.attempts) != (NodeRun.Status.RUNNING, attempt):
             return False  # taken back by the sweep meanwhile: the new claim goes on
         if it.number >= spec.rounds:
