@@ -21,7 +21,7 @@ from . import queries
 from .models import Loop
 
 router = Router(tags=["loops"])
-LoopStatus = Literal[tuple(Loop.Status.values)]  # type: ignore[valid-type]
+LoopStatus = Literal[tuple(Loop.Status.values)]
 
 
 class LoopFilters(Schema):

@@ -107,7 +107,7 @@ def recipe_start(request, slug):
                 inputs=form.raw_inputs(),
                 budget=form.raw_budget(),
                 budget_replaces_recipe=True,  # the form showed the recipe's limits
-                workdir=form.repository if options else "",
+                repository=form.repository if options else "",
             )
         except services.InputError as exc:
             form.add_input_errors(exc.errors)

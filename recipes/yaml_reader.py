@@ -50,7 +50,7 @@ except ImportError:  # pragma: no cover - exercised only without libyaml
     from yaml.reader import Reader
     from yaml.scanner import Scanner
 
-    class _EventParser(Reader, Scanner, _PyParser):  # type: ignore[no-redef]
+    class _EventParser(Reader, Scanner, _PyParser):
         pass
 
     def _init_parser(loader: Any, source: str) -> None:
@@ -78,7 +78,7 @@ class _BoundedLoader(Composer, _EventParser, SafeConstructor, Resolver):
         self.aliased: set[int] = set()  # ids of nodes some alias refers to
         self.alias_marks: dict[tuple[int, int], Any] = {}  # (id(seq), index) -> alias mark
 
-    def compose_node(self, parent: Node | None, index: Any) -> Node:  # type: ignore[override]
+    def compose_node(self, parent: Node | None, index: Any) -> Node:
         if self.check_event(AliasEvent):
             mark = self.peek_event().start_mark
             node = super().compose_node(parent, index)

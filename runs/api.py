@@ -18,7 +18,7 @@ from ninja import Path as PathParam
 from console.api_errors import InvalidInputsOut, JsonObject, errors, require
 from recipes.api import Text
 from recipes.models import Recipe
-from runs import kinds, services
+from runs import services
 from runs.actor import Actor
 from runs.models import Iteration, Run
 from runs.output_reads import api_output, api_prompt, bounded_page
@@ -29,7 +29,7 @@ router = Router()
 
 MAX_ID = 2**63 - 1
 RunId = PathParam(..., ge=1, le=MAX_ID, description="The run's id")
-RunStatus = Literal[tuple(Run.Status.values)]  # type: ignore[valid-type]
+RunStatus = Literal[tuple(Run.Status.values)]
 
 
 # --- schemas -------------------------------------------------------------------------------
@@ -243,20 +243,13 @@ def start(request, payload: RunStartIn):
     require(request.auth, "runs.operate_run")  # the edge's check, with the token's scope
     actor = Actor("api", request.auth)
     recipe = get_object_or_404(Recipe, slug=payload.recipe)
-    workdir = ""
-    if payload.repository:
-        kind = kinds.get(recipe.kind)
-        if kind is None or kind.check_repository is None:
-            raise services.InputError({"repository": f"{recipe.kind} runs take no repository"})
-        kind.check_repository(payload.repository)
-        workdir = payload.repository
     run = services.start_run(
         recipe,
         actor=actor,
         message=payload.message,
         inputs=payload.inputs,
         budget=payload.budget,
-        workdir=workdir,
+        repository=payload.repository or "",
     )
     return Status(201, {"id": run.pk, "status": run.status, "url": run_url(request, run)})
 

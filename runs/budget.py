@@ -88,7 +88,9 @@ def usage_totals(run_ids: list[int], *, own_only: bool = False) -> dict[int, dic
     from runs.models import Iteration, NodeRun
 
     iterations = Iteration.objects.filter(run_id__in=run_ids)
-    steps = NodeRun.objects.filter(run_id__in=run_ids, iteration=0, kind__in=["prompt", "command"])
+    steps = NodeRun.objects.filter(
+        run_id__in=run_ids, iteration=0, kind__in=[NodeRun.Kind.PROMPT, NodeRun.Kind.COMMAND]
+    )
     if own_only:
         iterations = iterations.filter(carried_from__isnull=True)
         steps = steps.filter(carried_from__isnull=True)
@@ -217,7 +219,7 @@ def resume_held_work(run) -> list[str]:
                 continue  # it ended meanwhile (cancelled with its run): nothing to give back
         else:
             begin = {"feedback": hold["feedback"], "after_gate": hold["after_gate"]}
-            if row.kind == "loop_group":
+            if row.kind == NodeRun.Kind.LOOP_GROUP:
                 started = group_exec.begin_next(run, row, hold["number"], **begin)
             else:
                 started = row.start_iteration(run, hold["number"], **begin)

@@ -165,7 +165,7 @@ def _apply(run: Run, gate: Gate, row: NodeRun, status: str, actor: Actor) -> Non
         number = row.iteration_count + 1
         if row.iteration_count >= loop.max_iterations:
             row.fail(run, max_iterations_error(row.node_id, loop))
-        elif row.kind == "loop_group":
+        elif row.kind == NodeRun.Kind.LOOP_GROUP:
             group_exec.begin_next(run, row, number, feedback=gate.comment, after_gate=True)
         else:
             row.start_iteration(run, number, feedback=gate.comment, after_gate=True)

@@ -54,6 +54,8 @@ class Continuation:
     # Whether a row of this kind offers forking at all (its Fork link shows): `check` may
     # still refuse one iteration (a failed one, one at max_iterations).
     offers: Callable[[NodeRun], bool] = lambda row: True
+    # Whether the fork form offers to edit the prompt (else it takes feedback only).
+    edits_prompt: bool = False
 
 
 CONTINUATIONS: dict[str, Continuation] = {}
@@ -87,7 +89,7 @@ def continuation_for(row: NodeRun, run: Run | None = None) -> Continuation | Non
 
 def forkable(row: NodeRun) -> bool:
     """The one rule for "Fork from here": the row's kind has a continuation that offers it.
-    The iteration cards read it (Iteration.can_fork); fork_run refuses the rest."""
+    The iteration cards read it (Iteration.can_fork); make_fork refuses the rest."""
     return any(continuation.offers(row) for _, continuation in _candidates(row.kind))
 
 
@@ -98,7 +100,7 @@ def _refuse_kind(row: NodeRun) -> Conflict:
     )
 
 
-def fork_run(run: Run, actor, *, node: str, iteration: int, feedback="", prompt="") -> Run:
+def make_fork(run: Run, actor, *, node: str, iteration: int, feedback="", prompt="") -> Run:
     from runs import services
 
     point = _fork_point(run, node, iteration, (feedback or "").strip(), (prompt or "").strip())
@@ -148,7 +150,7 @@ def check_fork_point(run: Run, node: str, number: int) -> None:
     point = _fork_point(run, node, number, "", "")
     if continuation_for(point.row, run) is None:
         raise _refuse_kind(point.row)
-    if point.row.kind != "agent" and "." in point.row.node_id:
+    if point.row.kind != NodeRun.Kind.AGENT and "." in point.row.node_id:
         _check_workflow(point)
 
 
@@ -268,7 +270,7 @@ def carry_finished_nodes(new: Run, point: ForkPoint) -> list[str]:
     if not done:
         return []
     node_map = copy_nodes(new, done)
-    groups = [row for row in done if row.kind == "loop_group"]
+    groups = [row for row in done if row.kind == NodeRun.Kind.LOOP_GROUP]
     if groups:
         body = Q()
         for group in groups:
@@ -383,5 +385,5 @@ def _advance(new: Run) -> None:
 
 
 # The kernel's own: a YAML workflow's loops.
-CONTINUATIONS["loop"] = Continuation(_check_workflow, _carry_loop)
+CONTINUATIONS["loop"] = Continuation(_check_workflow, _carry_loop, edits_prompt=True)
 CONTINUATIONS["loop_group"] = Continuation(_check_group, _carry_group)

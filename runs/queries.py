@@ -152,7 +152,7 @@ def nodes(run: Run, *, after: int | None = None) -> dict:
         rows = rows.filter(pk__gt=after)
     page, more = take_page(rows, NODES_PAGE)
     top = [NodeRow(row) for row in page]
-    groups = [n for n in top if n.row.kind == "loop_group" and n.row.iteration_count]
+    groups = [n for n in top if n.row.kind == NodeRun.Kind.LOOP_GROUP and n.row.iteration_count]
     if groups:
         wanted = Q()
         for group in groups:
@@ -169,7 +169,7 @@ def nodes(run: Run, *, after: int | None = None) -> dict:
         for group in groups:
             per_iteration = body[group.row.node_id]
             group.group_iterations = sorted(per_iteration.items(), reverse=True)
-    _attach_children([n for n in top if n.row.kind == "workflow"])
+    _attach_children([n for n in top if n.row.kind == NodeRun.Kind.WORKFLOW])
     return {
         "nodes": top,
         "nodes_after": after,

@@ -1,6 +1,6 @@
 """Plain-data views of runs, shared by the API and the command line."""
 
-from runs.models import Gate, Run
+from runs.models import Gate, NodeRun, Run
 from runs.output_reads import api_output, api_stderr, bounded
 
 
@@ -19,7 +19,7 @@ def run_summary(run: Run) -> dict:
             **api_stderr(n),
             "error": n.error,
             # A workflow node's child runs, in item order (the latest of each item).
-            "child_runs": _children(n) if n.kind == "workflow" else [],
+            "child_runs": _children(n) if n.kind == NodeRun.Kind.WORKFLOW else [],
         }
         for n in bounded(run.nodes.filter(iteration=0).order_by("id"), "output", "stderr")
     ]

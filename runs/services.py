@@ -83,6 +83,7 @@ def start_run(
     message: str = "",
     inputs: dict | None = None,
     workdir: str = "",
+    repository: str = "",
     version=None,
     budget: dict | None = None,
     budget_replaces_recipe: bool = False,
@@ -93,7 +94,10 @@ def start_run(
     `Actor.operator`). `budget` (limits as a person gave them) replaces the recipe's limits
     one by one, or all of them (`budget_replaces_recipe`: a form that showed them);
     `start=False`: a run whose kind waits for a first trigger (a step machine's `loop
-    tick`) is only created. `lineage` is the engine's (child runs, reruns, forks)."""
+    tick`) is only created. `lineage` is the engine's (child runs, reruns, forks).
+    `repository`: one a person chose on a remote surface (the start form, the API), which
+    must be one the run's kind allows (`LoopKind.check_repository`); `workdir`: a folder
+    the command line names, or one a rerun or fork inherits."""
     from recipes.formats.budget import BudgetInvalid, clean_budget, merged
     from recipes.inputs import InputsInvalid, clean_inputs
 
@@ -122,6 +126,11 @@ def start_run(
     except BudgetInvalid as exc:
         raise InputError({f"budget.{k}": v for k, v in exc.errors.items()}) from None
     kind = kinds.get(recipe.kind)
+    if repository:
+        if kind is None or kind.check_repository is None:
+            raise InputError({"repository": f"{recipe.kind} runs take no repository"})
+        kind.check_repository(repository)
+        workdir = repository
     if kind is not None and kind.check_start is not None:
         workdir = kind.check_start(
             spec, cleaned, workdir, actor.person, message=message, child=parent_node is not None
@@ -194,7 +203,7 @@ def rerun(run: Run, actor: Actor, *, on_current_version: bool = False) -> Run:
 def fork_run(run: Run, actor: Actor, *, node: str, iteration: int, feedback="", prompt="") -> Run:
     """A new run carrying `run`'s history up to that iteration, going on with this feedback
     or prompt (runs.fork)."""
-    from runs.fork import fork_run as fork
+    from runs.fork import make_fork as fork
 
     return fork(run, actor, node=node, iteration=iteration, feedback=feedback, prompt=prompt)
 

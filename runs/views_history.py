@@ -15,8 +15,8 @@ from runs import budget as run_budget
 from runs import compare as comparing
 from runs import queries, resuming, services
 from runs.actor import Actor
-from runs.fork import check_fork_point
-from runs.models import Iteration, Run
+from runs.fork import check_fork_point, continuation_for
+from runs.models import Iteration, NodeRun, Run
 from runs.views import run_or_404
 
 
@@ -49,13 +49,13 @@ def resume_context(run: Run) -> dict:
 def _fork_context(run: Run, it: Iteration, **extra) -> dict:
     row = it.node_run
     workflow = run.recipe.kind == "workflow"  # $LOOP_USER_INPUT is the workflow's name for it
-    template = (row.state or {}).get("prompt_template", "") if row.kind == "loop" else ""
+    template = (row.state or {}).get("prompt_template", "") if row.kind == NodeRun.Kind.LOOP else ""
     return {
         "run": run,
         "it": it,
         "is_workflow": workflow,
-        # A driven loop is forked with feedback only (loops/forking.py).
-        "prompt_editable": row.kind in ("loop", "agent") and run.recipe.kind != "driven",
+        # Some kinds are forked with feedback only (a driven loop: loops/forking.py).
+        "prompt_editable": bool(getattr(continuation_for(row, run), "edits_prompt", False)),
         "prompt": template,
         "feedback": "",
         **queries.kind_context(run),  # its words for where the feedback goes

@@ -65,7 +65,7 @@ class _Spec(BaseModel):
 
 
 class TriggerSpec(_Spec):
-    kind: Literal[TRIGGER_KINDS] = "manual"  # type: ignore[valid-type]
+    kind: Literal[TRIGGER_KINDS] = "manual"
 
 
 class KnowledgeSpec(_Spec):
@@ -81,7 +81,7 @@ class ToolsSpec(_Spec):
 class RoleSpec(_Spec):
     provider: Text = "default"
     mode: Text
-    isolation: Literal[ISOLATIONS] = "worktree"  # type: ignore[valid-type]
+    isolation: Literal[ISOLATIONS] = "worktree"
     instructions: str | None = None
     session_reuse: bool = True
     # None: agents have the network (recipes.formats.sandbox); False: `network: none`.
@@ -113,13 +113,13 @@ class GateCommandSpec(_Spec):
 
 class StepSpec(_Spec):
     id: Text
-    kind: Literal[STEP_KINDS]  # type: ignore[valid-type]
+    kind: Literal[STEP_KINDS]
     role: Text | None = None
     prompt: Text | None = None
     branch: Text | None = None
     from_: Text | None = Field(None, alias="from")
     on: dict[str, Text] = Field(default_factory=dict)
-    status: Literal[LOOP_STATUSES] | None = None  # type: ignore[valid-type]
+    status: Literal[LOOP_STATUSES] | None = None
     next: Text | None = None
     select: Literal["latest"] | None = None
     event_kind: Text | None = None

@@ -69,8 +69,8 @@ class ClearUndefined(Undefined):
             return ""  # a value the design says is there "if provided": absent prints nothing
         return self._fail_with_undefined_error()
 
-    __iter__ = _fail_with_undefined_error  # type: ignore[assignment]
-    __len__ = _fail_with_undefined_error  # type: ignore[assignment]
+    __iter__ = _fail_with_undefined_error
+    __len__ = _fail_with_undefined_error
 
 
 class Namespace:

@@ -16,7 +16,10 @@ def continuations() -> dict[str, Continuation]:
     # own (no max_iterations): only a Python loop's agents offer a fork.
     return {
         "agent": Continuation(
-            forking.check, forking.carry, offers=lambda row: bool(row.max_iterations)
+            forking.check,
+            forking.carry,
+            offers=lambda row: bool(row.max_iterations),
+            edits_prompt=True,
         )
     }
 

@@ -280,10 +280,10 @@ class _Parser:
         tok = self.peek()
         if tok.kind == "ref":
             self.take()
-            return tok.value  # type: ignore[return-value]
+            return tok.value
         if tok.kind == "lit":
             self.take()
-            return Literal(tok.value)  # type: ignore[arg-type]
+            return Literal(tok.value)
         raise self.fail(tok, "a $node.output reference or a literal")
 
 

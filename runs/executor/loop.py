@@ -189,7 +189,7 @@ def _iteration_failed(it: Iteration, error: str, stream: OutputStream) -> None:
 def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
     result = outcome.result
     loop = node.loop
-    goes_on = not fired and not loop.interactive and it.number < loop.max_iterations
+    goes_on = next_move(loop, it.number, fired) == GO_ON
     # The one-statement path skips what only the full transaction does: keeping a call's
     # conversation, tool events and worktree diff (record_call) and the budget check of
     # start_iteration.
@@ -219,20 +219,34 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
         settle_loop(run, row, loop, it, fired, columns)
 
 
+COMPLETE, FAIL, GATE, GO_ON = "complete", "fail", "gate", "go on"
+
+
+def next_move(loop, number: int, fired: list[str]) -> str:
+    """What a loop (or a loop_group) does after iteration `number`: the one rule, acted on
+    by `settle_loop` and asked first by the one-statement path, which takes only GO_ON."""
+    if fired and (not loop.interactive or loop.signal_completes):
+        return COMPLETE
+    if not fired and number >= loop.max_iterations:
+        return FAIL
+    return GATE if loop.interactive else GO_ON
+
+
 def settle_loop(
     run: Run, row: NodeRun, loop, it: Iteration, fired: list[str], columns: dict
 ) -> None:
-    """After an iteration (of a loop or a loop_group): complete, gate, fail or go on.
-    `columns` (the node's output, its file, its state) are written by whichever
-    transition it makes."""
-    if fired and (not loop.interactive or loop.signal_completes):
+    """After an iteration (of a loop or a loop_group): complete, gate, fail or go on
+    (`next_move`). `columns` (the node's output, its file, its state) are written by
+    whichever transition it makes."""
+    move = next_move(loop, it.number, fired)
+    if move == COMPLETE:
         done = {k: v for k, v in columns.items() if k not in ("output", "structured")}
         row.complete(
             run, it.output, it.structured, iterations=it.number, channels=fired, columns=done
         )
-    elif not fired and it.number >= loop.max_iterations:
+    elif move == FAIL:
         row.fail(run, max_iterations_error(row.node_id, loop), columns=columns)
-    elif loop.interactive:
+    elif move == GATE:
         message = gate_text(
             fired=fired,
             declared=declared_channels(loop),

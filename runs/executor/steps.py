@@ -47,15 +47,15 @@ def start_node(node_run_id: int) -> None:
         locked.append_event(
             "node_started", row.node_id, kind=row.kind, iteration=row.iteration or None
         )
-    if node.kind in ("bash", "prompt", "command", "script"):
+    if node.kind in NodeRun.STEPS:
         _run_step(run, spec, node, row)
-    elif node.kind == "workflow":
+    elif node.kind == NodeRun.Kind.WORKFLOW:
         subrun.start_workflow_node(run, spec, node, row)
-    elif node.kind == "loop":
+    elif node.kind == NodeRun.Kind.LOOP:
         loop_exec.start_loop(run, spec, node, row)
-    elif node.kind == "loop_group":
+    elif node.kind == NodeRun.Kind.LOOP_GROUP:
         group_exec.start_group(run, spec, node, row)
-    elif node.kind == "approval":
+    elif node.kind == NodeRun.Kind.APPROVAL:
         with transaction.atomic():
             run = lock_run(run.pk)
             row.refresh_from_db()
@@ -72,7 +72,7 @@ def start_node(node_run_id: int) -> None:
                 decisions=decisions,
                 deadline=GateDeadline.of(node.approval),
             )
-    elif node.kind == "cancel":
+    elif node.kind == NodeRun.Kind.CANCEL:
         with transaction.atomic():
             run = lock_run(run.pk)
             row.refresh_from_db()
@@ -147,11 +147,11 @@ def _run_step(run: Run, spec, node, row: NodeRun) -> None:
 
 
 def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
-    if node.kind == "script":
+    if node.kind == NodeRun.Kind.SCRIPT:
         return (*run_script(run, spec, node, row, stream), None)  # no agent call to record
     ctx = build_context(run, spec, row)
     workdir, _ = run_dirs(run)
-    if node.kind == "bash":
+    if node.kind == NodeRun.Kind.BASH:
         script, values = substitute_shell(node.bash, ctx, node.start_checks)
         timeout = (node.timeout / 1000) if node.timeout else None
         result = run_process(

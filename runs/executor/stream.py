@@ -175,11 +175,7 @@ class OutputStream:
 
     def renew_lease(self) -> bool:
         """Extend the lease only (no output written): safe from another thread."""
-        return bool(
-            self.model.objects.filter(pk=self.pk, status="running", attempts=self.attempt).update(
-                lease_expires_at=timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS)
-            )
-        )
+        return renew_lease(self.model, self.pk, self.attempt)
 
     def _row_fields(self) -> dict:
         fields = {self.field: self.text, **self.fields()}

@@ -26,6 +26,23 @@ class NodeRun(BudgetHold, models.Model):
         SKIPPED = "skipped"
         CANCELLED = "cancelled"
 
+    class Kind(models.TextChoices):
+        """The node kinds of the kernel's own recipes (YAML workflows). A loop kind adds
+        its own (runs.kinds: `LoopKind.nodes`), and an agent call a kind runs outside a
+        loop node is an `agent` row; `kind` is therefore not limited to these."""
+
+        BASH = "bash"
+        SCRIPT = "script"
+        PROMPT = "prompt"
+        COMMAND = "command"
+        APPROVAL = "approval"
+        CANCEL = "cancel"
+        WORKFLOW = "workflow"
+        LOOP = "loop"
+        LOOP_GROUP = "loop_group"
+        AGENT = "agent"
+
+    STEPS = (Kind.BASH, Kind.PROMPT, Kind.COMMAND, Kind.SCRIPT)  # run once by a worker
     TERMINAL = {Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.CANCELLED}
     UNFINISHED = [Status.PENDING, Status.RUNNING, Status.PAUSED]
     WAKES = "wakes"  # in `state`: claims that followed a decision, not a lost worker
@@ -268,7 +285,7 @@ class NodeRun(BudgetHold, models.Model):
         # A Python call (`here`) is checked by its host, on the workflow node it belongs to.
         if not (here or checked) and not budget.allows_next_iteration(run, self, hold, columns):
             return None  # stopped by the run's budget; resuming starts this iteration
-        grouped = self.kind == "loop_group"
+        grouped = self.kind == self.Kind.LOOP_GROUP
         if not self._move(
             self.Status.RUNNING, allowed=self.UNFINISHED, **(columns or {}), iteration_count=number
         ):

@@ -43,7 +43,7 @@ def test_a_fork_of_launch_note_is_judged_and_finished_by_its_demo_host(
     """In a fork the loop is already open (the fork ran its next iteration with the
     person's feedback): the demo host closes that loop instead of saying no loop ran."""
     from runs.actor import Actor
-    from runs.fork import fork_run
+    from runs.fork import make_fork
 
     run = wait_run(
         services.start_run(
@@ -51,7 +51,7 @@ def test_a_fork_of_launch_note_is_judged_and_finished_by_its_demo_host(
         )
     )
     assert run.status == "completed", run.error
-    fork = fork_run(
+    fork = make_fork(
         run, Actor.operator(operator, "console"), node="drafter", iteration=1, feedback="Shorter."
     )
     fork = wait_run(fork, "completed", "failed", "cancelled")

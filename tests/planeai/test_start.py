@@ -8,6 +8,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from recipes.planeai.demo import FEATURE_BRANCH
+from runs import services
+from runs.actor import Actor
 from runs.models import Run
 from tests.api.conftest import client_for
 
@@ -222,3 +224,21 @@ def test_sync_knows_a_step_machine_by_its_id_and_a_repositorys_recipes_win(db, s
     recipe = Recipe.objects.get(slug="no-mistakes")
     assert (recipe.name, recipe.origin) == ("Our no-mistakes", "project")
     assert not Recipe.objects.filter(slug="whatever-file-name").exists()
+
+
+def test_start_run_itself_refuses_a_repository_the_kind_does_not_allow(
+    operator, bundled, tmp_path, sent
+):
+    """The rule lives in services.start_run, so every remote surface (form, API, MCP) and
+    any future one keeps it; the command line names a folder as `workdir` instead."""
+    actor = Actor.operator(operator, "api")
+    inputs = {"branch": FEATURE_BRANCH, "target_branch": "main"}
+    with pytest.raises(services.InputError) as refused:
+        services.start_run(
+            bundled["no-mistakes-demo"], actor, inputs=inputs, repository=str(tmp_path)
+        )
+    assert "LOOP_REPOSITORIES" in refused.value.errors["repository"]
+    with pytest.raises(services.InputError) as refused:
+        services.start_run(bundled["counter-loop"], actor, repository=str(tmp_path))
+    assert refused.value.errors == {"repository": "workflow runs take no repository"}
+    assert not Run.objects.exists()
