@@ -2,6 +2,7 @@ from django.contrib import admin, messages
 from django.db import models, transaction
 from django.utils import timezone
 
+from console.admin_read_only import ReadOnlyAdmin
 from runs import dispatch
 
 from .models import Delivery, Subscription
@@ -63,7 +64,7 @@ class SubscriptionAdmin(admin.ModelAdmin):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin):
+class DeliveryAdmin(ReadOnlyAdmin):
     """Every notification sent and how it went. Read-only: history, written by the sender."""
 
     list_display = [
@@ -95,12 +96,3 @@ class DeliveryAdmin(admin.ModelAdmin):
         "next_attempt_at",
         "delivered_at",
     ]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

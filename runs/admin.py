@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.utils.html import format_html
 
+from console.admin_read_only import ReadOnlyAdmin
 from runs.models import Gate, Run
 
 
@@ -33,7 +34,7 @@ class RunAdmin(admin.ModelAdmin):
 
 
 @admin.register(Gate)
-class GateAdmin(admin.ModelAdmin):
+class GateAdmin(ReadOnlyAdmin):
     """The audit log of decisions: who decided which gate, when, what, and from where.
     Read-only: a decision is history, changed only through the services."""
 
@@ -61,15 +62,6 @@ class GateAdmin(admin.ModelAdmin):
     @admin.display(description="comment")
     def comment_excerpt(self, gate):
         return (gate.comment[:80] + "…") if len(gate.comment) > 80 else gate.comment
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 from runs import admin_providers  # noqa: E402, F401

@@ -3,24 +3,12 @@ only through `handoffs.record_handoff` and `review.merge`)."""
 
 from django.contrib import admin
 
+from console.admin_read_only import ReadOnlyAdmin
 from recipes.planeai.models import Handoff, ReviewRequest
 
 
-class ReadOnly(admin.ModelAdmin):
-    """Rows to look up: none added, changed or deleted by hand."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
 @admin.register(ReviewRequest)
-class ReviewRequestAdmin(ReadOnly):
+class ReviewRequestAdmin(ReadOnlyAdmin):
     """The audit log of merges: who merged which branch into which, when, with what commit."""
 
     list_display = [
@@ -39,7 +27,7 @@ class ReviewRequestAdmin(ReadOnly):
 
 
 @admin.register(Handoff)
-class HandoffAdmin(ReadOnly):
+class HandoffAdmin(ReadOnlyAdmin):
     """Every handoff recorded on a step-machine run, and who (or which agent) recorded it."""
 
     list_display = [
