@@ -108,6 +108,12 @@ def start_run(
     version = version or recipe.current_version
     if version is None or not recipe.valid and version == recipe.current_version:
         raise Conflict(f"Recipe '{recipe.slug}' has errors; fix it before starting a run.")
+    kind = kinds.get(recipe.kind)
+    if repository:  # before anything else is read: where the run may work at all
+        if kind is None or kind.check_repository is None:
+            raise InputError({"repository": f"{recipe.kind} runs take no repository"})
+        kind.check_repository(repository)
+        workdir = repository
     spec, snapshot = _spec(recipe, version)
     try:
         spec_inputs = dict(getattr(spec, "inputs", {}) or {})
@@ -125,12 +131,6 @@ def start_run(
         limits = given if budget_replaces_recipe else merged(getattr(spec, "budget", None), given)
     except BudgetInvalid as exc:
         raise InputError({f"budget.{k}": v for k, v in exc.errors.items()}) from None
-    kind = kinds.get(recipe.kind)
-    if repository:
-        if kind is None or kind.check_repository is None:
-            raise InputError({"repository": f"{recipe.kind} runs take no repository"})
-        kind.check_repository(repository)
-        workdir = repository
     if kind is not None and kind.check_start is not None:
         workdir = kind.check_start(
             spec, cleaned, workdir, actor.person, message=message, child=parent_node is not None
