@@ -26,11 +26,9 @@ class NodeRun(BudgetHold, models.Model):
         SKIPPED = "skipped"
         CANCELLED = "cancelled"
 
+    # The kernel's own node kinds (YAML workflows), and `agent` (a call a kind runs outside
+    # a loop node); a loop kind adds its own (`LoopKind.nodes`), so `kind` has no choices.
     class Kind(models.TextChoices):
-        """The node kinds of the kernel's own recipes (YAML workflows). A loop kind adds
-        its own (runs.kinds: `LoopKind.nodes`), and an agent call a kind runs outside a
-        loop node is an `agent` row; `kind` is therefore not limited to these."""
-
         BASH = "bash"
         SCRIPT = "script"
         PROMPT = "prompt"
