@@ -4,6 +4,7 @@ from django.utils import timezone
 from runs import dispatch
 
 from .node_hold import BudgetHold
+from .node_kinds import STEP_KINDS, NodeKind
 from .node_queries import NodeRunQuerySet
 
 
@@ -26,21 +27,8 @@ class NodeRun(BudgetHold, models.Model):
         SKIPPED = "skipped"
         CANCELLED = "cancelled"
 
-    # The kernel's own node kinds (YAML workflows), and `agent` (a call a kind runs outside
-    # a loop node); a loop kind adds its own (`LoopKind.nodes`), so `kind` has no choices.
-    class Kind(models.TextChoices):
-        BASH = "bash"
-        SCRIPT = "script"
-        PROMPT = "prompt"
-        COMMAND = "command"
-        APPROVAL = "approval"
-        CANCEL = "cancel"
-        WORKFLOW = "workflow"
-        LOOP = "loop"
-        LOOP_GROUP = "loop_group"
-        AGENT = "agent"
-
-    STEPS = (Kind.BASH, Kind.PROMPT, Kind.COMMAND, Kind.SCRIPT)  # run once by a worker
+    Kind = NodeKind  # runs/models/node_kinds.py
+    STEPS = STEP_KINDS
     TERMINAL = {Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.CANCELLED}
     UNFINISHED = [Status.PENDING, Status.RUNNING, Status.PAUSED]
     WAKES = "wakes"  # in `state`: claims that followed a decision, not a lost worker
