@@ -24,8 +24,6 @@ import threading
 import time
 from pathlib import Path
 
-from runs.actor import ENGINE
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.harness import ROOT, Bench, make_recipe, wait_runs
 
@@ -136,6 +134,7 @@ def main() -> None:
         from console.models import ApiToken
         from console.roles import ensure_roles
         from runs import services
+        from runs.actor import ENGINE
 
         bench.start_worker(concurrency=1)
         run = services.start_run(make_recipe(PROBE_RECIPE, "dos2"), actor=ENGINE, message="go")

@@ -31,8 +31,6 @@ import time
 import uuid
 from pathlib import Path
 
-from runs.actor import ENGINE
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.harness import Bench, make_recipe, median, wait_runs
 
@@ -82,6 +80,7 @@ def transaction_chain(client, recipe, steps: int, raw: bool = False) -> float:
 
 def engine_loop(recipe, steps: int) -> tuple[float, float]:
     from runs import services
+    from runs.actor import ENGINE
     from runs.models import Iteration
 
     started = time.time()
@@ -113,6 +112,7 @@ def queries_per_iteration(recipe, at: tuple[int, ...] = (1, 2, 3, 1000), window:
     from django.test.utils import CaptureQueriesContext
 
     from runs import dispatch, services, tasks
+    from runs.actor import ENGINE
     from runs.models import Iteration
 
     sent: list = []

@@ -17,8 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-from runs.actor import ENGINE
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.harness import Bench, make_recipe, median, percentile
 
@@ -57,7 +55,7 @@ def main() -> None:
     bench = Bench.open("bench_gates")
     try:
         from runs import services
-        from runs.actor import Actor
+        from runs.actor import ENGINE, Actor
         from runs.models import Gate, Iteration
 
         recipe = make_recipe(RECIPE.format(iterations=options.gates + 1), "gated-loop")

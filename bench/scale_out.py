@@ -20,8 +20,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from runs.actor import ENGINE
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.harness import Bench, make_recipe, wait_runs
 
@@ -67,6 +65,7 @@ def check(runs, iterations: int) -> dict:
 
 def one_round(bench, recipe, workers: int, options) -> dict:
     from runs import services
+    from runs.actor import ENGINE
 
     for _ in range(workers):
         bench.start_worker(concurrency=options.concurrency)

@@ -25,8 +25,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from runs.actor import ENGINE
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,6 +184,7 @@ class Soak:
 
     def start_run(self, recipes: dict, number: int) -> None:
         from runs import services
+        from runs.actor import ENGINE
 
         kind = KINDS[number % len(KINDS)]
         if kind == "python":
