@@ -31,6 +31,15 @@ def keep_secrets(**_) -> None:
     protect_process()
 
 
+@worker_init.connect
+def decide_sandbox(**_) -> None:
+    """Whether children run sandboxed, decided once here before the pool forks: every pool
+    process inherits the answer its heartbeat reports (runs/sandbox/mode.py)."""
+    from runs.sandbox import status
+
+    status()
+
+
 @worker_process_init.connect
 def keep_secrets_in_pool(**_) -> None:
     from console.secrets import protect_process
@@ -69,11 +78,13 @@ def drop_broken_connections(**_) -> None:
 @worker_ready.connect
 def start_heartbeat(sender=None, **_) -> None:
     """Write this worker's heartbeat for /metrics (runs/executor/heartbeat.py), with
-    whether its steps and agents run sandboxed, which it also logs."""
+    whether its steps and agents run sandboxed, which it also logs, with a warning for each
+    password-less broker or database agents could reach over the network."""
     import logging
 
     from runs import sandbox
     from runs.executor import heartbeat
+    from runs.sandbox import exposure
 
     app.loop_worker_name = getattr(sender, "hostname", "") or "worker"
     state = sandbox.status()
@@ -86,6 +97,10 @@ def start_heartbeat(sender=None, **_) -> None:
             "files and processes as the worker's user (see docs/security.md, The sandbox)",
             state.detail,
         )
+    # Agents share this machine's network: a broker or database without a password is open
+    # to them (runs/sandbox/exposure.py).
+    for warning in exposure.warnings():
+        log.warning("%s", warning)
     heartbeat.start(app.loop_worker_name, sandbox=state)
 
 

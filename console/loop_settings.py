@@ -41,6 +41,15 @@ if LOOP_MAX_OUTPUT_BYTES < 1024:
     raise ImproperlyConfigured(
         f"LOOP_MAX_OUTPUT_BYTES must be at least 1024 bytes, got {LOOP_MAX_OUTPUT_BYTES}"
     )
+# The most of one output its file keeps, in MB (0: no cap): past it the file stops, with a
+# line saying so, and keeps the output's start (the database keeps its end). A looping agent
+# cannot fill the disk with one output (runs/outputs.py).
+LOOP_OUTPUT_SPILL_MB = env_int("LOOP_OUTPUT_SPILL_MB", 200)  # runs.outputs.DEFAULT_SPILL_MB
+if LOOP_OUTPUT_SPILL_MB < 0 or 0 < LOOP_OUTPUT_SPILL_MB * 1024 * 1024 < LOOP_MAX_OUTPUT_BYTES:
+    raise ImproperlyConfigured(
+        "LOOP_OUTPUT_SPILL_MB must be 0 (no cap) or at least LOOP_MAX_OUTPUT_BYTES in MB, "
+        f"got {LOOP_OUTPUT_SPILL_MB}"
+    )
 
 # --- Agents and child processes ----------------------------------------------------------------
 # The agent for nodes that name no provider; none by default, so a recipe that forgets
@@ -107,9 +116,21 @@ LOOP_SANDBOX_HOME_COPY = env_list("LOOP_SANDBOX_HOME_COPY", [])
 LOOP_SANDBOX_CPU_SECONDS = env_int("LOOP_SANDBOX_CPU_SECONDS", 3600)
 LOOP_SANDBOX_MEMORY_MB = env_int("LOOP_SANDBOX_MEMORY_MB", 4096)
 LOOP_SANDBOX_PROCESSES = env_int("LOOP_SANDBOX_PROCESSES", 1024)
-for _name in ("LOOP_SANDBOX_CPU_SECONDS", "LOOP_SANDBOX_MEMORY_MB", "LOOP_SANDBOX_PROCESSES"):
+LOOP_SANDBOX_FILE_MB = env_int("LOOP_SANDBOX_FILE_MB", 1024)
+# Each of a sandbox's /tmp, /var/tmp and /run holds at most this, and at most its memory limit.
+LOOP_SANDBOX_TMP_MB = env_int("LOOP_SANDBOX_TMP_MB", 4096)
+for _name in (
+    "LOOP_SANDBOX_CPU_SECONDS",
+    "LOOP_SANDBOX_MEMORY_MB",
+    "LOOP_SANDBOX_PROCESSES",
+    "LOOP_SANDBOX_FILE_MB",
+    "LOOP_SANDBOX_TMP_MB",
+):
     if globals()[_name] < 0:
         raise ImproperlyConfigured(f"{_name} must be 0 (no limit) or more")
+# Further secrets the console's environment may give as NAME_FILE (the sandbox hides those
+# files, beside the console's own and the provider keys': runs/sandbox/bwrap.py).
+LOOP_SECRET_FILE_NAMES = env_list("LOOP_SECRET_FILE_NAMES", [])
 
 # --- Notifications (notifications/) -----------------------------------------------------------
 # Where people reach the console: links in notifications are built on it.

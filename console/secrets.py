@@ -21,6 +21,20 @@ from django.core.exceptions import ImproperlyConfigured
 
 log = logging.getLogger(__name__)
 PR_SET_DUMPABLE = 4
+# The secrets the console itself reads with `secret` (its own, and the provider keys it
+# holds for HTTP providers and agent CLIs): the sandbox hides the file each one's
+# NAME_FILE names (runs/sandbox/bwrap.py: secret_files, which adds LOOP_PROVIDER_ENV's and
+# LOOP_SECRET_FILE_NAMES's names). Any other `*_FILE` (SSL_CERT_FILE) is not a secret.
+SECRET_NAMES = (
+    "SECRET_KEY",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "CELERY_BROKER_URL",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "CODEX_API_KEY",
+    "GEMINI_API_KEY",
+)
 
 
 def secret(name: str) -> str:

@@ -37,6 +37,18 @@ def slug_for(path: Path) -> str:
     return slugify(stem)[:100] or "recipe"
 
 
+def read_source(path: Path) -> str:
+    """A recipe file's text. The file itself is opened without following a link and only
+    when it is a regular file: a repository's `.planeai/loops` may be a tree an agent wrote
+    (`isolation: project`), and a link there must not store a secret as a recipe's source
+    (runs.sandbox.files). Its folder is trusted: a linked recipe folder still works."""
+    from recipes.yaml_reader import MAX_SOURCE_BYTES
+    from runs.sandbox import files
+
+    read = files.read_file(path.parent, path.name, limit=MAX_SOURCE_BYTES + 1)
+    return read.data.decode("utf-8")
+
+
 def planeai_id(path: Path) -> str:
     """The `id:` of a `schema: planeai.loop.recipe.v1` file ("" for anything else)."""
     from recipes.editing import SLUG_PATTERN
@@ -44,7 +56,7 @@ def planeai_id(path: Path) -> str:
     from recipes.yaml_reader import parse_yaml
 
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_source(path)
     except (OSError, UnicodeDecodeError):
         return ""
     if PLANEAI_SCHEMA not in text:
@@ -96,7 +108,7 @@ def sync(*, force: bool = False) -> list[SyncReport]:
     reports = []
     for slug, item in sorted(discover().items()):
         try:
-            source = item.path.read_text(encoding="utf-8")
+            source = read_source(item.path)
         except (OSError, UnicodeDecodeError) as exc:
             reports.append(SyncReport(slug, "unreadable", item.origin, str(item.path), str(exc)))
             continue
@@ -131,7 +143,7 @@ def sync_slug(slug: str, repositories: tuple = ()) -> SyncReport | None:
     if item is None:
         return None
     try:
-        source = item.path.read_text(encoding="utf-8")
+        source = read_source(item.path)
     except (OSError, UnicodeDecodeError) as exc:
         return SyncReport(slug, "unreadable", item.origin, str(item.path), str(exc))
     return _sync_one(item, source, force=False)

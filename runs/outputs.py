@@ -6,7 +6,9 @@ it goes whole, as it arrives, to a file in the run's data folder
 (`LOOP_DATA_DIR/runs/<run>/outputs/`), named by the row's `output_file` with its size in
 `output_bytes`; the live stream says so once and stops (runs/executor/stream.py). Pages,
 the API and later steps read only what the database keeps; the full output is a download
-(runs/output_reads.py).
+(runs/output_reads.py). The file stops at LOOP_OUTPUT_SPILL_MB (200 MB by default) with a
+line saying so: a looping agent cannot fill the disk, and the file keeps the output's start,
+which nothing else keeps (the database has its end).
 
 `Capture` holds an output while it arrives: a bounded tail in memory and, past the cap, the
 file. A worker never holds more of a streamed output than the cap plus one chunk.
@@ -20,19 +22,30 @@ from pathlib import Path
 
 from django.conf import settings
 
+from runs.sandbox import files
+
 # Text is encoded, hashed and written in slices of this many characters, so a long final
 # answer never has a second whole copy made of it as bytes.
 SLICE = 1 << 20
 
 
-# The cap when no console settings are loaded (a Python loop run as a plain script).
+# The caps when no console settings are loaded (a Python loop run as a plain script).
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+DEFAULT_SPILL_MB = 200
+MB = 1 << 20
 
 
 def max_bytes() -> int:
     if not settings.configured:
         return DEFAULT_MAX_BYTES
     return settings.LOOP_MAX_OUTPUT_BYTES
+
+
+def spill_bytes() -> int:
+    """The most an output's file holds (LOOP_OUTPUT_SPILL_MB); 0: no cap."""
+    if not settings.configured:
+        return DEFAULT_SPILL_MB * MB
+    return settings.LOOP_OUTPUT_SPILL_MB * MB
 
 
 def size_words(count: int) -> str:
@@ -87,10 +100,11 @@ class Capture:
     holding all of it, written chunk by chunk. `name` names the file within the run's
     outputs folder (a row and its attempt: a retried attempt writes its own)."""
 
-    def __init__(self, run_id: int, name: str, limit: int | None = None):
+    def __init__(self, run_id: int, name: str, limit: int | None = None, spill: int | None = None):
         self.run_id = run_id
         self.name = name
         self.limit = max_bytes() if limit is None else limit
+        self.spill = spill_bytes() if spill is None else spill
         self._reset()
 
     def _reset(self) -> None:
@@ -100,6 +114,8 @@ class Capture:
         self.digest = hashlib.blake2b(digest_size=16)
         self.file = None
         self.path: Path | None = None
+        self.written = 0  # bytes in the file
+        self.spill_cut = False  # the file reached `spill` and says so
 
     @property
     def truncated(self) -> bool:
@@ -125,7 +141,7 @@ class Capture:
         if self.file is None and self.total > self.limit:
             self._open()  # the output so far: all of it is still in memory
         if self.file is not None:
-            self.file.write(data)
+            self._spill(data)
             self.file.flush()
         self.chunks.append((chunk, len(data)))
         self.kept += len(data)
@@ -167,12 +183,34 @@ class Capture:
     # --- inside ----------------------------------------------------------------------------
 
     def _open(self) -> None:
+        self.file = self._create()
+        for chunk, _ in self.chunks:
+            self._spill(chunk.encode("utf-8", "replace"))
+
+    def _create(self):
+        """The output's file, empty (the run's data folder: out of every sandbox's reach)."""
         where = folder(self.run_id)
         where.mkdir(parents=True, exist_ok=True)
         self.path = where / f"{self.name}.txt"
-        self.file = open(self.path, "wb")  # noqa: SIM115 - closed by close() / keep()
-        for chunk, _ in self.chunks:
-            self.file.write(chunk.encode("utf-8", "replace"))
+        self.written, self.spill_cut = 0, False
+        return files.create_file(where, self.path.name, mode=0o644)
+
+    def _spill(self, data: bytes) -> None:
+        """`data` on to the file, up to the spill cap; there, a line saying so, once."""
+        if self.spill_cut:
+            return
+        room = self.spill - self.written if self.spill else len(data)
+        if len(data) > room:
+            # `data` is whole characters: only the one at the cut may be left in part.
+            data = data[:room].decode("utf-8", "ignore").encode("utf-8")
+            self.spill_cut = True
+        self.file.write(data)
+        self.written += len(data)
+        if self.spill_cut:
+            self.file.write(
+                f"\n[output cut at {size_words(self.spill)} (LOOP_OUTPUT_SPILL_MB): this file "
+                "keeps its start, the run its end]\n".encode()
+            )
 
     def _trim(self) -> None:
         while len(self.chunks) > 1 and self.kept - self.chunks[0][1] >= self.limit:
@@ -191,13 +229,12 @@ class Capture:
         return digest.digest() == self.digest.digest()
 
     def _write(self, text: str, size: int) -> None:
-        if self.path is None:
-            where = folder(self.run_id)
-            where.mkdir(parents=True, exist_ok=True)
-            self.path = where / f"{self.name}.txt"
-        with open(self.path, "wb") as file:
+        with self._create() as self.file:
             for i in range(0, len(text), SLICE):
-                file.write(text[i : i + SLICE].encode("utf-8", "replace"))
+                if self.spill_cut:
+                    break
+                self._spill(text[i : i + SLICE].encode("utf-8", "replace"))
+        self.file = None
         self.total = size
 
 

@@ -24,13 +24,12 @@ from django.conf import settings
 from django.db import transaction
 
 from runs import kinds
-from runs.sandbox import child_env
+from runs.sandbox.repository import is_repository_top, record_worktree, run_git
 
 log = logging.getLogger(__name__)
 
 BRANCH_PREFIX = "loop/run-"
 PATCH_LIMIT = 100_000
-GIT_IDENTITY = ["-c", "user.name=Loop Console", "-c", "user.email=loop-console@localhost"]
 
 
 class WorktreeError(Exception):
@@ -44,29 +43,33 @@ def enabled() -> bool:
     return env_bool("LOOP_GIT_WORKTREES", False)
 
 
-def git(*args: str, cwd: Path | str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """`env`: git's own variables for this call (a private index or object store)."""
-    extra = {"GIT_TERMINAL_PROMPT": "0", **(env or {})}
-    return subprocess.run(
-        ["git", *GIT_IDENTITY, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=child_env(extra),
+def git(
+    *args: str,
+    cwd: Path | str,
+    env: dict | None = None,
+    confined: bool = False,
+    writable: tuple[str, ...] = (),
+    repository: str | Path | None = None,
+) -> subprocess.CompletedProcess:
+    """The console's git (runs.sandbox.repository.run_git: hardened, its repository from
+    the console's records). `env`: git's own variables for this call (a private index or
+    object store); `confined`: on a tree an agent worked in, inside the sandbox;
+    `repository`: the person's repository when `cwd` may be a worktree they made."""
+    return run_git(
+        args, cwd=cwd, env=env, confined=confined, writable=writable, repository=repository
     )
 
 
 def repository_root(path: Path | str) -> Path | None:
-    """The repository whose top is exactly `path` (a folder inside a repo does not count)."""
+    """The repository whose top is exactly `path` (a folder inside a repo does not count),
+    when the console may run git there (runs.sandbox.repository.layout_of)."""
     path = Path(path)
-    if not path.is_dir():
+    if not path.is_dir() or not is_repository_top(path):
         return None
     found = git("rev-parse", "--show-toplevel", cwd=path)
     if found.returncode != 0:
         return None
-    top = Path(found.stdout.strip()).resolve()
-    return top if top == path.resolve() else None
+    return path.resolve()
 
 
 def path_for(run_id: int) -> Path:
@@ -94,6 +97,7 @@ def create(run_id: int, repository: Path, start_point: str = "HEAD") -> Path:
         raise WorktreeError(
             f"git worktree add failed: {added.stderr.strip() or added.stdout.strip()}"
         )
+    record_worktree(destination, repository)
     git("update-ref", seen_ref(run_id), "HEAD", cwd=destination)
     return destination
 
@@ -188,8 +192,10 @@ def record_changes(workdir: str, *, iteration: int, node_id: str = "") -> dict |
     run_id = run_of(workdir)
     if run_id is None:
         return None
-    if git("status", "--porcelain", cwd=workdir).stdout.strip():
-        git("add", "-A", cwd=workdir)
+    # The agent's tree: git runs inside the sandbox, as the agent did (see
+    # runs.sandbox.repository).
+    if git("status", "--porcelain", cwd=workdir, confined=True).stdout.strip():
+        git("add", "-A", cwd=workdir, confined=True)
         git(
             "commit",
             "--no-verify",
@@ -197,12 +203,13 @@ def record_changes(workdir: str, *, iteration: int, node_id: str = "") -> dict |
             "-m",
             f"loop run {run_id}: {node_id} iteration {iteration}",
             cwd=workdir,
+            confined=True,
         )
     since = seen_ref(run_id)
-    stat = git("diff", "--stat", since, "HEAD", cwd=workdir).stdout.strip()
+    stat = git("diff", "--stat", since, "HEAD", cwd=workdir, confined=True).stdout.strip()
     if not stat:
         return None
-    patch = git("diff", since, "HEAD", cwd=workdir).stdout
+    patch = git("diff", since, "HEAD", cwd=workdir, confined=True).stdout
     commit = git("rev-parse", "HEAD", cwd=workdir).stdout.strip()
     git("update-ref", seen_ref(run_id), "HEAD", cwd=workdir)
     data = {

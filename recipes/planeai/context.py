@@ -6,10 +6,13 @@ from pathlib import Path
 
 from django.conf import settings
 
+from runs.sandbox import files
+
 from .machine import MachineState
 from .templates import Namespace, TextList
 
-KNOWLEDGE_FILE_LIMIT = 50_000
+# The most of one knowledge file a prompt carries (bytes; the start of a longer one).
+KNOWLEDGE_FILE_LIMIT = 64 * 1024
 # Inputs every recipe's templates may name though the run was given none: the task key
 # is there "if provided" (absent, `{{ inputs.task_key }}` prints nothing).
 OPTIONAL_INPUTS = frozenset({"task_key"})
@@ -49,19 +52,23 @@ def template_context(run, spec, state: MachineState) -> dict:
 
 
 def read_knowledge_file(workdir: str, name: str) -> str:
-    root = Path(workdir).resolve()
-    path = (root / name).resolve()
-    if root != path and root not in path.parents:
-        return "(outside the working tree: not read)"
+    """A knowledge file's text for a prompt, or a note saying why it is not there. The
+    working tree is the agents': the file is read as any file there (runs/sandbox/files.py),
+    so a link, a FIFO or a huge file cannot leak a secret, block the worker or fill it."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        found = files.read_file(workdir, name, limit=KNOWLEDGE_FILE_LIMIT)
+    except files.Outside:
+        return "(outside the working tree: not read)"
     except FileNotFoundError:
         return "(not found in the working tree)"
     except OSError as exc:
-        return f"(cannot be read: {exc.strerror})"
-    if len(text) > KNOWLEDGE_FILE_LIMIT:
-        return text[:KNOWLEDGE_FILE_LIMIT] + f"\n[cut at {KNOWLEDGE_FILE_LIMIT:,} characters]"
-    return text
+        return f"(not read: {files.describe(exc)})"
+    if found.cut:
+        return found.text() + (
+            f"\n[cut at {KNOWLEDGE_FILE_LIMIT // 1024} KB of {found.size:,} bytes: "
+            "the rest of the file is not in this prompt]"
+        )
+    return found.text()
 
 
 HANDOFF_HOWTO = """\

@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 from runs.providers.base import AgentRequest, AgentResult, OnChunk
+from runs.sandbox import files
 from runs.worktree import git
 
 from .context import RERUN_HEADING
@@ -45,6 +46,7 @@ FILES_FEATURE = {
 # The bug the feature branch was built with, and its fix: what the demo agent "knows".
 FIXES = [("greeting.py", 'return "Hello " + name', 'return f"Hello, {name}!"')]
 DOC_LINE = "- `greet(name)`: a friendly greeting for `name`.\n"
+DEMO_FILE_LIMIT = 1 << 20  # the demo repository's files are tiny
 
 
 def _git(*args, cwd) -> str:
@@ -138,9 +140,8 @@ def _review(step: str, workdir: str) -> tuple[str, str]:
 def _fix(workdir: str, *, rerun: bool = False) -> tuple[str, str]:
     fixed = []
     for name, bug, fix in FIXES:
-        path = Path(workdir) / name
-        if path.is_file() and bug in path.read_text():
-            path.write_text(path.read_text().replace(bug, fix))
+        text = _read(workdir, name)
+        if text is not None and bug in text and _write(workdir, name, text.replace(bug, fix)):
             fixed.append(name)
     if not fixed and rerun:
         # The interrupted attempt of this turn got as far as the fix (turns.rerun_note).
@@ -158,15 +159,34 @@ def _fix(workdir: str, *, rerun: bool = False) -> tuple[str, str]:
 
 
 def _document(workdir: str) -> tuple[str, str]:
-    readme = Path(workdir) / "README.md"
-    if not readme.is_file() or not (Path(workdir) / "greeting.py").is_file():
+    text = _read(workdir, "README.md")
+    if text is None or _read(workdir, "greeting.py") is None:
         return "completed", "No documentation change needed."
-    text = readme.read_text()
     if "greet(" in text:
         return "completed", "The README already documents greet()."
-    readme.write_text(text + DOC_LINE)
+    if not _write(workdir, "README.md", text + DOC_LINE):
+        return "completed", "README.md could not be written: no documentation change."
     _git("commit", "-q", "-am", "docs: document greet() in the README", cwd=workdir)
     return "completed", "Documented greet() in README.md, the owner document of functions."
+
+
+# The demo role runs in the worker, not in a sandbox: the tree's files are read and written
+# like any file an agent could have replaced (runs/sandbox/files.py).
+def _read(workdir: str, name: str) -> str | None:
+    """A small regular file of the tree (None if missing, too long, a link, a FIFO...)."""
+    try:
+        found = files.read_file(workdir, name, limit=DEMO_FILE_LIMIT)
+    except OSError:
+        return None
+    return None if found.cut else found.text()
+
+
+def _write(workdir: str, name: str, text: str) -> bool:
+    try:
+        files.write_file(workdir, name, text.encode("utf-8"))
+    except OSError:
+        return False
+    return True
 
 
 def _rebase(step: str, workdir: str) -> tuple[str, str]:

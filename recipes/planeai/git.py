@@ -7,12 +7,15 @@ terminal prompts). Branch names come from recipes and inputs: they are checked w
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from django.conf import settings
 
+from runs.sandbox import files
+from runs.sandbox.repository import record_file, record_worktree
 from runs.worktree import git, repository_root
 
 __all__ = [
@@ -122,18 +125,24 @@ def add_worktree(repository: str | Path, path: Path, branch: str, base: str = "H
     else:
         result = git("worktree", "add", "-b", branch, str(path), base, cwd=repository)
     _ok(result, f"git worktree add {branch}")
+    record_worktree(path, Path(repository))
 
 
-def dirty(workdir: str | Path) -> bool:
-    return bool(git("status", "--porcelain", cwd=workdir).stdout.strip())
+def dirty(workdir: str | Path, repository: str | Path | None = None) -> bool:
+    """Whether `workdir` has changes; `repository`: the person's, when `workdir` may be a
+    worktree they made."""
+    status = git("status", "--porcelain", cwd=workdir, confined=True, repository=repository)
+    return bool(_ok(status, "git status").strip())
 
 
 def commit_all(workdir: str | Path, message: str) -> str | None:
-    """Commit whatever the agent left uncommitted; the new commit, or None."""
+    """Commit whatever the agent left uncommitted; the new commit, or None. In the sandbox,
+    like every git on an agent's tree (runs.sandbox.repository)."""
     if not dirty(workdir):
         return None
-    _ok(git("add", "-A", cwd=workdir), "git add")
-    _ok(git("commit", "--no-verify", "-q", "-m", message, cwd=workdir), "git commit")
+    _ok(git("add", "-A", cwd=workdir, confined=True), "git add")
+    committed = git("commit", "--no-verify", "-q", "-m", message, cwd=workdir, confined=True)
+    _ok(committed, "git commit")
     return head(workdir)
 
 
@@ -145,15 +154,28 @@ def snapshot(workdir: str | Path, store: Path) -> str:
     git tree. Written through a private copy of the index into a private object store
     (`store`, reading the repository's own as an alternate): the person's index, files,
     branches and object store are left exactly as they were."""
-    with tempfile.TemporaryDirectory() as private:
+    env = _private_store(workdir, store)  # makes `store`
+    with tempfile.TemporaryDirectory(dir=store) as private:
         index = Path(private) / "index"
         own = Path(_ok(git("rev-parse", "--git-path", "index", cwd=workdir), "git").strip())
         own = own if own.is_absolute() else Path(workdir) / own
-        if own.is_file():
-            shutil.copyfile(own, index)  # its stat cache keeps `add -A` quick
-        env = {**_private_store(workdir, store), "GIT_INDEX_FILE": str(index)}
-        _ok(git("add", "-A", cwd=workdir, env=env), "git add (snapshot)")
-        return _ok(git("write-tree", cwd=workdir, env=env), "git write-tree").strip()
+        _copy_regular_file(own, index)  # its stat cache keeps `add -A` quick
+        env["GIT_INDEX_FILE"] = str(index)
+        added = git("add", "-A", cwd=workdir, env=env, confined=True, writable=(str(store),))
+        _ok(added, "git add (snapshot)")
+        tree = git("write-tree", cwd=workdir, env=env, confined=True, writable=(str(store),))
+        return _ok(tree, "git write-tree").strip()
+
+
+def _copy_regular_file(source: Path, target: Path) -> None:
+    """Copy `source` when it is a regular file (the agent may have put a link or a pipe in
+    its place: then the snapshot starts from no index, which is only slower)."""
+    try:
+        handle = files.open_file(source.parent, source.name)
+    except OSError:
+        return
+    with os.fdopen(handle, "rb") as origin, open(target, "wb") as copy:
+        shutil.copyfileobj(origin, copy)
 
 
 def tree_changes(workdir: str | Path, before: str, after: str, store: Path) -> dict | None:
@@ -162,12 +184,13 @@ def tree_changes(workdir: str | Path, before: str, after: str, store: Path) -> d
     if before == after:
         return None
     env = _private_store(workdir, store)
-    stat = git("diff", "--stat", before, after, cwd=workdir, env=env).stdout.strip()
-    patch = git("diff", before, after, cwd=workdir, env=env).stdout
+    seen = {"env": env, "confined": True, "writable": (str(store),)}
+    shown = git("diff", "--stat", before, after, cwd=workdir, **seen).stdout
+    patch = git("diff", before, after, cwd=workdir, **seen).stdout
     now = git("rev-parse", "--verify", "-q", "HEAD", cwd=workdir).stdout.strip()
     return {
         "commit": now,
-        "stat": stat,
+        "stat": shown.strip(),
         "diff": patch[:PATCH_LIMIT],
         "truncated": len(patch) > PATCH_LIMIT,
     }
@@ -188,11 +211,11 @@ def changes(workdir: str | Path, since: str) -> dict | None:
     now = head(workdir)
     if now == since:
         return None
-    stat = git("diff", "--stat", since, now, cwd=workdir).stdout.strip()
-    patch = git("diff", since, now, cwd=workdir).stdout
+    shown = git("diff", "--stat", since, now, cwd=workdir, confined=True).stdout.strip()
+    patch = git("diff", since, now, cwd=workdir, confined=True).stdout
     return {
         "commit": now,
-        "stat": stat,
+        "stat": shown,
         "diff": patch[:PATCH_LIMIT],
         "truncated": len(patch) > PATCH_LIMIT,
     }
@@ -202,7 +225,7 @@ def left_since(workdir: str | Path, since: str) -> tuple[list[str], list[str]]:
     """What the tree holds beyond `since`: the commits made after it (`sha subject`,
     oldest first) and the files changed but not committed (`git status --short`)."""
     log = git("log", "--reverse", "--format=%h %s", f"{since}..HEAD", cwd=workdir).stdout
-    status = git("status", "--short", cwd=workdir).stdout
+    status = git("status", "--short", cwd=workdir, confined=True).stdout
     return log.splitlines(), status.splitlines()
 
 
@@ -216,4 +239,5 @@ def remove_worktree(repository: str | Path, path: Path | None, branch: str) -> N
     """Undo add_worktree or set_branch (best effort): a fork that failed leaves neither."""
     if path is not None:
         git("worktree", "remove", "--force", str(path), cwd=repository)
+        record_file(path).unlink(missing_ok=True)
     git("branch", "-D", branch, cwd=repository)

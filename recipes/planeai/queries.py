@@ -6,6 +6,7 @@ from recipes.formats.planeai_spec import SESSION_KIND
 from runs.executor.spec import SpecError, spec_for
 from runs.models import NodeRun, Run
 
+from . import checks
 from .machine import MachineState, machine_row
 from .models import Handoff, ReviewRequest
 
@@ -99,3 +100,22 @@ def review_summary(review: ReviewRequest | None) -> dict | None:
         "merge_commit": review.merge_commit or None,
         "url": review.get_absolute_url(),
     }
+
+
+def gate_logs_of(run: Run) -> list[dict]:
+    """Each `gates.run` of the run with its log's end (the review page): read from the log
+    file, else the end its event kept (a log gone, or refused: see checks.log_end)."""
+    logs = []
+    for event in run.events.filter(kind="gates_finished").order_by("seq"):
+        read = checks.log_end(run.pk, event.data.get("log") or "")
+        logs.append(
+            {
+                "step": event.step,
+                "result": event.data.get("result"),
+                "gates": event.data.get("gates") or [],
+                "at": event.created_at,
+                "text": checks.log_text(read) if read is not None else event.data.get("tail") or "",
+                "cut": read is not None and read.cut,
+            }
+        )
+    return logs

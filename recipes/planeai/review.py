@@ -211,16 +211,17 @@ def _merge(review: ReviewRequest, actor: Actor) -> str:
     message = f"Merge {branch} into {target} (loop run {review.run_id}, merged by {actor.name})"
     checked_out = _checked_out(repository, target)
     if checked_out is not None:
-        if git.dirty(checked_out):
+        if git.dirty(checked_out, repository):
             raise git.GitError(
                 f"{target} is checked out in {checked_out} with uncommitted changes: commit or "
                 "stash them, then merge"
             )
-        done = run_git("merge", "--no-ff", "-m", message, head, cwd=checked_out)
+        where = {"cwd": checked_out, "repository": repository}
+        done = run_git("merge", "--no-ff", "-m", message, head, **where)
         if done.returncode != 0:
-            run_git("merge", "--abort", cwd=checked_out)
+            run_git("merge", "--abort", **where)
             raise git.GitError(f"git merge failed: {(done.stdout + done.stderr).strip()[-300:]}")
-        return git.head(checked_out)
+        return git.head(repository, target)
     commit = run_git(
         "commit-tree", lines[0].strip(), "-p", base, "-p", head, "-m", message, cwd=repository
     )

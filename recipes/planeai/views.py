@@ -5,7 +5,6 @@ step-machine card is this kind's part of the run page (`surfaces.RUN_PARTS`, con
 
 from __future__ import annotations
 
-from pathlib import Path
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -25,10 +24,7 @@ from runs.views import act, run_or_404
 from . import review as reviews
 from . import services as step_machine
 from .models import ReviewRequest
-from .queries import handoffs_of, status_of
-
-GATE_LOG_SHOWN = 100_000
-
+from .queries import gate_logs_of, handoffs_of, status_of
 
 # A run that ended well: what its last step left in runtime.last_error is history, not a
 # problem to show.
@@ -62,7 +58,7 @@ def run_review(request, run_id):
             "run": run,
             "review": review,
             "handoffs": handoffs_of(run),
-            "gate_logs": _gate_logs(run),
+            "gate_logs": gate_logs_of(run),
             "diff_lines": diff_lines(review.diff),
             "may_merge": can_operate(request.user) and review.is_open,
         },
@@ -97,28 +93,6 @@ def diff_lines(patch: str) -> list[tuple[str, str]]:
             kind = "same"
         lines.append((kind, line))
     return lines
-
-
-def _gate_logs(run: Run) -> list[dict]:
-    logs = []
-    for event in run.events.filter(kind="gates_finished").order_by("seq"):
-        path = Path(event.data.get("log") or "")
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            text = event.data.get("tail") or ""
-        cut = len(text) > GATE_LOG_SHOWN
-        logs.append(
-            {
-                "step": event.step,
-                "result": event.data.get("result"),
-                "gates": event.data.get("gates") or [],
-                "at": event.created_at,
-                "text": text[-GATE_LOG_SHOWN:],
-                "cut": cut,
-            }
-        )
-    return logs
 
 
 @require_POST

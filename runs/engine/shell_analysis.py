@@ -3,7 +3,8 @@
 Console references are replaced by placeholders (``${LOOP_V_n}``), the script is parsed, and
 each placeholder and each spelling of a value-carrying variable (or of a script variable a
 value was copied into) is placed by walking up its syntax tree (`runs.engine.shell_rules`).
-Copies are found while walking, so the walk repeats until no new copy appears.
+Copies are found while walking (and `getopts`, `for x; do` copy positional parameters once
+those may hold a value), so the walk repeats until no new copy appears.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 from dataclasses import replace
 from functools import lru_cache
 
+from .shell_commands import command_line, getopts_parts
 from .shell_kinds import Context, Finding
 from .shell_names import is_value_name, value_name_pattern
 from .shell_rules import (
@@ -120,6 +122,23 @@ def _is_subject(node: Node) -> bool:
     return parent.type == "expansion" and parent.named_children[:1] == [node]
 
 
+def positional_readers(root: Node, lines: dict) -> list[tuple[Node, set[str]]]:
+    """Where the script reads the positional parameters without spelling them, and the
+    variables filled there: `getopts OPTS NAME` with no ARGS, `for NAME; do` and
+    `select NAME; do` (no `in`: they walk "$@")."""
+    found = []
+    for command in query(root, "(command) @c"):
+        line = command_line(command, lines)
+        getopts = getopts_parts(line)
+        if getopts is not None and getopts[0] >= len(line.words):
+            found.append((command, getopts[1]))
+    for loop in query(root, "(for_statement) @f"):
+        variable = loop.child_by_field_name("variable")
+        if variable is not None and loop.child_by_field_name("value") is None:
+            found.append((loop, {text(variable)}))
+    return found
+
+
 class Analysis:
     def __init__(self, script: str, spans, *, positional: bool, depth: int):
         self.script, self.spans, self.depth = script, list(spans), depth
@@ -144,6 +163,7 @@ class Analysis:
             self.root, self.info
         )
         self.assignments = query(self.root, "(variable_assignment) @a")
+        self.readers = positional_readers(self.root, self.info.lines)
         self.heredocs = sorted(_heredoc_bodies(self.root, self.source), key=lambda h: h[0])
         self._heredoc_starts = [low for low, _, _, _ in self.heredocs]
         self._place_starts = [start for start, _ in self.places]
@@ -173,6 +193,7 @@ class Analysis:
         for _ in range(MAX_ROUNDS):
             seen = self._state()
             self.note_indirect()
+            self.note_positional_readers()
             contexts, findings = self.round()
             if self._state() == seen:
                 break
@@ -192,6 +213,17 @@ class Analysis:
                 self.info.copies.add(declared_name(assignment))
             else:
                 self.info.indirect.add(declared_name(assignment))
+
+    def note_positional_readers(self) -> None:
+        """`getopts`, `for x; do`: where the positional parameters may hold a value (`set --
+        "$USER_MESSAGE"`, a function called with one), the variables they fill hold its text."""
+        info = self.info
+        if not self.readers or not (info.positional_values or info.called_with_values):
+            return
+        bodies = self.function_bodies()
+        for node, filled in self.readers:
+            if info.positional_values or any(s <= node.start_byte < e for s, e in bodies):
+                info.copies |= filled
 
     def round(self) -> tuple[list[Context], list[Finding]]:
         self.expanded, self.positions = [], [s for s, _ in self.places]

@@ -2,13 +2,13 @@
 
 A value passed as an argument is data for most programs. It is code for `eval`, `source`,
 `trap`, a shell's `-c` string, an interpreter's `-c`/`-e` program, awk and sed programs,
-`su`/`runuser`/`script` arguments; a variable name (whose subscript bash evaluates) for
-`printf -v`, `read`, `mapfile`, `test -v`; arithmetic for `let`. Wrappers (`env`,
-`timeout`, `xargs`, `sudo`, `coproc`, ...; `runs.engine.shell_wrappers`) are looked through
-to the command they run, and so are the commands `find -exec` runs. A command whose name is
-not static text (`$sh`, `"$SHELL"`, `${b}sh`) is unknown: a value among its arguments is
-refused. What a command does with its standard input is `runs.engine.shell_stdin`. The
-tables below are the whole list.
+`su`/`runuser`/`script` arguments, any argument of `make` or of an SQL shell (`sqlite3`);
+a variable name (whose subscript bash evaluates) for `printf -v`, `read`, `mapfile`,
+`test -v`; arithmetic for `let`. Wrappers (`env`, `timeout`, `xargs`, `sudo`, `coproc`,
+...; `runs.engine.shell_wrappers`) are looked through to the command they run, and so are
+the commands `find -exec` runs. A command whose name is not static text (`$sh`, `"$SHELL"`,
+`${b}sh`) is unknown: a value among its arguments is refused. What a command does with its
+standard input is `runs.engine.shell_stdin`. The tables below are the whole list.
 """
 
 from __future__ import annotations
@@ -21,16 +21,20 @@ from .shell_tree import Node, command_words, program_name, static_text
 from .shell_wrappers import SHELL_HANDOFF, exec_segments, is_option, leading_text, unwrap
 
 __all__ = [
+    "ARGUMENT_RUNNERS",
     "CODE_RUNNERS",
     "CODE_VARIABLES",
     "INTERPRETERS",
+    "MAKES",
     "SHELLS",
     "CommandLine",
     "Role",
+    "SQL_SHELLS",
     "Use",
     "argument_role",
     "awk_program",
     "command_line",
+    "getopts_parts",
     "interpreter_parts",
     "role_in_words",
     "shell_options",
@@ -40,6 +44,14 @@ __all__ = [
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "rbash", "yash", "posh", "fish"}
 # Everything after the command name is code.
 CODE_RUNNERS = {"eval", "source", ".", "trap", "watch", "parallel"}
+# SQL shells whose arguments after the database file are SQL and dot commands, and dot
+# commands run programs (`sqlite3 :memory: ".shell CMD"`, `.system`); they also run what
+# reaches their standard input (runs.engine.shell_stdin).
+SQL_SHELLS = {"sqlite3", "sqlite", "duckdb"}
+# Programs that read code among their arguments, wherever a value stands (make reads
+# `--eval=TEXT` and `NAME:=$(shell CMD)` as makefile text): any value there is code.
+MAKES = {"make", "gmake", "bmake"}
+ARGUMENT_RUNNERS = MAKES | SQL_SHELLS
 # interpreter language -> options whose next argument (or joined rest) is a program.
 INTERPRETERS = {
     "python": {"-c"},
@@ -104,7 +116,7 @@ def role_in_words(
     args, j = words[start + 1 :], k - start - 1
     if name is None:
         return _unknown_use(args)
-    if name in CODE_RUNNERS or name in SHELL_HANDOFF:
+    if name in CODE_RUNNERS or name in SHELL_HANDOFF or name in ARGUMENT_RUNNERS:
         return Use(Role.CODE)
     if name in SHELLS:
         return _shell_use(args, j)
@@ -127,6 +139,18 @@ def role_in_words(
         return Use(role)
     shell_at = prepared.shell_at if prepared else _first_shell_word(words, start + 1)
     return _wrapped_shell(words, shell_at, k, depth)
+
+
+def getopts_parts(line: CommandLine) -> tuple[int, set[str]] | None:
+    """`getopts OPTSTRING NAME [ARGS...]` (behind `builtin`, `command`): the index of its
+    first ARG (the end of the words when it parses the positional parameters) and the
+    variables it fills with text of what it parses, OPTARG and NAME; None for another
+    command."""
+    words, start = line.words, line.unwrapped[0]
+    if start >= len(words) or program_name(words[start]) != "getopts":
+        return None
+    named = static_text(words[start + 2]) if start + 2 < len(words) else None
+    return start + 3, {"OPTARG", named} if named else {"OPTARG"}
 
 
 def _unknown_use(args: list[Node]) -> Use:

@@ -31,6 +31,10 @@ RUN_OPTIONS: dict[str, set[str]] = {
     "zip": {"-TT", "--unzip-command"},
     "wget": {"-e", "--execute"},
     "gdb": {"-ex", "-iex", "--eval-command"},
+    # SQL clients: the SQL they run may hold their own commands that run programs (`\\!`)
+    "psql": {"-c", "--command"},
+    "mysql": {"-e", "--execute"},
+    "mariadb": {"-e", "--execute"},
     "man": {"-P", "--pager"},
     "vim": {"-c", "--cmd"},
     "vi": {"-c", "--cmd"},

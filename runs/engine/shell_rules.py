@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .shell_commands import argument_role, command_line
+from .shell_commands import CommandLine, argument_role, command_line, getopts_parts
 from .shell_kinds import Context, Role
 from .shell_names import CODE_VARIABLES
 from .shell_programs import runs_text
@@ -273,24 +273,11 @@ def _command_rule(command: Node, child: Node, occ: Node, info: ScriptInfo) -> Co
     line = command_line(command, info.lines)
     words = line.words
     name = program_name(words[0]) if words else None
-    argument = line.index.get(child, 0) > 0
-    if name in info.aliases and argument:
+    k = line.index.get(child, 0)
+    if name in info.aliases and k:
         return Context.EVAL
-    if name == "env" and argument:  # env NAME=$value COMMAND: NAME is a copy
-        match = ENV_ASSIGNMENT.match(text(child))
-        if match:
-            info.copies.add(match.group(1))
-    if name in info.functions and argument:
-        info.called_with_values.add(name)
-    if name == "set" and argument:
-        info.positional_values = True
-    if name == "printf" and argument:
-        filled = info.lines.get(("printf -v", command))
-        if filled is None:  # the names it fills, read once per command
-            pairs = zip(words[1:], words[2:], strict=False)
-            filled = [static_text(w) for b, w in pairs if static_text(b) == "-v"]
-            info.lines[("printf -v", command)] = filled
-        info.copies.update(name for name in filled if name)
+    if k:
+        _note_argument_copies(command, line, k, info)
     use = argument_role(command, child, info.lines)
     if use is None:
         return None
@@ -305,6 +292,31 @@ def _command_rule(command: Node, child: Node, occ: Node, info: ScriptInfo) -> Co
     if use.role == Role.UNKNOWN:
         return Context.UNKNOWN if expanded else None
     return ROLE_CONTEXT.get(use.role)
+
+
+def _note_argument_copies(command: Node, line: CommandLine, k: int, info: ScriptInfo) -> None:
+    """What a value as argument `k` of the command copies into the script's variables or
+    its positional parameters (the checker then follows them)."""
+    words = line.words
+    name = program_name(words[0])
+    if name == "env":  # env NAME=$value COMMAND: NAME is a copy
+        match = ENV_ASSIGNMENT.match(text(words[k]))
+        if match:
+            info.copies.add(match.group(1))
+    if name in info.functions:
+        info.called_with_values.add(name)
+    if name == "set":
+        info.positional_values = True
+    getopts = getopts_parts(line)
+    if getopts is not None and k >= getopts[0]:
+        info.copies |= getopts[1]
+    if name == "printf":
+        filled = info.lines.get(("printf -v", command))
+        if filled is None:  # the names it fills, read once per command
+            pairs = zip(words[1:], words[2:], strict=False)
+            filled = [static_text(w) for b, w in pairs if static_text(b) == "-v"]
+            info.lines[("printf -v", command)] = filled
+        info.copies.update(name for name in filled if name)
 
 
 def context_of(occ: Node, info: ScriptInfo) -> tuple[Context, Context | None]:

@@ -3,19 +3,23 @@ herestring, a redirect): whether it runs it as code.
 
 A shell with no script named runs its input, and so do `source /dev/stdin`, an interpreter
 with no program named (`python3`, `perl -`), a program whose program text runs text
-(`awk '{ system($0) }'`, `sed e`), `at`/`batch`/`crontab`, `ssh HOST` with no command,
-`su`/`script`, a shell whose `sh -c` code reads its input (`bash -c 'source /dev/stdin'`),
-any shell when BASH_ENV or ENV is set (it may name /dev/stdin), and a command the checker
-cannot name. The shell checker then treats every value in the pipeline or redirect as
-code (`runs.engine.shell_rules`).
+(`awk '{ system($0) }'`, `sed e`), `at`/`batch`/`crontab`, an SQL shell (`sqlite3`,
+`psql`, `mysql`: their input holds commands that run programs, `.shell`, `\\!`),
+`make -f -`, `ssh HOST` with no command, `su`/`script`, a shell whose `sh -c` code reads its
+input (`bash -c 'source /dev/stdin'`), any shell when BASH_ENV or ENV is set (it may name
+/dev/stdin), and a command the checker cannot name. The shell checker then treats every
+value in the pipeline or redirect as code (`runs.engine.shell_rules`).
 """
 
 from __future__ import annotations
 
 from .shell_commands import (
+    ARGUMENT_RUNNERS,
     CODE_RUNNERS,
     INTERPRETERS,
+    MAKES,
     SHELLS,
+    SQL_SHELLS,
     awk_program,
     interpreter_parts,
     shell_options,
@@ -28,8 +32,10 @@ from .shell_wrappers import SHELL_HANDOFF, is_option, leading_text, unwrap
 __all__ = ["STDIN_PATHS", "reads_code_from_stdin", "stdin_program_language"]
 
 STDIN_PATHS = {"-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"}
-# Programs that run what reaches their standard input as commands (now or later).
-STDIN_RUNNERS = {"at", "batch"}
+# Programs that run what reaches their standard input as commands (now or later); SQL
+# shells read SQL and their own commands there, some of which run programs.
+STDIN_RUNNERS = {"at", "batch", "psql", "mysql", "mariadb"} | SQL_SHELLS
+MAKEFILE_OPTIONS = {"-f", "--file", "--makefile"}
 MAX_DEPTH = 3
 
 
@@ -61,7 +67,7 @@ def _reads_code(words: list[Node], startup_env: bool, depth: int) -> bool:
     args = words[start + 1 :]
     language = language_of(name)
     if any(program_name(w) == "xargs" for w in before):
-        if name in SHELLS or name in CODE_RUNNERS or language in INTERPRETERS:
+        if name in SHELLS | CODE_RUNNERS | ARGUMENT_RUNNERS or language in INTERPRETERS:
             return True
     if name in SHELLS:
         code_mode, first = shell_options(args)
@@ -74,6 +80,8 @@ def _reads_code(words: list[Node], startup_env: bool, depth: int) -> bool:
         return "-s" in flags or first >= len(args) or static_text(args[first]) in STDIN_PATHS
     if name in SHELL_HANDOFF or name in STDIN_RUNNERS:
         return True
+    if name in MAKES:
+        return _makefile_from_stdin(args)
     if name == "crontab":
         operands = [a for a in args if not is_option(a)]
         return not operands or static_text(operands[0]) in STDIN_PATHS
@@ -97,6 +105,26 @@ def _reads_code(words: list[Node], startup_env: bool, depth: int) -> bool:
         if kind == "program":
             return runs_text(language, program)
         return index >= len(args) or static_text(args[index]) in STDIN_PATHS
+    return False
+
+
+def _makefile_from_stdin(args: list[Node]) -> bool:
+    """`make -f -` (`-f/dev/stdin`, `-sf -`, `--file=-`): its makefile is its standard input;
+    a makefile named by an expansion may be too."""
+    for n, word in enumerate(args):
+        lead, value = leading_text(word), static_text(word)
+        short = lead[:1] == "-" and lead[1:2] != "-" and "f" in lead
+        if lead.startswith(("--file=", "--makefile=")):
+            named = lead.split("=", 1)[1] if value is not None else None
+        elif lead in MAKEFILE_OPTIONS or (short and lead.endswith("f")):
+            following = static_text(args[n + 1]) if n + 1 < len(args) else ""
+            named = following if value is not None else None
+        elif short:
+            named = lead[lead.index("f") + 1 :] if value is not None else None
+        else:
+            continue
+        if named is None or named in STDIN_PATHS:
+            return True
     return False
 
 

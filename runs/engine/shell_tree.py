@@ -8,6 +8,7 @@ checker can refuse what it cannot read instead of guessing. Offsets are in UTF-8
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 
 import tree_sitter
@@ -29,23 +30,55 @@ def _error_query() -> tree_sitter.Query:
 
 
 def parse(source: bytes) -> Node:
-    """The syntax tree of `source`. tree-sitter's grammar misreads an unquoted heredoc whose
-    body starts with a backslash (`\\$HOME`): it takes the body's first line for arguments.
-    Heredoc bodies are read again on their own (runs.engine.shell_analysis), so for the
-    structure `_` stands in for that escape (offsets are unchanged)."""
+    """The syntax tree of `source`, with two misreadings of tree-sitter's grammar put right
+    (offsets are unchanged):
+
+    - an unquoted heredoc whose body starts with a backslash (`\\$HOME`): it takes the
+      body's first line for arguments. Heredoc bodies are read again on their own
+      (runs.engine.shell_analysis), so for the structure `_` stands in for that escape;
+    - a `0` starting a word right before `<` (`sh 0<<< TEXT`, `sh 0< FILE`, `sh 0<<EOF`):
+      bash reads it as the redirect's descriptor, standard input, as if no number were
+      written; the grammar reads an argument `0` (a script file named 0) or fails. A blank
+      stands in for it, so every spelling of a redirect to standard input is one."""
     parser = tree_sitter.Parser(_language())
     root = parser.parse(source).root_node
-    for _ in range(MAX_HEREDOC_PATCHES):
-        spot = _misread_heredoc(root, source)
-        if spot is None:
-            break
-        width = 2 if source[spot + 1 : spot + 2] in (b"$", b"`", b"\\") else 1
-        source = source[:spot] + b"_" * width + source[spot + width :]
+    for _ in range(MAX_PATCHES):
+        spots = _misread_stdin_descriptors(root, source)
+        if spots:
+            for spot in spots:
+                source = source[:spot] + b" " + source[spot + 1 :]
+        else:
+            spot = _misread_heredoc(root, source)
+            if spot is None:
+                break
+            width = 2 if source[spot + 1 : spot + 2] in (b"$", b"`", b"\\") else 1
+            source = source[:spot] + b"_" * width + source[spot + width :]
         root = parser.parse(source).root_node
     return root
 
 
-MAX_HEREDOC_PATCHES = 16
+MAX_PATCHES = 16
+# A `0` that starts a word and is followed by `<`: a redirect of standard input to bash.
+_STDIN_DESCRIPTOR = re.compile(rb"(?<![^\s;&|()`])0(?=<)")
+
+
+def _misread_stdin_descriptors(root: Node, source: bytes) -> list[int]:
+    """Where the grammar took a `0<` redirect's descriptor for a command's argument (or its
+    name, after `{ ...; }`) or could not read it: not inside a string, arithmetic or a test,
+    where `0<` is text or a comparison."""
+    if b"0<" not in source:
+        return []
+    spots = []
+    for match in _STDIN_DESCRIPTOR.finditer(source):
+        node = root.descendant_for_byte_range(match.start(), match.start() + 1)
+        parent = node.parent if node is not None else None
+        if parent is None or node.start_byte != match.start():
+            continue
+        as_argument = node.type == "number" and parent.type in ("command", "command_name")
+        unread = node.type == "word" and parent.type == "ERROR"
+        if as_argument or unread or node.type == "heredoc_start":
+            spots.append(match.start())
+    return spots
 
 
 def _misread_heredoc(root: Node, source: bytes) -> int | None:

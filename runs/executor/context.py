@@ -15,7 +15,7 @@ from runs.engine.variables import (
     substitute,
 )
 from runs.models import NodeRun
-from runs.sandbox import Confinement, for_run, limits_of, step_network
+from runs.sandbox import Confinement, files, for_run, limits_of, step_network
 
 from .spec import node_spec, scope_nodes
 
@@ -189,12 +189,22 @@ def _directive(run, name: str, value: dict, ctx: VarContext):
     return substitute(ref, ctx)
 
 
+# A `.git` file or HEAD is a line: anything longer is not one.
+GIT_POINTER_LIMIT = 4096
+
+
 def _base_branch(workdir: Path) -> str:
-    git = workdir / ".git"
+    """The branch the working folder's HEAD names ("main" when it names none). The folder
+    is the agents': `.git` and HEAD are read like any file there (runs/sandbox/files.py),
+    so a FIFO or a link planted in their place is refused, never waited on or followed."""
     try:
-        if git.is_file():  # a worktree: ".git" names the real git directory
-            git = Path(git.read_text().split("gitdir:", 1)[1].strip())
-        ref = (git / "HEAD").read_text().strip()
+        try:
+            git = files.read_file(workdir, ".git", limit=GIT_POINTER_LIMIT).text()
+        except files.Refused:  # a folder (an ordinary repository), or refused below
+            folder, name = workdir, ".git/HEAD"
+        else:  # a worktree: ".git" names the real git directory
+            folder, name = workdir / git.split("gitdir:", 1)[1].strip(), "HEAD"
+        ref = files.read_file(folder, name, limit=GIT_POINTER_LIMIT).text().strip()
     except (OSError, IndexError):
         return "main"
     return ref.rsplit("/", 1)[-1] if ref.startswith("ref:") else "main"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from runs.agent_tools import busy_check
 from runs.agent_tools.serve import serving
-from runs.sandbox import CallSpace, ProcessResult, inherited, run_process
+from runs.sandbox import CallSpace, ProcessResult, inherited, may_show, run_process
 
 from .base import AgentRequest, OnChunk, ProviderError
 
@@ -65,17 +65,25 @@ def program_files(argv: list[str]) -> tuple[str, ...]:
 
 
 def named_files(command: str) -> tuple[str, ...]:
-    """The folders of the programs and files the command names by absolute path (the
-    sandbox shows them read-only): `/opt/agents/run.sh`, `python3 /srv/agent.py`."""
+    """What the sandbox shows read-only of what a command names by absolute path: the
+    program it starts (`/opt/agents/run.sh`: its folder, as for an agent CLI, since a
+    program may use what lies beside it) and each other file it names (`python3
+    /srv/agent.py`), that file alone. Never one the sandbox hides (runs.sandbox.may_show):
+    a secret file, the data folder, /proc/self/… (the worker's own)."""
     try:
         words = shlex.split(command, comments=True)
     except ValueError:
         return ()
-    folders: list[str] = []
-    for word in words:
-        if os.path.isabs(word) and os.path.isfile(word):
-            folders += [f for f in program_files([word]) if f not in folders]
-    return tuple(folders)
+    shown: list[str] = []
+    for position, word in enumerate(words):
+        if not os.path.isabs(word) or not os.path.isfile(word):
+            continue
+        if position == 0:
+            found = [f for f in program_files([word]) if may_show(f, program_folder=True)]
+        else:
+            found = [word] if may_show(word) else []
+        shown += [entry for entry in found if entry not in shown]
+    return tuple(shown)
 
 
 @contextmanager

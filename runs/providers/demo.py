@@ -23,6 +23,7 @@ import uuid
 from pathlib import Path
 
 from runs import kinds
+from runs.sandbox import files
 
 from .base import AgentRequest, AgentResult, OnChunk
 from .demo_tools import DemoToolCaller, drives_a_loop
@@ -35,6 +36,8 @@ AFTER = re.compile(r"after\s+(\d+)\s+iterations?", re.I)
 # prompt, and a 100,000-character message would pin a worker for most of a minute.
 FILE_NAME = re.compile(r"(?<![\w./-])[\w./-]+\.(?:txt|md|json)\b")
 FAILING = re.compile(r"(?<!\d)(\d+)\s+failing")
+# The largest file it "fixes" (a longer one is left alone).
+FIXED_FILE_LIMIT = 1 << 20
 # Feedback a driven loop's host passed down ({"previousOutput": ..., "feedback": "..."}).
 FEEDBACK = re.compile(r'"feedback":\s*("(?:[^"\\]|\\.){0,2000}")')
 # ... or an earlier demo step's note of it, passed down the pipeline.
@@ -129,20 +132,27 @@ class DemoProvider:
         return [f"Revised for the feedback: “{feedback}”"] if feedback else []
 
     def _fix_files(self, request: AgentRequest) -> list[str]:
+        """It runs in the worker, not in a sandbox: the files it edits are read and written
+        like any file of an agent's workspace (runs/sandbox/files.py)."""
         notes = []
         if request.read_only:
             return notes
-        root = Path(request.workdir).resolve()
         for name in dict.fromkeys(FILE_NAME.findall(request.prompt)):
-            path = (root / name).resolve()
-            if root not in path.parents or not path.is_file():
+            try:
+                found = files.read_file(request.workdir, name, limit=FIXED_FILE_LIMIT)
+            except OSError:  # missing, outside the tree, a link, a FIFO...
                 continue
-            content = path.read_text(errors="replace")
+            content = found.text()
             match = FAILING.search(content)
-            if match and int(match.group(1)) > 0:
-                left = int(match.group(1)) - 1
-                path.write_text(FAILING.sub(f"{left} failing", content, count=1))
-                notes.append(f"Fixed one failing test in {name}: {left} failing left.")
+            if found.cut or not (match and int(match.group(1)) > 0):
+                continue
+            left = int(match.group(1)) - 1
+            fixed = FAILING.sub(f"{left} failing", content, count=1)
+            try:
+                files.write_file(request.workdir, name, fixed.encode("utf-8", "replace"))
+            except OSError:
+                continue
+            notes.append(f"Fixed one failing test in {name}: {left} failing left.")
         return notes
 
     def _payload(self, schema: dict, n: int, prompt: str):

@@ -8,6 +8,7 @@ workspace and nothing of the console (see bwrap.py for exactly what it sees).
 default), or off; `status()` is what every surface reports.
 """
 
+from .bwrap import may_show
 from .confinement import (
     Confinement,
     Limits,
@@ -37,6 +38,7 @@ __all__ = [
     "inherited",
     "kill_group",
     "limits_of",
+    "may_show",
     "run_folder",
     "run_process",
     "status",

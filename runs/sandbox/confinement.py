@@ -20,17 +20,30 @@ from pathlib import Path
 
 from django.conf import settings
 
-# The per-process resource limits a recipe may ask for, each at most the administrator's.
-LIMIT_NAMES = ("cpu_seconds", "memory_mb", "processes")
+# The resource limits a recipe may ask for, each at most the administrator's.
+LIMIT_NAMES = ("cpu_seconds", "memory_mb", "processes", "file_mb")
+MB = 1024 * 1024
 
 
 @dataclass(frozen=True)
 class Limits:
-    """setrlimit values for the child and everything it starts (0: the administrator's)."""
+    """What the child and everything it starts may use (0: the administrator's).
+
+    - cpu_seconds: each process's CPU time (RLIMIT_CPU);
+    - memory_mb: each process's data (RLIMIT_DATA); each of the sandbox's memory-backed
+      /tmp, /var/tmp and /run holds at most this much (`tmp_mb`); where the sandbox has a
+      cgroup of its own (cgroups.py), all of it together at most this plus what its /tmp
+      may hold (`sandbox_memory_mb`);
+    - processes: the sandbox's processes and threads (its cgroup's pids.max), else, where
+      no cgroup can be made, the user's (RLIMIT_NPROC: every process of the worker's user,
+      and never for root);
+    - file_mb: the largest file a process may write (RLIMIT_FSIZE).
+    """
 
     cpu_seconds: int = 0
     memory_mb: int = 0
     processes: int = 0
+    file_mb: int = 0
 
     @classmethod
     def from_options(cls, options: dict | None) -> Limits:
@@ -40,13 +53,25 @@ class Limits:
     def effective(self) -> dict[str, int]:
         """Each limit: the recipe's when it asked for less, else the administrator's."""
         maximum = administrator_limits()
-        return {
-            name: min(value, maximum[name]) if value else maximum[name]
-            for name, value in ((n, getattr(self, n)) for n in LIMIT_NAMES)
-        }
+        return {name: _at_most(getattr(self, name), maximum[name]) for name in LIMIT_NAMES}
 
-    def apply(self) -> None:
-        """In the child, between fork and exec (a preexec function)."""
+    def tmp_mb(self) -> int:
+        """What each of the sandbox's memory-backed folders may hold: their pages are
+        memory that no rlimit counts, so at most the memory limit and LOOP_SANDBOX_TMP_MB
+        (0: neither is set)."""
+        sizes = [mb for mb in (self.effective()["memory_mb"], settings.LOOP_SANDBOX_TMP_MB) if mb]
+        return min(sizes) if sizes else 0
+
+    def sandbox_memory_mb(self) -> int:
+        """The whole sandbox's memory (its cgroup's limit): the memory limit for its
+        processes plus what its /tmp may hold, so a full /tmp says "no space left" rather
+        than the kernel killing the step; 0 without a memory limit."""
+        memory = self.effective()["memory_mb"]
+        return memory + self.tmp_mb() if memory else 0
+
+    def apply(self, *, held_by_cgroup: frozenset[str] = frozenset()) -> None:
+        """In the child, between fork and exec (a preexec function). `held_by_cgroup`: the
+        limits the sandbox's cgroup already holds, whose per-user rlimit is then not set."""
         limits = self.effective()
         if limits["cpu_seconds"]:
             seconds = limits["cpu_seconds"]
@@ -55,11 +80,19 @@ class Limits:
         if limits["memory_mb"]:
             # The data segment, not the address space: JavaScript runtimes reserve far more
             # address space than they ever use and would not start under RLIMIT_AS.
-            size = limits["memory_mb"] * 1024 * 1024
+            size = limits["memory_mb"] * MB
             resource.setrlimit(resource.RLIMIT_DATA, (size, size))
-        if limits["processes"]:
+        if limits["processes"] and "processes" not in held_by_cgroup:
             count = limits["processes"]
             resource.setrlimit(resource.RLIMIT_NPROC, (count, count))
+        if limits["file_mb"]:
+            size = limits["file_mb"] * MB
+            resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+
+def _at_most(asked: int, allowed: int) -> int:
+    """The recipe's limit, at most the administrator's (0 on either side: none there)."""
+    return min(asked, allowed) if asked and allowed else asked or allowed
 
 
 def administrator_limits() -> dict[str, int]:
@@ -67,6 +100,7 @@ def administrator_limits() -> dict[str, int]:
         "cpu_seconds": settings.LOOP_SANDBOX_CPU_SECONDS,
         "memory_mb": settings.LOOP_SANDBOX_MEMORY_MB,
         "processes": settings.LOOP_SANDBOX_PROCESSES,
+        "file_mb": settings.LOOP_SANDBOX_FILE_MB,
     }
 
 
@@ -84,6 +118,9 @@ class Confinement:
     limits: Limits = field(default_factory=Limits)
     # The run the process works for: its event log says so when no sandbox was used.
     run_id: int | None = None
+    # The person's repository when the workspace is a worktree they made
+    # (repository.layout_of finds its git folders from the repository's side).
+    repository: str | None = None
 
     def with_network(self, network: bool) -> Confinement:
         return replace(self, network=network)
@@ -157,6 +194,7 @@ def for_run(
     limits: Limits | None = None,
     read: tuple[str, ...] = (),
     write: tuple[str, ...] = (),
+    repository: str | None = None,
 ) -> Confinement:
     """The confinement of a process working for `run_id` in `workdir`."""
     home = None
@@ -174,4 +212,5 @@ def for_run(
         home=home,
         limits=limits or Limits(),
         run_id=run_id,
+        repository=repository,
     )

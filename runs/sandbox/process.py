@@ -9,7 +9,8 @@ worker killed mid-iteration never leaves an agent running that a retried iterati
 race with. In the sandbox the child is the first process of its own PID namespace under
 bubblewrap: when bubblewrap goes, everything the child started goes with it. Without the
 sandbox a small bash supervisor does that job (it receives the parent-death signal and
-kills the whole group).
+kills the whole group). Between fork and exec the child joins its sandbox's cgroup, where
+one can be made (cgroups.py), and takes its resource limits (confinement.Limits).
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .cgroups import Group
 from .confinement import Confinement
 from .environment import child_env
+from .mode import cannot_start
 from .notice import note_unsandboxed
 from .space import CallSpace
 
@@ -46,14 +49,16 @@ class ProcessResult:
     timed_out: bool = False
 
 
-def _preexec(confinement: Confinement) -> Callable[[], None]:
+def _preexec(confinement: Confinement, cgroup: Group | None) -> Callable[[], None]:
     def start() -> None:  # in the child, between fork and exec
         try:
             libc = ctypes.CDLL("libc.so.6", use_errno=True)
             libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
         except OSError:
             pass
-        confinement.limits.apply()
+        # Into the sandbox's cgroup before bubblewrap starts: all it starts is counted there.
+        held = cgroup.join() if cgroup is not None else frozenset()
+        confinement.limits.apply(held_by_cgroup=held)
 
     return start
 
@@ -81,7 +86,21 @@ def start(
     else:
         command = [*SUPERVISOR, *argv]
         note_unsandboxed(confinement.run_id)
-    proc = subprocess.Popen(
+    try:
+        proc = _popen(command, space, env, stdin=stdin, merge_stderr=merge_stderr)
+    except OSError as exc:
+        if space.sandboxed and exc.filename == command[0]:
+            raise cannot_start(command[0], exc) from exc
+        raise
+    finally:
+        space.close_fds()
+    space.started(proc.pid)
+    return proc
+
+
+def _popen(command, space: CallSpace, env, *, stdin: bool, merge_stderr: bool):
+    confinement = space.confinement
+    return subprocess.Popen(
         command,
         cwd=confinement.workdir,
         # The launcher itself starts with the child's environment only: its own
@@ -91,10 +110,9 @@ def start(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         start_new_session=True,
-        preexec_fn=_preexec(confinement),
+        preexec_fn=_preexec(confinement, space.cgroup()),
+        pass_fds=space.fds,
     )
-    space.started(proc.pid)
-    return proc
 
 
 def run_process(

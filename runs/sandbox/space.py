@@ -16,7 +16,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from . import bwrap
+from . import bwrap, cgroups, repository
 from .confinement import Confinement
 from .mode import use_sandbox
 
@@ -30,6 +30,12 @@ class CallSpace:
         self._folder: str | None = None
         self._launcher: int | None = None
         self._started = threading.Event()
+        # Descriptors of folders bubblewrap mounts by descriptor (`--bind-fd`): open from
+        # `command` until the child has started, so no path is looked up twice.
+        self.fds: list[int] = []
+        # The sandbox's own cgroup (cgroups.py), made when its first process starts.
+        self._cgroup: cgroups.Group | None = None
+        self._cgroup_made = False
 
     # --- the private folder ----------------------------------------------------------------
     @property
@@ -62,6 +68,13 @@ class CallSpace:
         return str(RELAY / name)
 
     def close(self) -> None:
+        self.close_fds()
+        if self._cgroup is not None:
+            self._cgroup.remove()
+            self._cgroup = None
+        if self._launcher is not None and self.confinement.writable:
+            # What the child may have planted in a person's `.git` for their own git.
+            repository.tidy_git_folder(self.confinement.workdir)
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder = None
@@ -76,11 +89,27 @@ class CallSpace:
     def command(self, argv: list[str]) -> list[str]:
         if not self.sandboxed:
             return argv
-        return bwrap.command(argv, self.confinement, call_folder=self._folder, relay=str(RELAY))
+        return bwrap.command(
+            argv, self.confinement, call_folder=self._folder, relay=str(RELAY), fds=self.fds
+        )
+
+    def cgroup(self) -> cgroups.Group | None:
+        """The cgroup every process of this space joins (None where none can be made)."""
+        if not self._cgroup_made:
+            self._cgroup_made = True
+            limits = self.confinement.limits
+            self._cgroup = cgroups.create(
+                processes=limits.effective()["processes"], memory_mb=limits.sandbox_memory_mb()
+            )
+        return self._cgroup
 
     def started(self, pid: int) -> None:
         self._launcher = pid
         self._started.set()
+
+    def close_fds(self) -> None:
+        while self.fds:
+            os.close(self.fds.pop())
 
     def owns(self, pid: int | None, *, wait: float = 10.0) -> bool:
         """Whether `pid` (in the worker's PID namespace) is the launched child or descends

@@ -74,6 +74,9 @@ def test_recording_a_worktree_diff_keeps_the_lease(
     _slow_git(fake, real_git)
     monkeypatch.setenv("LOOP_GIT_WORKTREES", "1")
     monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    # The console's git on the agent's tree runs in the sandbox: it must find this git
+    # there, and leave its mark where the test sees it.
+    settings.LOOP_SANDBOX_WRITE = [str(fake)]
 
     run = services.start_run(
         make_recipe(RECIPE, "slow-diff"), actor=ENGINE, message="go", workdir=str(repo)

@@ -86,6 +86,39 @@ def test_only_output_files_inside_the_data_folder_are_served(settings):
         assert path_of(outside) is None, outside
 
 
+def test_the_file_stops_at_the_spill_cap_keeping_the_start_and_saying_so(settings):
+    """LOOP_OUTPUT_SPILL_MB: a looping agent cannot fill the disk. The file keeps the
+    output's start (nothing else does), the run its end, and the size is the whole's."""
+    settings.LOOP_OUTPUT_SPILL_MB = 1
+    capture = Capture(run_id=990006, name="iteration-1-1", limit=1000)
+    assert capture.spill == 1 << 20
+    chunks = [f"{n:06d}" + "é" * 2045 + "\n" for n in range(1500)]  # 4,097 bytes each
+    for chunk in chunks:
+        capture.add(chunk)
+    whole = "".join(chunks)
+    written = capture.path.read_bytes()
+    note = (
+        b"\n[output cut at 1 MB (LOOP_OUTPUT_SPILL_MB): this file keeps its start, "
+        b"the run its end]\n"
+    )
+    assert written.endswith(note) and len(written) <= (1 << 20) + len(note)
+    kept = written[: -len(note)].decode()  # whole characters: the cut split none
+    assert whole.startswith(kept) and len(kept.encode()) > (1 << 20) - 4
+    assert capture.text == tail(whole, 1000)
+    assert capture.fields()["output_bytes"] == len(whole.encode())
+    # A final answer that is not what streamed is written anew, within the cap too.
+    final = "z" * (3 << 20)
+    assert capture.keep(final) == "z" * 1000
+    assert capture.path.read_bytes() == b"z" * (1 << 20) + note
+    assert capture.fields()["output_bytes"] == 3 << 20
+
+
+def test_no_spill_cap_keeps_the_whole_output():
+    capture = Capture(run_id=990007, name="node-2-1", limit=10, spill=0)
+    capture.add("a" * 5000)
+    assert capture.path.read_text() == "a" * 5000
+
+
 # --- a step through the kernel, with a small cap ---------------------------------------------
 
 RETRY = """

@@ -87,3 +87,26 @@ def test_the_designs_user_folder_is_read(tmp_path, settings, capsys):
     assert Recipe.objects.get(slug="from-user-folder").origin == "user"
     assert ls(capsys)["from-user-folder"]["synced"] == "synced"
     assert ls(capsys)["no-mistakes-demo"]["origin"] == "builtin"
+
+
+def test_a_link_or_a_pipe_an_agent_left_in_the_loops_folder_is_not_read(tmp_path):
+    """`isolation: project` lets an agent write the repository, `.planeai/loops` included:
+    a link there to a secret must not become a recipe's source, a pipe must not block."""
+    import os
+
+    from recipes import sync
+
+    repository = project(tmp_path)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("THE-SECRET\n")
+    loops = repository / ".planeai" / "loops"
+    (loops / "planted.yaml").symlink_to(secret)
+    os.mkfifo(loops / "pipe.yaml")
+    assert sync.sync_slug("planted", (str(repository),)).action == "unreadable"
+    # A pipe is no recipe file (recipes.layout.recipe_files); were it swapped in between,
+    # read_source would refuse it without blocking.
+    assert sync.sync_slug("pipe", (str(repository),)) is None
+    with pytest.raises(OSError):
+        sync.read_source(loops / "pipe.yaml")
+    assert not Recipe.objects.filter(source__contains="THE-SECRET").exists()
+    assert sync.sync_slug("only-here", (str(repository),)).action == "created"

@@ -16,8 +16,17 @@ import pytest
 from recipes.loader import load_recipe
 from runs import services
 from runs.actor import ENGINE
-from runs.sandbox import Confinement, Limits, SandboxUnavailable, for_run, report, run_process
+from runs.sandbox import (
+    Confinement,
+    Limits,
+    SandboxUnavailable,
+    cgroups,
+    for_run,
+    report,
+    run_process,
+)
 from runs.sandbox import mode as sandbox_mode
+from runs.sandbox.repository import record_worktree
 from tests.conftest import ROOT, make_user, wait_run
 from tests.sandbox.conftest import requires_sandbox, sending_to, start_private_worker
 
@@ -100,9 +109,15 @@ def test_network_and_limits_are_checked_with_their_lines(settings):
 
 @requires_sandbox
 def test_limits_bound_the_process_and_what_it_starts(tmp_path):
-    limits = Limits(cpu_seconds=7, memory_mb=128, processes=50)
-    shown = bash("ulimit -t; ulimit -d; ulimit -u", for_run(None, tmp_path, limits=limits))
-    assert shown.output.split() == ["7", str(128 * 1024), "50"]
+    limits = Limits(cpu_seconds=7, memory_mb=128, processes=50, file_mb=5)
+    shown = bash(
+        "ulimit -t; ulimit -d; ulimit -f; ulimit -u", for_run(None, tmp_path, limits=limits)
+    )
+    assert shown.output.split()[:3] == ["7", str(128 * 1024), str(5 * 1024)]
+    # Processes: the sandbox's own cgroup where one can be made (test_limits.py), else the
+    # per-user rlimit.
+    if "pids" not in cgroups._parents():
+        assert shown.output.split()[3] == "50"
     hungry = run(
         ["python3", "-c", "bytearray(512 * 1024 * 1024)"],
         for_run(None, tmp_path, limits=Limits(memory_mb=128)),
@@ -145,6 +160,7 @@ def test_an_agent_commits_but_cannot_plant_hooks_or_configuration(tmp_path, layo
     if layout == "worktree":
         workdir = tmp_path / "wt"
         git("worktree", "add", "-q", "-b", "side", str(workdir), cwd=repo)
+        record_worktree(workdir, repo)  # as the console does for the worktrees it makes
     gitdir = repo / ".git"
     done = bash(
         f"""

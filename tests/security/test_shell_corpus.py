@@ -100,6 +100,11 @@ UNSAFE_CONTEXTS = {
     "eval": 'eval "echo REF" > out',
     "sh -c": 'bash -c "echo REF" > out',
     "escaped": "echo \\REF > out",
+    "make": "make -f /dev/null REF",
+    "sqlite3": "sqlite3 :memory: REF",
+    "herestring on descriptor 0": "sh 0<<< REF",
+    "heredoc on descriptor 0": "bash 0<<EOF\necho REF\nEOF",
+    "getopts": 'set -- -x REF; while getopts x: o; do eval "$OPTARG"; done',
 }
 
 

@@ -81,6 +81,31 @@ BYPASSES = [
     ("(( LOOP_V_1 ))", None),
     ("echo $(( $agent.output + 1 ))", None),
     ("[[ $INPUTS.count -gt 2 ]]", None),
+    # a redirect of standard input spelled with its descriptor, 0 (the grammar misreads it)
+    ('sh 0<<< "$USER_MESSAGE"', COMMAND),
+    ('bash 0<<<"$USER_MESSAGE"', COMMAND),
+    ("sh 0<<EOF\necho $USER_MESSAGE\nEOF", "$(touch CANARY)"),
+    ("bash 0<<-EOF\n\techo $USER_MESSAGE\n\tEOF", "$(touch CANARY)"),
+    ('bash 0< <(echo "$USER_MESSAGE")', COMMAND),
+    ('python3 0<<< "$USER_MESSAGE"', "__import__('os').system('touch CANARY')"),
+    ('exec 0<<< "$USER_MESSAGE"; bash', COMMAND),
+    # programs whose arguments or input are code: make, SQL shells
+    ('make -f /dev/null "$USER_MESSAGE"', "--eval=$(shell touch CANARY)"),
+    ('timeout 60 make -C . "$agent.output"', None),
+    ('echo "$USER_MESSAGE" | make -sf -', "all:;touch CANARY"),
+    ('sqlite3 :memory: "$agent.output"', None),
+    ('sqlite3 -cmd "$USER_MESSAGE" :memory: "select 1"', ".shell touch CANARY"),
+    ('sqlite3 :memory: <<< "$USER_MESSAGE"', ".shell touch CANARY"),
+    ('psql -c "$USER_MESSAGE"', None),
+    # variables getopts (or `for x;`) fills from positional parameters holding a value
+    ('x=$USER_MESSAGE; set -- -x "$x"; while getopts x: o; do eval "$OPTARG"; done', COMMAND),
+    ('while getopts x: o "$USER_MESSAGE"; do eval "$OPTARG"; done', "-xtouch CANARY"),
+    (
+        'f() { local o OPTIND; while getopts x: o; do eval "$OPTARG"; done; }; f -x "$USER_MESSAGE"',
+        COMMAND,
+    ),
+    ('set -- -x "$agent.output"; while builtin getopts x: o; do eval "$OPTARG"; done', None),
+    ('set -- "$USER_MESSAGE"; for w; do eval "$w"; done', COMMAND),
 ]
 
 SAFE_SCRIPTS = [
@@ -114,6 +139,11 @@ SAFE_SCRIPTS = [
     'while IFS= read -r l; do printf "%s\\n" "$l"; done <<< "$USER_MESSAGE"',
     'echo "$USER_MESSAGE" | grep -c bash || true',
     'n=USER_MESSAGE; printf "%s\\n" "${!n}"',
+    # a 0 that is no descriptor, and getopts over positional parameters without a value
+    'echo "$(( 0<1 ))" "$USER_MESSAGE"; x=0; [[ $x<1 ]] && echo "a 0<b"',
+    'while getopts x: o; do echo "$OPTARG"; done; printf %s "$USER_MESSAGE"',
+    'set -- -x "$USER_MESSAGE"; while getopts x: o; do printf "%s\\n" "$OPTARG"; done',
+    'make -C . -n -f /dev/null all 2>/dev/null || true; echo "$USER_MESSAGE" > msg.txt',
 ]
 
 
@@ -184,6 +214,26 @@ def test_every_known_bypass_is_refused_at_validation_and_at_run_time(tmp_path, s
         user_message=payload or COMMAND, inputs={"count": 1}, known_nodes=frozenset({"agent"})
     )
     with pytest.raises(VariableError, match=rf"^line {script_line}: .* where no substitution"):
+        substitute_shell(script, ctx)
+
+
+@pytest.mark.parametrize(
+    "script", ["make $INPUTS.target", 'make -C . "$INPUTS.target"', 'sqlite3 db "$agent.output"']
+)
+def test_make_and_sqlite3_are_refused_for_a_value_of_any_source(script):
+    script = "echo first\n" + script
+    [finding] = unsafe_references(script)
+    assert (finding.line, finding.context) == (2, Context.EVAL)
+    source = _recipe(script)
+    [problem] = [p for p in load_recipe(source).errors if "where no substitution" in p.message]
+    assert "line 2 of the script" in problem.message
+    assert source.splitlines()[problem.line - 1].strip() == script.splitlines()[1]
+    ctx = VarContext(
+        inputs={"target": "all"},
+        node_outputs={"agent": NodeOutput("select 1")},
+        known_nodes=frozenset({"agent"}),
+    )
+    with pytest.raises(VariableError, match=r"^line 2: .* where no substitution"):
         substitute_shell(script, ctx)
 
 

@@ -179,10 +179,11 @@ def test_each_rewritten_place_loads_rewritten_and_keeps_values_data(
 def _table_cases() -> list[tuple[str, str]]:
     """(table entry, a script using it with a value) for every entry of the code tables the
     docs name: each must be refused, not only the row's example."""
-    from runs.engine.shell_commands import INTERPRETERS, SHELLS
+    from runs.engine.shell_commands import ARGUMENT_RUNNERS, INTERPRETERS, SHELLS
     from runs.engine.shell_names import CODE_VARIABLES
     from runs.engine.shell_options import PLUS_COMMANDS, RUN_OPTIONS
     from runs.engine.shell_programs import _LANGUAGES
+    from runs.engine.shell_stdin import STDIN_RUNNERS
     from runs.engine.shell_wrappers import SHELL_HANDOFF, WRAPPERS
 
     cases = []
@@ -191,6 +192,8 @@ def _table_cases() -> list[tuple[str, str]]:
         cases.append((f"wrapper {name}", f'{name}{filler} bash -c "echo $USER_MESSAGE"'))
     cases += [(f"shell {n}", f'{n} -c "echo $USER_MESSAGE"') for n in sorted(SHELLS)]
     cases += [(f"handoff {n}", f'{n} x "$USER_MESSAGE"') for n in sorted(SHELL_HANDOFF)]
+    cases += [(f"arguments of {n}", f'{n} x "$USER_MESSAGE"') for n in sorted(ARGUMENT_RUNNERS)]
+    cases += [(f"input of {n}", f'echo "$USER_MESSAGE" | {n}') for n in sorted(STDIN_RUNNERS)]
     for program, language in _LANGUAGES.items():
         if language in INTERPRETERS:
             option = sorted(INTERPRETERS[language])[0]

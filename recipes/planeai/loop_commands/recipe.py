@@ -48,13 +48,13 @@ def _source(target: str) -> tuple[str, str, Recipe | None]:
 def _ls(command, options):
     """What is there: every step-machine recipe file found now (validated as it is on
     disk), then those only the console has; each says whether the console has it as is."""
-    from recipes.sync import discover
+    from recipes.sync import discover, read_source
 
     stored = {r.slug: r for r in Recipe.objects.filter(kind=Recipe.Kind.PLANEAI)}
     rows = []
     for slug, item in sorted(discover().items()):
         try:
-            source = item.path.read_text(encoding="utf-8")
+            source = read_source(item.path)
         except (OSError, UnicodeDecodeError):
             continue
         result = validate_source(source, str(item.path))
