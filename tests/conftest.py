@@ -170,6 +170,14 @@ class Worker:
             self.log.close()
 
 
+def pytest_collection_modifyitems(config, items):
+    """Browser tests last. Their session-wide Playwright keeps an event loop running in the
+    test process, where a later in-process `asyncio.run` (a Python loop's workflow) would
+    refuse to start. xdist hands tests out in this order, so a process that has run a
+    browser test is given only browser tests after it."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def embedded_broker():
     """The bundled Redis when nothing names one: started once for the session (unless one
