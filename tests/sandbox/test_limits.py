@@ -12,6 +12,12 @@ import pytest
 from runs.sandbox import Limits, cgroups, for_run, run_process
 from tests.sandbox.conftest import requires_sandbox
 
+# Why a cgroup test cannot run on a machine; `what` names what goes untested.
+NO_CGROUP = (
+    "the worker may make no cgroup on this machine (run it as root, or give it a delegated "
+    "cgroup): {what} is not tested here"
+)
+
 
 def bash(script: str, workdir, limits: Limits, on_chunk=lambda text: None):
     return run_process(
@@ -81,7 +87,7 @@ def cgroup_counts_processes() -> bool:
 @requires_sandbox
 def test_processes_count_per_sandbox_so_a_fork_bomb_starves_only_its_own(tmp_path):
     if not cgroup_counts_processes():
-        pytest.skip("no writable cgroup here: `processes` counts per user (RLIMIT_NPROC)")
+        pytest.skip(NO_CGROUP.format(what="`processes` per sandbox (it counts per user here)"))
     (tmp_path / "bomb").mkdir()
     (tmp_path / "other").mkdir()
     full = threading.Event()
@@ -123,7 +129,7 @@ def test_processes_count_per_sandbox_so_a_fork_bomb_starves_only_its_own(tmp_pat
 @requires_sandbox
 def test_a_sandboxs_cgroup_is_gone_once_it_ends(tmp_path):
     if not cgroups._parents():
-        pytest.skip("no writable cgroup here")
+        pytest.skip(NO_CGROUP.format(what="removing a sandbox's cgroup when it ends"))
     before = _sandbox_cgroups()
     done = bash("sleep 0.1 & echo started", tmp_path, Limits(processes=20, memory_mb=256))
     assert done.output == "started\n"
@@ -143,7 +149,7 @@ def _sandbox_cgroups() -> set[str]:
 def test_the_sandbox_as_a_whole_holds_its_memory_limit(tmp_path):
     """Each process may use `memory_mb`; all of them together at most that plus its /tmp."""
     if "memory" not in cgroups._parents():
-        pytest.skip("no writable memory cgroup here: memory_mb bounds each process alone")
+        pytest.skip(NO_CGROUP.format(what="memory_mb per sandbox (it bounds each process here)"))
     hold = (
         "import time; b = bytearray(50 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); "
         "time.sleep(2); print('SURVIVED')"
@@ -160,7 +166,7 @@ def test_a_cgroup_left_by_a_killed_worker_is_removed_by_the_next(tmp_path):
     """A worker killed mid-step cannot remove its sandbox's cgroup: the next one made here
     removes every cgroup whose worker process is gone."""
     if "pids" not in cgroups._parents():
-        pytest.skip("no writable cgroup here")
+        pytest.skip(NO_CGROUP.format(what="sweeping the cgroups of killed workers"))
     gone = subprocess.Popen(["true"])
     gone.wait()
     parent = cgroups._parents()["pids"].folder

@@ -143,7 +143,9 @@ def bubblewrap_copy(settings, tmp_path):
     """LOOP_SANDBOX_BWRAP: a copy of bubblewrap, which the test may remove."""
     found = shutil.which("bwrap")
     if found is None:
-        pytest.skip("bubblewrap is not installed")
+        pytest.skip(
+            "bubblewrap is not installed (apt-get install bubblewrap): what happens when it goes away after the decision is not tested here"
+        )
     copy = tmp_path / "bin" / "bwrap"
     copy.parent.mkdir()
     shutil.copy2(found, copy)
