@@ -6,7 +6,6 @@ sandbox, proves it ran (its own marker), and leaves no marker on the host side."
 from __future__ import annotations
 
 import os
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from recipes.planeai import git as plane_git
 from runs import worktree
 from runs.sandbox import Confinement, for_run, run_process
 from runs.sandbox.repository import UntrustedRepository, layout_of, record_file
+from tests.planeai.conftest import git as person_git  # git as a person types it
 from tests.sandbox.conftest import requires_sandbox
 
 pytestmark = requires_sandbox
@@ -25,17 +25,6 @@ pytestmark = requires_sandbox
 def bash(script: str, confinement: Confinement) -> str:
     done = run_process(["bash", "-c", script], sandbox=confinement, on_chunk=lambda text: None)
     return done.output
-
-
-def person_git(*args, cwd, check=True) -> subprocess.CompletedProcess:
-    """git as a person types it: their own configuration, nothing the console sets."""
-    return subprocess.run(
-        ["git", "-c", "user.name=p", "-c", "user.email=p@p", *args],
-        cwd=cwd,
-        check=check,
-        capture_output=True,
-        text=True,
-    )
 
 
 @pytest.fixture
@@ -131,7 +120,7 @@ def test_a_worktree_git_file_pointed_at_an_agents_repository(tmp_path, repo, run
     (workdir / ".git").write_text(f"gitdir: {evil}/.git\n")
     recorded = worktree.record_changes(str(workdir), iteration=1, node_id="maker")
     assert recorded and "b.txt" in recorded["stat"]
-    assert "b.txt" in person_git("show", "--stat", "loop/run-" + str(run_id), cwd=repo).stdout
+    assert "b.txt" in person_git("show", "--stat", "loop/run-" + str(run_id), cwd=repo)
     assert plane_git.commit_all(workdir, "another") is None
     for marker in markers:
         assert not marker.exists(), f"{marker.name}: the planted fsmonitor ran"
