@@ -8,7 +8,7 @@ PORT ?= 8000
 # The agent CLIs `make dev` installs for the tests, each pinned to its major version.
 AGENT_CLIS := @anthropic-ai/claude-code@2 @openai/codex@0 opencode-ai@1 @google/gemini-cli@0
 
-.PHONY: run test install dev lint format clean bench
+.PHONY: run test test-fast install dev lint format clean bench
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -66,6 +66,11 @@ test: dev
 		LOOP_PROVIDER_HOSTS=api.openai.com,api.anthropic.com,127.0.0.1,localhost \
 		LOOP_PROVIDER_HTTP_HOSTS=127.0.0.1,localhost \
 		$(VENV)/bin/pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS)) $(PYTEST_ARGS)
+
+## `make test` without the slow tests: none that starts a real Celery worker, drives
+## Chromium or builds the package (their markers, pyproject.toml), so no Chromium either.
+test-fast: override PYTEST_ARGS += -m "not worker and not browser and not packaging"
+test-fast: test
 
 lint: dev
 	$(VENV)/bin/ruff check .

@@ -128,7 +128,7 @@ def seed_loops(recipe, count: int, iterations: int, batch: int = 5000):
     iterations of one drafter step each. Returns (run, the long loop)."""
     from django.utils import timezone
 
-    from loops.models import Loop, LoopIteration
+    from loops.driven.models import Loop, LoopIteration
     from runs.models import Iteration, NodeRun, Run
 
     now = timezone.now()

@@ -50,7 +50,7 @@ steps:
 PYTHON = '''"""Soak writer and reviewer"""
 from pydantic import BaseModel
 
-from recipes.python import Agent, LoopWorkflow, score_at_least
+from loops.python import Agent, LoopWorkflow, score_at_least
 
 
 class Review(BaseModel):
@@ -278,12 +278,14 @@ class Soak:
         return self.report(chaos_seconds)
 
     def unsettled(self) -> list[int]:
+        from loops.stepmachine.machine import STOPPING_STATUSES
         from runs.models import Run
 
         try:
             return list(
                 Run.objects.filter(pk__in=list(self.runs))
-                .exclude(status__in=Run.TERMINAL | Run.NEEDS_PERSON)
+                .exclude(status__in=Run.TERMINAL)
+                .exclude(phase__in=STOPPING_STATUSES)  # a step machine stopped for a person
                 .values_list("pk", flat=True)
             )
         except Exception:  # noqa: BLE001
@@ -293,6 +295,7 @@ class Soak:
             return [0]
 
     def report(self, chaos_seconds: float) -> int:
+        from loops.stepmachine.machine import STOPPING_STATUSES
         from runs.models import Iteration, NodeRun, Run
 
         rows = []
@@ -300,12 +303,13 @@ class Soak:
         for kind in KINDS:
             ids = [pk for pk, k in self.runs.items() if k == kind]
             runs = Run.objects.filter(pk__in=ids)
-            statuses = Counter(runs.values_list("status", flat=True))
+            # What each run shows: a step machine's phase (approved, blocked), else its status.
+            statuses = Counter(p or s for s, p in runs.values_list("status", "phase"))
             good = sum(statuses[s] for s in GOOD)
             failed = statuses["failed"]
-            waiting = sum(statuses[s] for s in Run.NEEDS_PERSON)
-            unfinished = len(ids) - sum(statuses[s] for s in Run.TERMINAL) - waiting
+            waiting = sum(statuses[s] for s in STOPPING_STATUSES)
             ended = runs.filter(status__in=Run.TERMINAL)
+            unfinished = len(ids) - ended.count() - waiting
             left_running = NodeRun.objects.filter(run__in=ended, status="running").count()
             left_running += Iteration.objects.filter(
                 run__in=ended, status__in=["pending", "running"]

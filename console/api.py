@@ -38,5 +38,5 @@ api.add_router("/runs", history_router, tags=["runs"])
 api.add_router("/runs", outputs_router, tags=["runs"])
 api.add_router("/iterations", iterations_router, tags=["runs"])
 for kind in kinds.all_kinds():
-    if kind.api_router is not None:  # its tags are the router's own
+    if kind.api_router is not None:  # its tags are the router's own; None: it has no API
         api.add_router(kind.api_prefix, kind.api_router)

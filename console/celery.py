@@ -13,7 +13,7 @@ from celery.signals import (
 
 # Whether the settings module is only this default: importing any console module sets it,
 # which must not make a plain script look like a process given the console's settings
-# (recipes/python/hosts.py: django_configured).
+# (loops/python/hosts.py: django_configured).
 SETTINGS_DEFAULTED = "DJANGO_SETTINGS_MODULE" not in os.environ
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 

@@ -153,7 +153,11 @@ LOOP_WORKER_HEARTBEAT_SECONDS = env_int("LOOP_WORKER_HEARTBEAT_SECONDS", 10)
 # path, `package.module:function`); a path outside them is refused when the recipe loads.
 LOOP_HOOK_MODULES = env_list(
     "LOOP_HOOK_MODULES",
-    ["loops.example_hooks", *(["tests.loops"] if env_bool("LOOP_TESTING", False) else [])],
+    [
+        "loops.driven.example_hooks",
+        "loops.example_hooks",  # the same module's name before the kinds had a folder
+        *(["tests.driven"] if env_bool("LOOP_TESTING", False) else []),
+    ],
 )
 
 try:

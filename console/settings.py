@@ -19,8 +19,10 @@ from console.loop_settings import LOOP_VISIBILITY_TIMEOUT
 from console.secrets import secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-# Pages and static files ship inside the package, so an installed copy finds them too.
-CONSOLE_DIR = Path(__file__).resolve().parent
+# The project's templates/ and static/ sit at the top of the source tree; an installed copy
+# carries them in console/bundled/ (pyproject.toml's force-include).
+SOURCE_TREE = (BASE_DIR / "manage.py").is_file()
+PROJECT_FILES = BASE_DIR if SOURCE_TREE else Path(__file__).resolve().parent / "bundled"
 
 
 DEBUG = env_bool("DEBUG", False)
@@ -65,9 +67,10 @@ INSTALLED_APPS = [
     "recipes",
     "runs",
     "notifications",
-    "loops",
-    "recipes.planeai",
-    "recipes.python",
+    "loops.workflow",
+    "loops.stepmachine",
+    "loops.python",
+    "loops.driven",
 ]
 
 MIDDLEWARE = [
@@ -90,7 +93,7 @@ ROOT_URLCONF = "console.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [CONSOLE_DIR / "templates"],  # before the apps': overrides admin pages
+        "DIRS": [PROJECT_FILES / "templates"],  # before the apps': overrides admin pages
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -269,6 +272,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
+STATICFILES_DIRS = [PROJECT_FILES / "static"]
 STATIC_ROOT = LOOP_DATA_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)
 WHITENOISE_USE_FINDERS = True

@@ -1,8 +1,2 @@
-"""Agent-driven loops: a host agent composes a pipeline from its pool and runs, judges and
-re-runs it through three tools (core_start_loop, core_iterate_loop, core_finish_loop).
-
-The recipe kind is `kind: driven` (recipes/formats/driven.py). A driven run is a Run of the
-kernel: its one node (the host, kind `driven`) is claimed by a worker (`runner.py`); the
-host's turn and every pipeline step are Iterations; every crumb is a RunEvent. Loops and
-their iterations are kept here (`models.py`) and served read-only (`api.py`, `views.py`).
-"""
+"""The four kinds of loop, side by side: each a Django app with its format, runtime,
+models, templates, URLs, API router, `loop` subcommands and tasks (docs/architecture.md)."""

@@ -5,7 +5,7 @@ from django.utils import timezone
 from console.admin_read_only import ReadOnlyAdmin
 from runs import dispatch
 
-from .models import Delivery, Subscription
+from .models import SEND_TASK, Delivery, Subscription
 
 
 @admin.register(Subscription)
@@ -58,7 +58,7 @@ class SubscriptionAdmin(admin.ModelAdmin):
                     },
                     next_attempt_at=timezone.now(),
                 )
-                dispatch.send_on_commit("send_notification", delivery.pk)
+                dispatch.send_on_commit(SEND_TASK, delivery.pk)
                 count += 1
         messages.success(request, f"Sent {count} test notification(s); see Deliveries.")
 

@@ -7,7 +7,7 @@ class NotificationsConfig(AppConfig):
 
     def ready(self):
         """Plug into the kernel, which imports nothing of this app: listen to its signals
-        (runs.signals), give it the task it sends by name, the sweep pass that re-sends a
+        (runs.signals), the sweep pass that re-sends a
         lost one and the /metrics family (runs.kinds)."""
         from runs import kinds, signals
 
@@ -18,6 +18,5 @@ class NotificationsConfig(AppConfig):
         signals.gate_reminded.connect(
             events.gate_reminded, dispatch_uid="notifications.gate_reminded"
         )
-        kinds.add_task("send_notification", tasks.send_notification)
         kinds.add_sweep_pass(tasks.lost_notifications)
         kinds.add_metrics(metrics.deliveries)

@@ -13,7 +13,7 @@ from django.utils import timezone
 from runs import dispatch
 from runs.engine.durations import say_duration
 
-from .models import EVENTS, Delivery, Subscription
+from .models import EVENTS, SEND_TASK, Delivery, Subscription
 
 SUMMARY_LIMIT = 300
 
@@ -58,7 +58,7 @@ def payload(event: str, run, gate=None, now=None) -> dict:
         "run": {
             "id": run.pk,
             "recipe": run.recipe.slug,
-            "status": run.status,
+            "status": run.status_word,
             "url": absolute(run.get_absolute_url()),
         },
         "gate": None,
@@ -95,7 +95,7 @@ def announce(run, event: str, gate=None, now=None) -> int:
         delivery = Delivery.objects.create(
             subscription=sub, event=event, run=run, gate=gate, payload=body, next_attempt_at=now
         )
-        dispatch.send_on_commit("send_notification", delivery.pk)
+        dispatch.send_on_commit(SEND_TASK, delivery.pk)
     return len(listeners)
 
 

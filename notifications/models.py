@@ -14,6 +14,9 @@ from django.utils import timezone
 
 from notifications.policy import webhook_host_problem
 
+# The Celery task that delivers one notification, sent by this name through runs.dispatch.
+SEND_TASK = "notifications.send_notification"
+
 # What a subscription can hear about (the names payloads and e-mail subjects carry).
 EVENTS = {
     "gate_waiting": "a gate waits for a decision",

@@ -12,7 +12,7 @@ from django.utils import timezone
 from runs import dispatch
 
 from . import transports
-from .models import Delivery
+from .models import SEND_TASK, Delivery
 
 # A claimed delivery not finished within this is the sweep's to send again.
 LEASE_SECONDS = 120
@@ -49,7 +49,7 @@ def send(delivery_id: int) -> str | None:
             error=str(exc)[:300],
             next_attempt_at=now + timedelta(seconds=wait),
         ):
-            dispatch.send_later("send_notification", wait, delivery.pk)
+            dispatch.send_later(SEND_TASK, wait, delivery.pk)
         return Delivery.Status.PENDING
     fence.update(
         status=Delivery.Status.DELIVERED,

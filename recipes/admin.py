@@ -87,7 +87,13 @@ class RecipeForm(forms.ModelForm):
                 validate_source(self.instance.source, source_path) if self.instance.pk else None
             )
             try:
-                editing.check_shell_permission(getattr(self, "user", None), before, result)
+                editing.check_shell_permission(
+                    getattr(self, "user", None),
+                    before,
+                    result,
+                    old=self.instance.source if self.instance.pk else "",
+                    new=source,
+                )
             except editing.ShellNotAllowed as exc:
                 raise forms.ValidationError(str(exc)) from None
         if not result.ok:
@@ -170,9 +176,9 @@ class RecipeAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         if obj is None:
             return []
-        # The slug ties a synced recipe to its file; renaming would orphan it. A Python
-        # recipe's source is code: it changes in its file, never here.
-        source = ["source"] if obj.kind == Recipe.Kind.PYTHON else []
+        # The slug ties a synced recipe to its file; renaming would orphan it. Some kinds'
+        # sources change in their file only (a Python recipe's code).
+        source = ["source"] if obj.source_read_only else []
         return ["slug", *source, *self.info_fields]
 
     # --- saving ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
+from recipes import readers
 from recipes.loader import LoadResult, Problem
 from recipes.models import Recipe
 from recipes.shell_parts import SHELL_PERMISSION, shell_changes, shell_parts
@@ -47,12 +48,15 @@ class ShellNotAllowed(PermissionError):
         self.where = where
 
 
-def check_shell_permission(user, before: LoadResult | None, after: LoadResult) -> None:
-    """Refuse a save by `user` whose shell parts differ from the current version's. No user
-    is the system itself (a sync of recipe folders, a file given on the command line)."""
+def check_shell_permission(
+    user, before: LoadResult | None, after: LoadResult, *, old: str = "", new: str = ""
+) -> None:
+    """Refuse a save by `user` whose shell parts differ from the current version's (`old`
+    and `new` are the two sources). No user is the system itself (a sync of recipe
+    folders, a file given on the command line)."""
     if user is None or user.has_perm(SHELL_PERMISSION):
         return
-    changed = shell_changes(shell_parts(before), shell_parts(after))
+    changed = shell_changes(shell_parts(before, old), shell_parts(after, new))
     if changed:
         raise ShellNotAllowed(changed)
 
@@ -70,21 +74,24 @@ def check_slug(slug: str) -> str:
     return slug
 
 
+def declared_slug(result: LoadResult) -> str | None:
+    """The slug a recipe's kind says its recipes are known by (a step machine's `id:`)."""
+    kind = readers.find(result.kind)
+    return kind.declared_slug(result.spec) if kind is not None and result.spec else None
+
+
 def slug_from(result: LoadResult, fallback: str = "recipe") -> str:
-    if result.kind == Recipe.Kind.PLANEAI and result.spec is not None:
-        return result.spec.id  # a step-machine recipe is known by its id
+    if declared := declared_slug(result):
+        return declared
     name = getattr(result.spec, "name", "") if result.spec is not None else ""
     return (slugify(name) or slugify(fallback) or "recipe")[:100].strip("-_") or "recipe"
 
 
 def save_source(recipe: Recipe, source: str, *, user=None, note: str = "") -> LoadResult:
     """Validate and make `source` the recipe's current version; refuse it when it has errors."""
-    if recipe.kind == Recipe.Kind.PYTHON and source != recipe.source:
-        # Python recipes are code from a recipe folder: edited in their file, then synced.
-        problem = Problem(
-            "", 1, 1, "a Python recipe is read-only here: edit its .py file, then sync"
-        )
-        raise SourceInvalid(LoadResult(kind="python", spec=None, errors=[problem]))
+    if (read_only := recipe.source_read_only) and source != recipe.source:
+        problem = Problem("", 1, 1, read_only)
+        raise SourceInvalid(LoadResult(kind=recipe.kind, spec=None, errors=[problem]))
     result = validate_source(source, recipe.source_path)
     if not result.ok:
         raise SourceInvalid(result)
@@ -92,7 +99,7 @@ def save_source(recipe: Recipe, source: str, *, user=None, note: str = "") -> Lo
     stored = Recipe.objects.filter(pk=recipe.pk).values_list("source", flat=True).first()
     if user is not None and source != stored:
         before = validate_source(stored, recipe.source_path) if stored is not None else None
-        check_shell_permission(user, before, result)
+        check_shell_permission(user, before, result, old=stored or "", new=source)
     _same_identity(recipe, result)
     with transaction.atomic():
         apply_result(recipe, result)
@@ -106,19 +113,18 @@ def save_source(recipe: Recipe, source: str, *, user=None, note: str = "") -> Lo
 
 
 def _same_identity(recipe: Recipe, result: LoadResult) -> None:
-    """A step-machine recipe is its `id:`: changing it here would make this row answer to
-    a name it no longer has."""
-    if result.kind != Recipe.Kind.PLANEAI or result.spec is None:
-        return
-    if result.spec.id != recipe.slug:
+    """A recipe whose kind names it (a step machine's `id:`) keeps its name: changing it
+    here would make this row answer to a name it no longer has."""
+    declared = declared_slug(result)
+    if declared is not None and declared != recipe.slug:
         problem = Problem(
             "id",
             1,
             1,
-            f"this recipe's id is '{recipe.slug}'; a step-machine recipe keeps its id "
-            f"(create a new recipe for '{result.spec.id}')",
+            f"this recipe's id is '{recipe.slug}'; a recipe keeps the id it declares "
+            f"(create a new recipe for '{declared}')",
         )
-        raise SourceInvalid(LoadResult(kind="planeai", spec=None, errors=[problem]))
+        raise SourceInvalid(LoadResult(kind=result.kind, spec=None, errors=[problem]))
 
 
 def _insert(
@@ -157,12 +163,11 @@ def create_recipe(
     result = validate_source(source, source_path)
     if not result.ok:
         raise SourceInvalid(result)
-    check_shell_permission(user, None, result)
+    check_shell_permission(user, None, result, new=source)
     slug = check_slug(slug) if slug else slug_from(result)
-    if result.kind == Recipe.Kind.PLANEAI and slug != result.spec.id:
-        raise SlugInvalid(
-            f"A step-machine recipe is known by its id: its slug is '{result.spec.id}'."
-        )
+    declared = declared_slug(result)
+    if declared is not None and slug != declared:
+        raise SlugInvalid(f"This recipe is known by its id: its slug is '{declared}'.")
     try:
         with transaction.atomic():
             recipe = _insert(
@@ -229,7 +234,8 @@ def load_file(
         raise SourceInvalid(result)
     if user is not None and (recipe is None or recipe.source != source):
         before = validate_source(recipe.source, recipe.source_path) if recipe else None
-        check_shell_permission(user, before, result)
+        old = recipe.source if recipe else ""
+        check_shell_permission(user, before, result, old=old, new=source)
     if recipe is None:
         recipe = _insert(slug, source, result, origin=origin, source_path=source_path, note=note)
         return FileLoad("created", recipe, result)

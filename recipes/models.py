@@ -5,14 +5,10 @@ import hashlib
 from django.conf import settings
 from django.db import models, transaction
 
+from recipes import readers
+
 
 class Recipe(models.Model):
-    class Kind(models.TextChoices):
-        WORKFLOW = "workflow", "Workflow (loop nodes)"
-        PLANEAI = "planeai", "Step machine (planeai.loop.recipe.v1)"
-        DRIVEN = "driven", "Agent-driven loop"
-        PYTHON = "python", "Python workflow (LoopWorkflow)"
-
     class Origin(models.TextChoices):
         BUILTIN = "builtin", "Bundled"
         USER = "user", "User"
@@ -23,7 +19,10 @@ class Recipe(models.Model):
     slug = models.SlugField(max_length=100, unique=True)
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
-    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.WORKFLOW)
+    # The kind of loop whose format the source is (runs.kinds): no closed set, so a kind is
+    # an app to install, not a migration; a system check (runs.checks) finds a recipe whose
+    # kind no installed app registers.
+    kind = models.CharField(max_length=20, blank=True)
     source = models.TextField(help_text="The recipe's YAML.")
     enabled = models.BooleanField(default=True)
     origin = models.CharField(max_length=20, choices=Origin.choices, default=Origin.CONSOLE)
@@ -54,6 +53,22 @@ class Recipe(models.Model):
 
     def __str__(self):
         return self.slug
+
+    @property
+    def loop_kind(self):
+        """The registered kind this recipe is of (runs.kinds.UnknownKind when none is)."""
+        return readers.get(self.kind)
+
+    @property
+    def kind_label(self) -> str:
+        kind = readers.find(self.kind)
+        return kind.label if kind is not None else self.kind
+
+    @property
+    def source_read_only(self) -> str:
+        """Why this recipe's source cannot change in the console ("" when it can)."""
+        kind = readers.find(self.kind)
+        return kind.source_read_only if kind is not None else ""
 
     @transaction.atomic
     def record_version(self, source: str, author=None, note: str = "") -> "RecipeVersion":

@@ -30,7 +30,7 @@ class Found:
 def slug_for(path: Path) -> str:
     """A recipe file's slug: a step-machine recipe's `id:` (its identity, whatever the file
     is called), else the file's name."""
-    if path.suffix in (".yaml", ".yml") and (recipe_id := planeai_id(path)):
+    if path.suffix in (".yaml", ".yml") and (recipe_id := declared_id(path)):
         return recipe_id
     # Python files are named like modules (snake_case); their slugs read like the others.
     stem = path.stem.replace("_", "-") if path.suffix == ".py" else path.stem
@@ -49,23 +49,22 @@ def read_source(path: Path) -> str:
     return read.data.decode("utf-8")
 
 
-def planeai_id(path: Path) -> str:
-    """The `id:` of a `schema: planeai.loop.recipe.v1` file ("" for anything else)."""
+def declared_id(path: Path) -> str:
+    """The slug a recipe file names itself by (a step machine's `id:`; LoopKind.slug_in),
+    or "" when its kind lets the file's name choose."""
+    from recipes import readers
     from recipes.editing import SLUG_PATTERN
-    from recipes.loader import PLANEAI_SCHEMA
-    from recipes.yaml_reader import parse_yaml
+    from recipes.loader import RecipeSource
 
     try:
-        text = read_source(path)
+        source = RecipeSource(read_source(path), str(path))
     except (OSError, UnicodeDecodeError):
         return ""
-    if PLANEAI_SCHEMA not in text:
-        return ""
-    data, _, _ = parse_yaml(text)
-    if not isinstance(data, dict) or str(data.get("schema", "")).strip() != PLANEAI_SCHEMA:
-        return ""
-    recipe_id = data.get("id")
-    return recipe_id if isinstance(recipe_id, str) and SLUG_PATTERN.match(recipe_id) else ""
+    for kind in readers.readers():
+        recipe_id = kind.slug_in(source)
+        if recipe_id is not None:
+            return recipe_id if SLUG_PATTERN.match(recipe_id) else ""
+    return ""
 
 
 def discover(repositories: tuple = ()) -> dict[str, Found]:

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from recipes.formats.python import is_python_path, parse_python
 from recipes.loader import LoadResult, load_recipe
 from recipes.server_paths import without_server_paths
 from recipes.sources import resources_for
-from runs import kinds
 
 
 @dataclass(frozen=True)
@@ -49,19 +46,12 @@ def default_provider_configured() -> bool:
 def validate_source(source: str, source_path: str = "", *, providers: bool = True) -> LoadResult:
     """`providers=False` leaves out whether the providers it names can answer here: a run's
     pinned version loads whatever the providers became since (a turn that cannot reach its
-    provider fails, saying so). A registered kind that reads the source reads it first
-    (runs.kinds.LoopKind.reads)."""
-    for kind in kinds.all_kinds():
-        read = kind.reads(source, source_path) if kind.reads is not None else None
-        if read is not None:
-            return read
-    if is_python_path(source_path):
-        fallback = default_provider_configured if providers else (lambda: True)
-        return parse_python(source, Path(source_path).stem, provider_fallback=fallback)
+    provider fails, saying so). The kind whose the source is reads it (recipes.loader)."""
     return load_recipe(
         source,
+        source_path=source_path,
         resources=resources_for(source_path),
-        provider_fallback=not providers or default_provider_configured(),
+        provider_fallback=default_provider_configured if providers else True,
         provider_check=provider_lookups().unresolvable if providers else None,
     )
 

@@ -11,8 +11,8 @@ class RunAdmin(admin.ModelAdmin):
     through its transitions (a hand-edited `status` or `last_seq` would break the event log
     and the workers' fencing). Deciding, cancelling and resuming happen on the run's page."""
 
-    list_display = ["id", "recipe", "status", "started_by", "created_at", "console_link"]
-    list_filter = ["status"]
+    list_display = ["id", "recipe", "status", "phase", "started_by", "created_at", "console_link"]
+    list_filter = ["status", "phase"]
     list_select_related = ["recipe", "started_by"]
     search_fields = ["message"]
 

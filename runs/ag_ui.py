@@ -46,9 +46,10 @@ from runs.live_feed import is_crumb
 
 PROTOCOL_VERSION = "1.0"
 # Run statuses that end the AG-UI stream, and those that end an AG-UI run with an
-# interrupt (the run waits for someone; the stream stays open and goes on after it).
-SUCCEEDED = {"completed", "completed_unreviewed", "approved"}
-WAITING = {"paused", "blocked", "needs_human", "budget_exceeded"}
+# interrupt (the run waits for someone; the stream stays open and goes on after it). The
+# kernel's: a kind's phase (`run_approved`) tells its status in its event (`run_status`).
+SUCCEEDED = {"completed"}
+WAITING = {"paused", "budget_exceeded"}
 STEP_OPENERS = {"node_started", "iteration_started"}
 STEP_CLOSERS = {"node_completed", "node_failed", "node_skipped"}
 ITERATION_ENDS = {"iteration_completed", "iteration_failed"}
@@ -63,6 +64,16 @@ def node_step(event: dict) -> str:
 
 def iteration_step(event: dict) -> str:
     return f"{event['step']}#{(event.get('data') or {}).get('iteration')}"
+
+
+def run_status(event: dict) -> tuple[str, str] | None:
+    """A run's status event (`run_<word>`) as (the word the run shows, its status): a kind's
+    phase logs its status in the event's data (Run.set_status, Run.set_phase)."""
+    kind = event["kind"]
+    if not kind.startswith("run_") or kind == "run_created":
+        return None
+    word = kind.removeprefix("run_")
+    return word, (event.get("data") or {}).get("status") or word
 
 
 def is_state_event(kind: str) -> bool:
@@ -158,19 +169,18 @@ class AgUiRun:
         """Fold the state events the stream starts after, then open an AG-UI run (and end
         it at once when the run already waits or is over)."""
         ending: dict = {}
+        last = ("pending", "pending")
         for event in prior:
             self.state.apply(event)
-            status = event["kind"].removeprefix("run_")
-            if event["kind"].startswith("run_") and event["kind"] != "run_created":
-                ending = event.get("data") or {}
-                if status in WAITING:
+            if (said := run_status(event)) is not None:
+                ending, last = event.get("data") or {}, said
+                if said[1] in WAITING:
                     self.waiting = True
                 elif self.waiting:
                     self.waiting, self.segment = False, event["seq"]
         out = self._start()
-        status = self.state.value["run"]["status"]
-        if status in ENDINGS:
-            out += self._end(status, ending)
+        if last[1] in ENDINGS:
+            out += self._end(last, ending)
         return out
 
     def _start(self) -> list:
@@ -204,13 +214,14 @@ class AgUiRun:
 
     def _event(self, event: dict, texts: dict) -> list:
         kind = event["kind"]
-        status = kind.removeprefix("run_") if kind.startswith("run_") else None
-        if self.waiting and status is not None and status not in WAITING and kind != "run_created":
+        said = run_status(event)  # (the word it shows, the status) of a run_<word> event
+        status = said[1] if said is not None else None
+        if self.waiting and said is not None and status not in WAITING:
             self.segment = event["seq"]
             self.state.apply(event)
             out = self._start()
             if status in ENDINGS:
-                out += self._end(status, event.get("data") or {})
+                out += self._end(said, event.get("data") or {})
             return out
         delta = self.state.apply(event) if is_state_event(kind) else []
         if self.waiting:
@@ -229,7 +240,7 @@ class AgUiRun:
             name = iteration_step(event) if kind in ITERATION_ENDS else node_step(event)
             out += self._close_step(name)
         elif status in ENDINGS:
-            out += self._end(status, event.get("data") or {})
+            out += self._end(said, event.get("data") or {})
         return out
 
     def _open_step(self, name: str) -> list:
@@ -244,8 +255,10 @@ class AgUiRun:
         self.steps.remove(name)
         return [StepFinishedEvent(step_name=name)]
 
-    def _end(self, status: str, data: dict) -> list:
-        """Close what is open and end the AG-UI run as the run's status says."""
+    def _end(self, said: tuple[str, str], data: dict) -> list:
+        """Close what is open and end the AG-UI run as the run's status says (`said`: the
+        word it shows, its status)."""
+        word, status = said
         out = [TextMessageEndEvent(message_id=t) for t in self.texts]
         self.closed.update(self.texts)
         self.texts = {}
@@ -257,7 +270,7 @@ class AgUiRun:
         self.active = False
         if waiting:
             self.waiting = True
-            return [*out, self._interrupted(status, data)]
+            return [*out, self._interrupted(word, status, data)]
         self.ended = True
         ids = {"thread_id": self.thread_id, "run_id": self.agui_run_id}
         if status == "failed":
@@ -265,9 +278,9 @@ class AgUiRun:
             return [*out, RunErrorEvent(message=message, code="failed")]
         if status == "cancelled":
             return [*out, RunFinishedEvent(**ids, outcome=RunFinishedCancelledOutcome())]
-        return [*out, RunFinishedEvent(**ids, result={"status": status})]
+        return [*out, RunFinishedEvent(**ids, result={"status": word})]
 
-    def _interrupted(self, status: str, data: dict) -> RunFinishedEvent:
+    def _interrupted(self, word: str, status: str, data: dict) -> RunFinishedEvent:
         gates = self.state.pending_gates() if status == "paused" else []
         interrupts = [
             Interrupt(
@@ -286,9 +299,9 @@ class AgUiRun:
             for gate in gates
         ] or [
             Interrupt(
-                id=f"{self.thread_id}-{status}",
-                reason=status,
-                message=data.get("error") or f"The run is {status.replace('_', ' ')}.",
+                id=f"{self.thread_id}-{word}",
+                reason=word,
+                message=data.get("error") or f"The run is {word.replace('_', ' ')}.",
                 metadata={"run": self.run_id},
             )
         ]

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any
 
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from ninja import Field, Query, Router, Schema, Status
 from ninja import Path as PathParam
+from pydantic import field_validator
 
 from console.api_errors import InvalidInputsOut, JsonObject, errors, require
 from recipes.api import Text
@@ -29,7 +30,6 @@ router = Router()
 
 MAX_ID = 2**63 - 1
 RunId = PathParam(..., ge=1, le=MAX_ID, description="The run's id")
-RunStatus = Literal[tuple(Run.Status.values)]
 
 
 # --- schemas -------------------------------------------------------------------------------
@@ -56,11 +56,16 @@ class RunCreatedOut(Schema):
     url: str
 
 
+STATUS_HELP = "Where the run is: its kind's phase when it has one (verifying), else its status"
+PHASE_HELP = "Its kind's own word for where it is (a step machine's), or empty"
+
+
 class RunRowOut(Schema):
     id: int
     recipe: str
     version: int
-    status: str
+    status: str = Field(..., description=STATUS_HELP)
+    phase: str = Field("", description=PHASE_HELP)
     message: str
     started_by: str | None
     created_at: datetime
@@ -127,7 +132,8 @@ class RunOut(Schema):
     id: int
     recipe: str
     version: int
-    status: str
+    status: str = Field(..., description=STATUS_HELP)
+    phase: str = Field("", description=PHASE_HELP)
     message: str
     inputs: dict[str, Any]
     error: str
@@ -188,10 +194,19 @@ class EventPageOut(Schema):
 
 class RunFilters(Schema):
     q: Text | None = Field(None, max_length=200, description="Search run messages")
-    status: RunStatus | None = None
+    status: Text | None = Field(
+        None, max_length=40, description="A status a run shows: the kernel's, or a kind's phase"
+    )
     recipe: Text | None = Field(None, max_length=100, description="A recipe's slug")
     cursor: int | None = Field(None, ge=1, le=MAX_ID, description="next_cursor of the last page")
     limit: int = Field(50, ge=1, le=200)
+
+    @field_validator("status")
+    @classmethod
+    def _a_status_a_run_shows(cls, value):
+        if value is not None and value not in Run.status_words():
+            raise ValueError(f"must be one of: {', '.join(Run.status_words())}")
+        return value
 
 
 class IterationFilters(Schema):
@@ -251,7 +266,7 @@ def start(request, payload: RunStartIn):
         budget=payload.budget,
         repository=payload.repository or "",
     )
-    return Status(201, {"id": run.pk, "status": run.status, "url": run_url(request, run)})
+    return Status(201, {"id": run.pk, "status": run.status_word, "url": run_url(request, run)})
 
 
 @router.get("", response={200: RunPageOut, **errors(403, 422)}, summary="List runs, newest first")
@@ -260,7 +275,7 @@ def list_runs(request, filters: Query[RunFilters]):
     refuse_unknown_parameters(request, RunFilters)
     runs = Run.objects.select_related("recipe", "recipe_version", "started_by").order_by("-id")
     if filters.status:
-        runs = runs.filter(status=filters.status)
+        runs = runs.filter(Run.showing(filters.status))
     if filters.recipe:
         runs = runs.filter(recipe__slug=filters.recipe)
     if filters.q:
@@ -273,7 +288,8 @@ def list_runs(request, filters: Query[RunFilters]):
             "id": r.pk,
             "recipe": r.recipe.slug,
             "version": r.recipe_version.number,
-            "status": r.status,
+            "status": r.status_word,
+            "phase": r.phase,
             "message": r.message,
             "started_by": r.started_by.get_username() if r.started_by_id else None,
             "created_at": r.created_at,
@@ -353,7 +369,7 @@ def list_events(
     return {
         "items": [e.as_dict() for e in events],
         "next_after": events[-1].seq if events else after,
-        "run_status": run.status,
+        "run_status": run.status_word,
     }
 
 

@@ -93,7 +93,7 @@ class BudgetOut(Schema):
 def budget_out(run) -> dict:
     return {
         "run": run.pk,
-        "status": run.status,
+        "status": run.status_word,
         "budget": run.budget,
         "limits": [state.as_dict() for state in run_budget.limits(run)],
         "message": run.error if run.status == "budget_exceeded" else "",
@@ -120,7 +120,7 @@ def fork(request, payload: ForkIn, run_id: int = RunId):
         201,
         {
             "id": new.pk,
-            "status": new.status,
+            "status": new.status_word,
             "url": run_url(request, new),
             "forked_from": run.pk,
             "node": payload.node,

@@ -5,10 +5,15 @@ class RunsConfig(AppConfig):
     name = "runs"
 
     def ready(self):
-        from recipes import validation
-        from runs import worktree
+        from django.core import checks
+
+        from recipes import readers, validation
+        from runs import kinds, worktree
+        from runs.checks import recipes_of_unknown_kinds
         from runs.providers import registry
 
+        checks.register(recipes_of_unknown_kinds)
+        readers.use_registry(kinds)  # the catalogue asks the kinds without importing runs
         worktree.connect()
         # The catalogue's verdicts ask the kernel's providers without importing the kernel.
         validation.use_providers(

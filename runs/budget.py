@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from recipes.formats.budget import LABELS, LIMITS
 from runs import dispatch
-from runs.models.node_hold import HOLD
+from runs.models.node import HOLD
 
 WARN_AT = Decimal("0.8")
 
@@ -70,11 +70,13 @@ class LimitState:
 
 
 def usage_totals(run_ids: list[int], *, own_only: bool = False) -> dict[int, dict]:
-    """What each run spent, in two grouped queries for all of them: the one definition of
-    what counts (its iterations, a loop_group iteration carrying the sum of its body steps,
-    and its top-level agent steps; `own_only` leaves out what a fork carried over, as the
-    budget does). Per run: tokens_in, tokens_out, cost_usd (None when nothing reported
-    them), `unpriced` (usage with no known price) and `iterations` (not pending)."""
+    """What each run spent, in two grouped queries for all of them: what counts against a
+    budget and what a run's page shows (its iterations, a loop_group iteration carrying
+    the sum of its body steps, and its top-level agent steps; `own_only` leaves out what a
+    fork carried over, as the budget does). The run list (`queries._attach_usage`:
+    iterations only) and /metrics (`metrics.provider_usage`) sum usage their own way.
+    Per run: tokens_in, tokens_out, cost_usd (None when nothing reported them),
+    `unpriced` (usage with no known price) and `iterations` (not pending)."""
     totals = {
         pk: {
             "tokens_in": None,

@@ -69,7 +69,7 @@ def do_fork(command, options) -> None:
         prompt=options["prompt"],
     )
     if options["json"]:
-        dump(command, {"id": new.pk, "status": new.status, "forked_from": run.pk})
+        dump(command, {"id": new.pk, "status": new.status_word, "forked_from": run.pk})
     else:
         command.stdout.write(
             f"run {new.pk}: a fork of run {run.pk} after {options['node']} "
@@ -137,7 +137,7 @@ def do_budget(command, options) -> None:
 
         dump(command, budget_out(run))
         return
-    command.stdout.write(f"run {run.pk}: {run.status}")
+    command.stdout.write(f"run {run.pk}: {run.status_word}")
     if not states:
         command.stdout.write("  no budget")
     for state in states:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
-from recipes.models import Recipe
 from runs import kinds
 from runs.actor import Actor
 from runs.errors import Conflict, NotFound, StarterCannotApprove
@@ -52,10 +51,11 @@ def decide(
     with transaction.atomic():
         run = lock_run(run_id)
         gate = Gate.objects.select_related("iteration", "decided_by").get(pk=gate_id)
-        if record_only and run.recipe.kind != Recipe.Kind.WORKFLOW:
+        kind = kinds.of_run(run)
+        if record_only and not kind.decides_later:
             raise Conflict("Only a workflow recipe's gates can be decided now and resumed later.")
         check_approver(run, gate, actor, action, comment)
-        check_room_to_iterate(run, gate, action, comment)
+        kind.check_decision(run, gate, action, comment)
         status = gate.decide(run, actor, action, comment, decision)
         if record_only:
             run.append_event(
@@ -71,7 +71,7 @@ def decide(
 def recorded_decisions(run: Run) -> list[Gate]:
     """Gates decided with `record_only` (their `decision_recorded` event says so) whose node
     still waits: what `resume_run` applies."""
-    if run.recipe.kind != Recipe.Kind.WORKFLOW:
+    if not kinds.of_run(run).decides_later:
         return []
     recorded = set(
         RunEvent.objects.filter(run=run, kind="decision_recorded").values_list(
@@ -118,8 +118,9 @@ LAST_ITERATION = (
 def check_room_to_iterate(run: Run, gate: Gate, action: str, comment: str) -> None:
     """Feedback at a loop gate asks for another iteration (Gate.outcome); at the loop's last
     iteration there is none to run. Refused, with the gate left open, rather than failing
-    the node as if no completion condition had been met."""
-    if run.recipe.kind != Recipe.Kind.WORKFLOW or gate.kind != Gate.Kind.LOOP:
+    the node as if no completion condition had been met. For a kind whose loops are the
+    kernel's `loop` and `loop_group` nodes (LoopKind.check_decision)."""
+    if gate.kind != Gate.Kind.LOOP:
         return
     if gate.status != Gate.Status.PENDING or gate.outcome(action, comment) != Gate.Status.ITERATED:
         return
@@ -143,12 +144,14 @@ def _run_spec(run: Run):
 
 
 def _apply(run: Run, gate: Gate, row: NodeRun, status: str, actor: Actor) -> None:
-    """Move the gate's node on. Each transition sends what comes next (the node's own next
-    iteration, or one advance_run when the node ends) and nothing else does."""
-    kind = kinds.of_run(run)
-    if kind is not None and kind.gate_decided is not None:
-        kind.gate_decided(run, gate, row, status, actor)  # what a decision means to the kind
-        return
+    """Move the gate's node on: what a decision means is the run's kind's to say."""
+    kinds.of_run(run).gate_decided(run, gate, row, status, actor)
+
+
+def apply_kernel_decision(run: Run, gate: Gate, row: NodeRun, status: str, actor: Actor):
+    """The kernel's meaning of a decision (runs.kinds.LoopKind.gate_decided). Each transition
+    sends what comes next (the node's own next iteration, or one advance_run when the node
+    ends) and nothing else does."""
     if status == Gate.Status.REJECTED:
         fail_rejected(run, gate, row, actor)
         return

@@ -1,4 +1,5 @@
-"""The one way work reaches the workers.
+"""The one way the console's code sends work to the workers (Celery beat sends the periodic
+sweep itself: console/settings.py, CELERY_BEAT_SCHEDULE).
 
 Everything that sends a task calls `send_on_commit` (inside a transaction: the message
 leaves only once the rows it names are committed), `send_now` (outside one: the sweep
@@ -47,20 +48,24 @@ BROKER_ERRORS = (KombuError, RedisError, ConnectionError)
 
 
 def task(task_name: str):
-    """The Celery task sent as `task_name`: the kernel's (runs.tasks), or one a loop kind or
-    another app registered (runs.kinds: a step machine's `tick_machine`)."""
-    from runs import kinds, tasks
+    """The Celery task sent as `task_name`: the kernel's by its short name (runs.tasks), any
+    other app's by the name it is registered under in Celery (a step machine's
+    `stepmachine.tick_machine`)."""
+    from celery import current_app
+
+    from runs import tasks
 
     found = getattr(tasks, task_name, None)
-    if not hasattr(found, "delay"):  # not one of the kernel's tasks
-        found = kinds.task(task_name)
-    if found is None:
-        raise LookupError(f"no task named {task_name!r}")
-    return found
+    if hasattr(found, "delay"):
+        return found
+    try:
+        return current_app.tasks[task_name]
+    except KeyError:
+        raise LookupError(f"no task named {task_name!r}") from None
 
 
 def deliver(task_name: str, *args, countdown: float | None = None) -> None:
-    """Hand one message to the broker. The only place that does."""
+    """Hand one message to the broker: the only place the console's code does (beat aside)."""
     if countdown:
         task(task_name).apply_async(args, countdown=countdown)
     else:

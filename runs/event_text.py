@@ -44,8 +44,8 @@ def _run_status(kind: str, data: dict) -> str:
         return f"{by or 'Someone'} resumed the run."
     if status == "running" and previous not in (None, "", "pending"):
         return "The run goes on."  # after a decision at a gate (said just before), ...
-    if status == "merged":
-        return f"{by or 'Someone'} merged the review request: the run is done."
+    # A kind's phase (`run_verifying`) is said by the kind (`LoopKind.event_sentence`),
+    # else as "The run is now verifying."
     sentence = {
         "running": "The run started.",
         "completed": "The run completed.",
@@ -54,17 +54,11 @@ def _run_status(kind: str, data: dict) -> str:
         "paused": "The run is waiting for a decision.",
         "pending": "The run is waiting to start.",
         "budget_exceeded": "The run stopped at its budget",
-        "blocked": "The run is blocked",
-        "needs_human": "The run needs a person",
-        "approved": "The run is approved: ready for a person to merge.",
-        "completed_unreviewed": "The run completed; nobody has reviewed it yet.",
-        "observing": "The run is observing.",
-        "verifying": "The run is verifying.",
     }.get(status, f"The run is now {status}.")
     error = data.get("error")
     if status == "budget_exceeded":
         return sentence + f" ({data.get('limit', '').replace('_', ' ')}) before its next iteration."
-    if status in ("failed", "cancelled", "blocked", "needs_human"):
+    if status in ("failed", "cancelled"):
         sentence += f": {_short(error)}" if error else "."
     return sentence
 
@@ -72,13 +66,23 @@ def _run_status(kind: str, data: dict) -> str:
 def describe(event: RunEvent) -> str:
     """One sentence for one event: a loop kind's own for its events, else the kernel's."""
     for loop_kind in kinds.all_kinds():
-        sentence = loop_kind.event_sentence
-        if sentence is not None and (said := sentence(event)) is not None:
+        if (said := loop_kind.event_sentence(event)) is not None:
             return said
     data = event.data or {}
-    kind = event.kind
-    step = event.step
-    where = f"{step}{_iteration(data)}"
+    kind, step = event.kind, event.step
+    # Each family of events says its own, or None when the event is not of it.
+    for family in (_about_run, _about_node, _about_iteration, _about_gate, _about_more):
+        if (said := family(kind, step, data)) is not None:
+            return said
+    return f"{kind.replace('_', ' ').capitalize()}{' at ' + step if step else ''}."
+
+
+def _where(step: str, data: dict) -> str:
+    return f"{step}{_iteration(data)}"
+
+
+def _about_run(kind: str, step: str, data: dict) -> str | None:
+    """The run's own events: created, forked, its status, its budget."""
     if kind == "run_created":
         by = data.get("by") or "someone"
         version = data.get("version")
@@ -87,15 +91,26 @@ def describe(event: RunEvent) -> str:
         extra = f" with the feedback “{_short(data['feedback'])}”" if data.get("feedback") else ""
         prompt = " and a new prompt" if data.get("prompt_changed") else ""
         return (
-            f"{data.get('by') or 'Someone'} forked run {data.get('from_run')} after {where}: "
-            f"{data.get('carried_iterations', 0)} iteration(s) carried over{extra}{prompt}."
+            f"{data.get('by') or 'Someone'} forked run {data.get('from_run')} after "
+            f"{_where(step, data)}: {data.get('carried_iterations', 0)} iteration(s) carried "
+            f"over{extra}{prompt}."
         )
     if kind.startswith("run_"):
         return _run_status(kind, data)
+    if kind == "budget_warning":
+        return f"The budget is nearly spent: {data.get('percent')} % of its {_limit(data)}."
+    if kind == "budget_changed":
+        limits = ", ".join(f"{k} {v}" for k, v in (data.get("budget") or {}).items()) or "none"
+        return f"{data.get('by') or 'Someone'} set the budget: {limits}."
+    return None
+
+
+def _about_node(kind: str, step: str, data: dict) -> str | None:
+    """A node's life: queued, started, ended, handed on; a loop started; its child runs."""
     if kind == "node_queued":
-        return f"{where} is queued."
+        return f"{_where(step, data)} is queued."
     if kind == "node_started":
-        return f"{where} started."
+        return f"{_where(step, data)} started."
     if kind == "node_completed":
         return f"{step} completed."
     if kind == "node_failed":
@@ -106,6 +121,18 @@ def describe(event: RunEvent) -> str:
         return f"{step} was handed to another worker (attempt {data.get('attempts')})."
     if kind == "loop_started":
         return f"Loop {step} started (at most {data.get('max_iterations')} iterations)."
+    if kind == "child_run_started":
+        return f"{step} started child run {data.get('child')}{_item(data)}."
+    if kind == "child_run_finished":
+        return f"Child run {data.get('child')}{_item(data)} of {step} {data.get('status')}."
+    if kind == "child_run_resumed":
+        return f"{step} resumed child run {data.get('child')}."
+    return None
+
+
+def _about_iteration(kind: str, step: str, data: dict) -> str | None:
+    """An iteration's life, and what its agent did."""
+    where = _where(step, data)
     if kind == "iteration_queued":
         extra = " with feedback" if data.get("feedback") else ""
         return f"{where} is queued{extra}."
@@ -120,6 +147,17 @@ def describe(event: RunEvent) -> str:
         return f"{where} failed: {_short(data.get('error'))}"
     if kind == "iteration_requeued":
         return f"{where} was handed to another worker (attempt {data.get('attempts')})."
+    if kind == "python_iteration_checked":
+        met = "was met" if data.get("condition_met") else "was not met"
+        return f"After iteration {data.get('iteration')} of {step}, the stop condition {met}."
+    if kind == "agent_tool":
+        detail = _short(data.get("detail"))
+        return f"The agent at {where} used {data.get('tool')}" + (f": {detail}" if detail else ".")
+    return None
+
+
+def _about_gate(kind: str, step: str, data: dict) -> str | None:
+    """A gate: opened, decided, a decision kept for later, a reminder."""
     if kind == "approval_requested":
         return f"Waiting for a decision at {step}."
     if kind == "gate_decided":
@@ -132,35 +170,26 @@ def describe(event: RunEvent) -> str:
     if kind == "gate_reminded":
         waited = say_duration(data.get("waited_seconds") or 0)
         by = data.get("by") or "the sweep"
-        return f"{by} sent a reminder: the gate at {where} has waited {waited} (gate_timeout)."
-    if kind == "agent_tool":
-        detail = _short(data.get("detail"))
-        return f"The agent at {where} used {data.get('tool')}" + (f": {detail}" if detail else ".")
-    if kind.startswith("loop:"):
-        return _crumb(kind, data)
-    if kind == "child_run_started":
-        return f"{step} started child run {data.get('child')}{_item(data)}."
-    if kind == "child_run_finished":
-        return f"Child run {data.get('child')}{_item(data)} of {step} {data.get('status')}."
-    if kind == "child_run_resumed":
-        return f"{step} resumed child run {data.get('child')}."
-    if kind == "budget_warning":
-        return f"The budget is nearly spent: {data.get('percent')} % of its {_limit(data)}."
-    if kind == "budget_changed":
-        limits = ", ".join(f"{k} {v}" for k, v in (data.get("budget") or {}).items()) or "none"
-        return f"{data.get('by') or 'Someone'} set the budget: {limits}."
+        return (
+            f"{by} sent a reminder: the gate at {_where(step, data)} has waited {waited} "
+            "(gate_timeout)."
+        )
+    return None
+
+
+def _about_more(kind: str, step: str, data: dict) -> str | None:
+    """What a step left behind (files changed, a long output), and a driven loop's crumbs."""
     if kind == "worktree_diff":
-        return f"{where} changed files in the worktree."
+        return f"{_where(step, data)} changed files in the worktree."
     if kind == "output_truncated":
         cap = size_words(int(data.get("at_bytes") or 0))
         return (
-            f"The output of {where} passed {cap}: the run keeps its last {cap}, and the whole "
-            "output as a file to download."
+            f"The output of {_where(step, data)} passed {cap}: the run keeps its last {cap}, "
+            "and the whole output as a file to download."
         )
-    if kind == "python_iteration_checked":
-        met = "was met" if data.get("condition_met") else "was not met"
-        return f"After iteration {data.get('iteration')} of {step}, the stop condition {met}."
-    return f"{kind.replace('_', ' ').capitalize()}{' at ' + step if step else ''}."
+    if kind.startswith("loop:"):
+        return _crumb(kind, data)
+    return None
 
 
 def _crumb(kind: str, data: dict) -> str:

@@ -66,10 +66,9 @@ def _candidates(row_kind: str) -> list[tuple[str, Continuation]]:
     `continuations` hook, read when asked: kinds register once the apps are ready)."""
     found = [("", CONTINUATIONS[row_kind])] if row_kind in CONTINUATIONS else []
     for kind in kinds.all_kinds():
-        if kind.continuations is not None:
-            given = kind.continuations().get(row_kind)
-            if given is not None:
-                found.append((kind.name, given))
+        given = kind.continuations().get(row_kind)
+        if given is not None:
+            found.append((kind.name, given))
     return found
 
 
@@ -141,8 +140,7 @@ def make_fork(run: Run, actor, *, node: str, iteration: int, feedback="", prompt
 
 
 def _keeps_workdir(run: Run) -> bool:
-    kind = kinds.of_run(run)
-    return kind is not None and kind.rerun_keeps_workdir
+    return kinds.of_run(run).rerun_keeps_workdir
 
 
 def check_fork_point(run: Run, node: str, number: int) -> None:

@@ -26,9 +26,10 @@ class LineText(forms.CharField):
 
 
 class RunFilterForm(forms.Form):
+    # The statuses a run shows: the kernel's and each kind's phases (set in __init__, once
+    # the kinds are registered).
     status = forms.ChoiceField(
         required=False,
-        choices=[("", "Any status"), *Run.Status.choices],
         error_messages={"invalid_choice": "No run has the status “%(value)s”."},
     )
     recipe = forms.ChoiceField(
@@ -39,6 +40,8 @@ class RunFilterForm(forms.Form):
 
     def __init__(self, *args, recipes=(), **kwargs):
         super().__init__(*args, **kwargs)
+        words = [(word, word.replace("_", " ").title()) for word in Run.status_words()]
+        self.fields["status"].choices = [("", "Any status"), *words]
         self.fields["recipe"].choices = [("", "Any recipe"), *((slug, slug) for slug, _ in recipes)]
 
 

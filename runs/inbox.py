@@ -21,24 +21,21 @@ STATUS_COUNT_CAP = 1000
 
 
 def capped_status_counts() -> list[tuple[str, str]]:
-    """(status, shown count) for every run status, in one query bounded by the cap."""
-    table = Run._meta.db_table
+    """(status, shown count) for every status a run shows (`Run.status_words`: the kernel's
+    and each kind's phases), in one query bounded by the cap."""
+    words = Run.status_words()
     selects, params = [], []
-    for status in Run.Status.values:
-        selects.append(
-            f"SELECT %s, (SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE status = %s "
-            "LIMIT %s) AS capped)"
-        )
-        params += [status, status, STATUS_COUNT_CAP + 1]
+    for word in words:
+        capped = Run.objects.filter(Run.showing(word)).order_by().values_list("pk")
+        sql, own = capped[: STATUS_COUNT_CAP + 1].query.sql_with_params()
+        selects.append(f"SELECT %s, (SELECT COUNT(*) FROM ({sql}) AS capped)")
+        params += [word, *own]
     with connection.cursor() as cursor:
         cursor.execute(" UNION ALL ".join(selects), params)
         counts = dict(cursor.fetchall())
     return [
-        (
-            status,
-            f"{STATUS_COUNT_CAP}+" if counts[status] > STATUS_COUNT_CAP else str(counts[status]),
-        )
-        for status in Run.Status.values
+        (word, f"{STATUS_COUNT_CAP}+" if counts[word] > STATUS_COUNT_CAP else str(counts[word]))
+        for word in words
     ]
 
 
@@ -53,13 +50,7 @@ def inbox() -> dict:
 
     running = list(
         Run.objects.filter(
-            status__in=[
-                Run.Status.PENDING,
-                Run.Status.RUNNING,
-                Run.Status.OBSERVING,
-                Run.Status.VERIFYING,
-                Run.Status.BUDGET_EXCEEDED,
-            ]
+            status__in=[Run.Status.PENDING, Run.Status.RUNNING, Run.Status.BUDGET_EXCEEDED]
         )
         .select_related("recipe", "started_by")
         .order_by("-id")[:20]
@@ -109,15 +100,16 @@ def inbox_loop_rows() -> Q:
 
 
 def needs_a_person() -> list[Run]:
-    """Runs stopped for a person (blocked, needs_human), and the runs a kind says wait for
-    one (`LoopKind.needs_a_person`: a step machine's review request to merge), each with
+    """The runs a kind says wait for a person besides a gate (`LoopKind.needs_a_person`: a
+    step machine stopped blocked or needs_human, its review request to merge), each with
     what to offer there (`person_action`): the inbox lists them beside the gates."""
-    wanted = Q(status__in=Run.NEEDS_PERSON)
-    for kind, runs in kinds.each("needs_a_person"):
-        wanted |= Q(recipe__kind=kind.name) & runs
+    asked = [Q(recipe__kind=kind.name) & runs for kind, runs in kinds.each("needs_a_person")]
+    if not asked:
+        return []
+    wanted = asked[0]
+    for more in asked[1:]:
+        wanted |= more
     found = list(Run.objects.filter(wanted).select_related("recipe").order_by("-id")[:20])
     for run in found:
-        kind = kinds.of_run(run)
-        act = kind.person_action if kind is not None else None
-        run.person_action = act(run) if act is not None else None
+        run.person_action = kinds.of_run(run).person_action(run)
     return found

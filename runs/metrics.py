@@ -36,10 +36,15 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def runs_by_status():
-    counts = dict(Run.objects.order_by().values_list("status").annotate(n=Count("id")))
+    """Runs by the status they show (`Run.status_word`: a kind's phase, else the status)."""
+    counts: dict[str, int] = {}
+    for status, phase, n in (
+        Run.objects.order_by().values_list("status", "phase").annotate(n=Count("id"))
+    ):
+        counts[phase or status] = counts.get(phase or status, 0) + n
     family = GaugeMetricFamily("loop_runs", "Runs by status.", labels=["status"])
-    for status in Run.Status.values:
-        family.add_metric([status], counts.get(status, 0))
+    for word in Run.status_words():
+        family.add_metric([word], counts.get(word, 0))
     return [family]
 
 

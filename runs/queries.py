@@ -65,7 +65,7 @@ def run_list(*, status: str = "", recipe: str = "", search: str = "", before: in
     """One page of runs, newest first, and the id to continue from (None on the last page)."""
     runs = Run.objects.select_related("recipe", "recipe_version", "started_by").order_by("-id")
     if status:
-        runs = runs.filter(status=status)
+        runs = runs.filter(Run.showing(status))  # a kernel status, or a kind's phase
     if recipe:
         runs = runs.filter(recipe__slug=recipe)
     if search:
@@ -369,5 +369,4 @@ def run_page(run: Run, *, nodes_after: int | None = None) -> dict:
 def kind_context(run: Run) -> dict:
     """What the run's kind adds to every render of its pages (`LoopKind.run_context`): the
     words it uses for an iteration, say. Its panels bring their own (`LoopKind.run_parts`)."""
-    kind = kinds.of_run(run)
-    return kind.run_context(run) if kind is not None and kind.run_context is not None else {}
+    return kinds.of_run(run).run_context(run)

@@ -23,8 +23,7 @@ FINISHED = (Iteration.Status.COMPLETED, Iteration.Status.TIMED_OUT)
 def resumable(run: Run) -> bool:
     """Whether a failed or cancelled run of this kind may be resumed (not when its kind
     says why not, `LoopKind.resume_refused`: it is re-run instead)."""
-    kind = kinds.of_run(run)
-    return kind is None or not kind.resume_refused
+    return not kinds.of_run(run).resume_refused
 
 
 def resumed_nodes(run: Run) -> list[NodeRun]:

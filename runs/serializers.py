@@ -32,7 +32,8 @@ def run_summary(run: Run) -> dict:
         "id": run.pk,
         "recipe": run.recipe.slug,
         "version": run.recipe_version.number,
-        "status": run.status,
+        "status": run.status_word,  # its kind's phase when it has one
+        "phase": run.phase,
         "message": run.message,
         "inputs": run.inputs,
         "error": run.error,

@@ -1,4 +1,7 @@
-"""The only way in: every surface (pages, API, CLI) calls these, so a rule lives in one place.
+"""The kernel's way in: every surface (pages, API, CLI, MCP) starts, decides, cancels and
+resumes runs through these, so a rule lives in one place. What only one kind does has that
+kind's own services (a step machine's `loop tick` and handoffs:
+loops/stepmachine/services.py, loops/stepmachine/handoffs.py).
 
 Services validate, change state through the models inside a transaction, append events,
 and enqueue work on commit. They never render anything.
@@ -52,12 +55,7 @@ __all__ = [
     "NotFound",
     "ServiceError",
     "can_operate",
-    "require_operator",
 ]
-
-
-def require_operator(user) -> None:
-    Actor.operator(user, "console")
 
 
 # --- starting runs -------------------------------------------------------------------------
@@ -74,6 +72,21 @@ class Lineage:
     child_index: int | None = None
     rerun_of: Run | None = None
     forked: dict | None = None
+
+    def run_fields(self, actor: Actor) -> dict:
+        """What the run records of where it comes from, and who started it: a child run
+        is the engine's doing, on behalf of whoever started the parent."""
+        parent, forked = self.parent_node, self.forked
+        return {
+            "started_by": parent.run.started_by if parent is not None else actor.person,
+            "started_by_name": parent.run.started_by_name if parent is not None else actor.name,
+            "rerun_of": self.rerun_of,
+            "forked_from": forked["from"] if forked else None,
+            "fork_point": forked["point"] if forked else {},
+            "parent": parent.run if parent is not None else None,
+            "parent_node": parent,
+            "child_index": self.child_index,
+        }
 
 
 def start_run(
@@ -98,43 +111,17 @@ def start_run(
     `repository`: one a person chose on a remote surface (the start form, the API), which
     must be one the run's kind allows (`LoopKind.check_repository`); `workdir`: a folder
     the command line names, or one a rerun or fork inherits."""
-    from recipes.formats.budget import BudgetInvalid, clean_budget, merged
-    from recipes.inputs import InputsInvalid, clean_inputs
-
     lineage = lineage or Lineage()
-    parent_node, forked = lineage.parent_node, lineage.forked
-    if not recipe.enabled:
-        raise Conflict(f"Recipe '{recipe.slug}' is disabled.")
-    version = version or recipe.current_version
-    if version is None or not recipe.valid and version == recipe.current_version:
-        raise Conflict(f"Recipe '{recipe.slug}' has errors; fix it before starting a run.")
+    child = lineage.parent_node is not None
+    version = _startable_version(recipe, version)
     kind = kinds.get(recipe.kind)
     if repository:  # before anything else is read: where the run may work at all
-        if kind is None or kind.check_repository is None:
-            raise InputError({"repository": f"{recipe.kind} runs take no repository"})
         kind.check_repository(repository)
         workdir = repository
     spec, snapshot = _spec(recipe, version)
-    try:
-        spec_inputs = dict(getattr(spec, "inputs", {}) or {})
-        if parent_node is not None and not spec_inputs:
-            cleaned = dict(inputs or {})  # no declared inputs: a parent's values pass as given
-        else:
-            cleaned = clean_inputs(spec_inputs, inputs or {})
-    except InputsInvalid as exc:
-        raise InputError(exc.errors) from None
-    # A child run is the engine's doing, on behalf of whoever started the parent.
-    starter = parent_node.run.started_by if parent_node is not None else actor.person
-    starter_name = parent_node.run.started_by_name if parent_node is not None else actor.name
-    try:
-        given = clean_budget(budget, allow_empty_values=True)
-        limits = given if budget_replaces_recipe else merged(getattr(spec, "budget", None), given)
-    except BudgetInvalid as exc:
-        raise InputError({f"budget.{k}": v for k, v in exc.errors.items()}) from None
-    if kind is not None and kind.check_start is not None:
-        workdir = kind.check_start(
-            spec, cleaned, workdir, actor.person, message=message, child=parent_node is not None
-        )
+    cleaned = _cleaned_inputs(spec, inputs, child=child)
+    limits = _limits(spec, budget, replaces_recipe=budget_replaces_recipe)
+    workdir = kind.check_start(spec, cleaned, workdir, actor.person, message=message, child=child)
     with transaction.atomic():
         run = Run.objects.create(
             recipe=recipe,
@@ -142,23 +129,11 @@ def start_run(
             message=message,
             inputs=cleaned,
             budget=limits,
-            started_by=starter,
-            started_by_name=starter_name,
-            rerun_of=lineage.rerun_of,
-            forked_from=forked["from"] if forked else None,
-            fork_point=forked["point"] if forked else {},
             snapshot=snapshot,
             workdir=workdir,
-            parent=parent_node.run if parent_node is not None else None,
-            parent_node=parent_node,
-            child_index=lineage.child_index,
+            **lineage.run_fields(actor),
         )
-        base = Path(settings.LOOP_DATA_DIR) / "runs" / str(run.pk)
-        if base.exists():
-            # Left by a database that was reset while the data folder was kept: set aside.
-            base.rename(base.with_name(f"{run.pk}.orphaned-{timezone.now():%Y%m%d%H%M%S%f}"))
-        (Path(workdir) if workdir else base / "work").mkdir(parents=True, exist_ok=True)
-        (base / "artifacts").mkdir(parents=True, exist_ok=True)
+        _make_folders(run, workdir)
         run.append_event(
             "run_created",
             recipe=recipe.slug,
@@ -168,12 +143,57 @@ def start_run(
             budget=limits,
         )
         # The kind sets its run up; a run created without starting waits (`start=False`).
-        advance = kind.created(run, start) if kind is not None and kind.created else True
-        if forked:
-            forked["carry"](run)  # the fork's history, and where it goes on (runs.fork)
+        advance = kind.created(run, start)
+        if lineage.forked:
+            lineage.forked["carry"](run)  # the fork's history, and where it goes on (runs.fork)
         elif advance:
             dispatch.send_on_commit("advance_run", run.pk)
     return run
+
+
+def _startable_version(recipe: Recipe, version):
+    """The version a run of `recipe` starts on (`version`, or the current one), if it may."""
+    if not recipe.enabled:
+        raise Conflict(f"Recipe '{recipe.slug}' is disabled.")
+    version = version or recipe.current_version
+    if version is None or not recipe.valid and version == recipe.current_version:
+        raise Conflict(f"Recipe '{recipe.slug}' has errors; fix it before starting a run.")
+    return version
+
+
+def _cleaned_inputs(spec, inputs: dict | None, *, child: bool) -> dict:
+    """The run's inputs, checked against those the recipe declares."""
+    from recipes.inputs import InputsInvalid, clean_inputs
+
+    try:
+        spec_inputs = dict(getattr(spec, "inputs", {}) or {})
+        if child and not spec_inputs:
+            return dict(inputs or {})  # no declared inputs: a parent's values pass as given
+        return clean_inputs(spec_inputs, inputs or {})
+    except InputsInvalid as exc:
+        raise InputError(exc.errors) from None
+
+
+def _limits(spec, budget: dict | None, *, replaces_recipe: bool) -> dict:
+    """The run's budget: the limits given replace the recipe's one by one, or all of them."""
+    from recipes.formats.budget import BudgetInvalid, clean_budget, merged
+
+    try:
+        given = clean_budget(budget, allow_empty_values=True)
+        return given if replaces_recipe else merged(getattr(spec, "budget", None), given)
+    except BudgetInvalid as exc:
+        raise InputError({f"budget.{k}": v for k, v in exc.errors.items()}) from None
+
+
+def _make_folders(run: Run, workdir: str) -> None:
+    """The run's folders under LOOP_DATA_DIR: its work folder (unless it works in
+    `workdir`) and its artifacts."""
+    base = Path(settings.LOOP_DATA_DIR) / "runs" / str(run.pk)
+    if base.exists():
+        # Left by a database that was reset while the data folder was kept: set aside.
+        base.rename(base.with_name(f"{run.pk}.orphaned-{timezone.now():%Y%m%d%H%M%S%f}"))
+    (Path(workdir) if workdir else base / "work").mkdir(parents=True, exist_ok=True)
+    (base / "artifacts").mkdir(parents=True, exist_ok=True)
 
 
 def _spec(recipe, version):
@@ -186,7 +206,6 @@ def _spec(recipe, version):
 
 def rerun(run: Run, actor: Actor, *, on_current_version: bool = False) -> Run:
     """The same message and inputs again, on the run's recipe version (or the current one)."""
-    kind = kinds.of_run(run)
     return start_run(
         run.recipe,
         actor,
@@ -195,7 +214,7 @@ def rerun(run: Run, actor: Actor, *, on_current_version: bool = False) -> Run:
         version=None if on_current_version else run.recipe_version,
         budget=run.budget,
         # A kind that works on its repository (a step machine) stays; others get a new folder.
-        workdir=run.workdir if kind is not None and kind.rerun_keeps_workdir else "",
+        workdir=run.workdir if kinds.of_run(run).rerun_keeps_workdir else "",
         lineage=Lineage(rerun_of=run),
     )
 
@@ -215,7 +234,7 @@ def cancel_run(run: Run, actor: Actor, *, reason: str = "") -> Run:
     with transaction.atomic():
         run = lock_run(run.pk)
         if run.is_terminal:
-            raise Conflict(f"Run {run.pk} is already {run.status}.")
+            raise Conflict(f"Run {run.pk} is already {run.status_word}.")
         run.cancel(actor, reason)
     return run
 
@@ -233,7 +252,7 @@ def set_budget(run: Run, actor: Actor, limits: dict, *, resume: bool = False) ->
     with transaction.atomic():
         run = lock_run(run.pk)
         if run.is_terminal:
-            raise Conflict(f"Run {run.pk} is {run.status}; its budget no longer applies.")
+            raise Conflict(f"Run {run.pk} is {run.status_word}; its budget no longer applies.")
         budget = {k: v for k, v in {**run.budget, **given}.items() if k not in removed}
         if budget != run.budget:
             Run.objects.filter(pk=run.pk).update(budget=budget)
@@ -253,7 +272,7 @@ def _resume_budget_stop(run: Run, actor: Actor) -> None:
             f"Run {run.pk} is still over its budget ({over.words}); raise that limit first."
         )
     if not run.resume_within_budget(actor):
-        raise Conflict(f"Run {run.pk} is {run.status}, not stopped by its budget.")
+        raise Conflict(f"Run {run.pk} is {run.status_word}, not stopped by its budget.")
     budget.resume_held_work(run)
     run.update_status()
 
@@ -275,11 +294,10 @@ def resume_run(run: Run, actor: Actor) -> Run:
             return run
         if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED):
             raise Conflict(
-                f"Only a failed or cancelled run can be resumed; run {run.pk} is {run.status}."
+                f"Only a failed or cancelled run can be resumed; run {run.pk} is {run.status_word}."
             )
-        kind = kinds.of_run(run)
-        if kind is not None and kind.resume_refused:
-            raise Conflict(kind.resume_refused)
+        if refused := kinds.of_run(run).resume_refused:
+            raise Conflict(refused)
         reset = []
         for row in resuming.resumed_nodes(run):
             row.reset_for_resume()
@@ -289,4 +307,4 @@ def resume_run(run: Run, actor: Actor) -> Run:
     return run
 
 
-# --- gates: runs/decisions.py (re-exported here: the one way in stays this module) ------
+# --- gates: runs/decisions.py (re-exported above, so surfaces import them from here) ----

@@ -1,9 +1,10 @@
 from django.urls import path
 
-from runs import live_views, views, views_history, views_output
+from runs import live_views, views, views_history, views_output, views_start
 
 urlpatterns = [
     path("runs/", views.run_list, name="run_list"),
+    path("recipes/<slug:slug>/start/", views_start.recipe_start, name="recipe_start"),
     path("runs/live/", live_views.inbox_stream, name="inbox_live"),
     path("runs/compare/", views_history.iteration_compare, name="iteration_compare"),
     path("runs/<int:run_id>/", views.run_detail, name="run_detail"),

@@ -114,8 +114,7 @@ PARTS = {
 
 
 def _kind_parts(run) -> dict:
-    kind = kinds.of_run(run)
-    return dict(kind.run_parts) if kind is not None else {}
+    return dict(kinds.of_run(run).run_parts)
 
 
 def _parts(run) -> dict:

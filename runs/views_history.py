@@ -54,7 +54,7 @@ def _fork_context(run: Run, it: Iteration, **extra) -> dict:
         "run": run,
         "it": it,
         "is_workflow": workflow,
-        # Some kinds are forked with feedback only (a driven loop: loops/forking.py).
+        # Some kinds are forked with feedback only (a driven loop: loops/driven/forking.py).
         "prompt_editable": bool(getattr(continuation_for(row, run), "edits_prompt", False)),
         "prompt": template,
         "feedback": "",

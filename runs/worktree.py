@@ -109,8 +109,7 @@ def on_run_created(sender, instance, created: bool, **kwargs) -> None:
     database left under the same run id) and before its first task is sent."""
     if not created or not instance.workdir or not enabled():
         return
-    kind = kinds.of_run(instance)
-    if kind is not None and kind.own_worktrees:
+    if kinds.of_run(instance).own_worktrees:
         return  # the kind makes its own isolation (a step machine: one per role)
     repository = repository_root(instance.workdir)
     if repository is not None:

@@ -89,6 +89,23 @@ def bundled(db):
     return {r.slug: r for r in Recipe.objects.all()}
 
 
+# --- script runtimes ----------------------------------------------------------------
+
+
+def requires_runtime(name: str):
+    """A mark that skips the test, saying why, when the workers cannot find the script
+    runtime `name` (`uv`, `bun`) the way they look for it (runs.executor.script). `make dev`
+    installs bun from the npm registry when npm is there; without it the tests of
+    `runtime: bun` are skipped, not failed."""
+    from runs.executor.script import find_runtime
+
+    return pytest.mark.skipif(
+        find_runtime(name) is None,
+        reason=f"{name} is not installed (`make dev` installs it with npm): the scripts with "
+        f"runtime: {name} cannot run here",
+    )
+
+
 # --- a real worker ---------------------------------------------------------------------
 
 
@@ -119,6 +136,12 @@ class Worker:
         self.proc: subprocess.Popen | None = None
 
     def start(self, concurrency: int = 4):
+        test = RUNNING_TEST[0]
+        if test is not None and test.get_closest_marker("worker") is None:
+            raise RuntimeError(
+                f"{test.nodeid} starts a Celery worker but is not marked `worker`: add the "
+                "fixture that starts it to WORKER_FIXTURES (tests/conftest.py), or mark the test"
+            )
         self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [
@@ -170,11 +193,49 @@ class Worker:
             self.log.close()
 
 
+# The fixtures that start a real Celery worker process (`Worker.start`), and those that
+# launch Chromium: a test using one, directly or through another fixture, is marked
+# `worker` or `browser` from its fixtures (below), so `-m "not worker"` leaves out every
+# test that needs a worker without each file having to say so. A new fixture that starts
+# a worker or a browser belongs here.
+WORKER_FIXTURES = frozenset(
+    {
+        "celery_worker",  # the session's worker (`live_worker` uses it)
+        "canary_worker",  # tests/sandbox: private workers
+        "doomed_worker",
+        "unsandboxed_worker",
+        "required_worker",
+        "toy_worker_process",  # tests/toy_kind
+        "fault_engine",  # tests/faults: starts the workers each test asks for
+    }
+)
+BROWSER_FIXTURES = frozenset({"chromium", "page"})
+
+
+# The test being run (its setup, call and teardown), for Worker.start's check that every
+# test starting a worker is marked so.
+RUNNING_TEST: list = [None]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    RUNNING_TEST[0] = item
+
+
 def pytest_collection_modifyitems(config, items):
-    """Browser tests last. Their session-wide Playwright keeps an event loop running in the
-    test process, where a later in-process `asyncio.run` (a Python loop's workflow) would
-    refuse to start. xdist hands tests out in this order, so a process that has run a
+    """Mark each test from its fixtures (`item.fixturenames` is their whole closure):
+    `worker` for one of WORKER_FIXTURES, `browser` for one of BROWSER_FIXTURES.
+
+    Then browser tests last. Their session-wide Playwright keeps an event loop running in
+    the test process, where a later in-process `asyncio.run` (a Python loop's workflow)
+    would refuse to start. xdist hands tests out in this order, so a process that has run a
     browser test is given only browser tests after it."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & WORKER_FIXTURES and item.get_closest_marker("worker") is None:
+            item.add_marker(pytest.mark.worker)
+        if fixtures & BROWSER_FIXTURES and item.get_closest_marker("browser") is None:
+            item.add_marker(pytest.mark.browser)
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
 
 
@@ -329,13 +390,23 @@ def _worker_idle(connection, queue: str = "") -> bool:
 
 
 # On a busy machine (two cores shared with other suites, or a CPU hog) a worker can take
-# many times longer than on a quiet one. A wait returns as soon as its event happens, so a
-# generous floor costs nothing when things go right: no wait gives up sooner than this.
-WAIT_FLOOR_SECONDS = float(os.environ.get("LOOP_TEST_WAIT_SECONDS", "90"))
+# many times longer than on a quiet one. A wait returns as soon as its event happens, so
+# generous limits cost nothing when things go right.
+WAIT_SCALE = float(os.environ.get("LOOP_TEST_WAIT_SCALE", "3"))
+WAIT_MIN_SECONDS = 10 * WAIT_SCALE
 
 
 def wait_for(predicate, timeout: float = 30, interval: float = 0.05, message: str = ""):
-    timeout = max(timeout, WAIT_FLOOR_SECONDS)
+    """Call `predicate` every `interval` seconds until it returns something true, and return
+    that; fail if it has not after the scaled timeout.
+
+    `timeout` is what the wait takes on a quiet machine, not a window the test measures: it
+    is multiplied by LOOP_TEST_WAIT_SCALE (default 3, so that a busy 2-core machine passes;
+    raise it on a slower one) and never less than 10 s times that scale (30 s by default).
+    A test that must see something happen quickly asserts that itself; a test waits for an
+    event, never for wall-clock time to pass. The whole test is still bounded by pytest's
+    timeout (pyproject.toml)."""
+    timeout = max(timeout * WAIT_SCALE, WAIT_MIN_SECONDS)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

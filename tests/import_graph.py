@@ -19,19 +19,19 @@ from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# The project's top-level packages; `recipes` holds two apps of its own (the loop kinds).
+# The project's top-level packages; `loops` holds one app per kind of loop.
 PACKAGES = ("runs", "recipes", "loops", "notifications", "console")
-NESTED_APPS = ("recipes.planeai", "recipes.python")
+NESTED_APPS = ("loops",)  # each package right under these is an app
 SKIPPED_FOLDERS = {"migrations", "templates", "static", "__pycache__"}
 
 Graph = dict[str, set[str]]
 
 
 def app_of(module: str) -> str:
-    for nested in NESTED_APPS:
-        if module == nested or module.startswith(nested + "."):
-            return nested
-    return module.split(".")[0]
+    parts = module.split(".")
+    if parts[0] in NESTED_APPS and len(parts) > 1:
+        return ".".join(parts[:2])
+    return parts[0]
 
 
 def modules(root: Path = ROOT, packages: Iterable[str] = PACKAGES) -> dict[str, Path]:
@@ -155,14 +155,19 @@ def cross_app_cycles(graph: Graph) -> list[tuple[list[str], list[str]]]:
 
 
 def imports_of(graph: Graph, importer_app: str, forbidden: Iterable[str]) -> list[str]:
-    """Edges from modules of `importer_app` to modules of the `forbidden` apps."""
+    """Edges from modules of `importer_app` to modules of the `forbidden` apps (a parent
+    folder of apps, such as `loops`, forbids each app in it)."""
     forbidden = tuple(forbidden)
+
+    def is_forbidden(app: str) -> bool:
+        return any(app == name or app.startswith(name + ".") for name in forbidden)
+
     return sorted(
         f"{source} -> {target}"
         for source, targets in graph.items()
         if app_of(source) == importer_app
         for target in targets
-        if app_of(target) in forbidden
+        if is_forbidden(app_of(target))
     )
 
 

@@ -119,7 +119,8 @@ def test_every_app_and_its_files_come_from_the_installed_copy(installed):
         "print(json.dumps({"
         "'apps': [a.path for a in apps.get_app_configs() if a.name.split('.')[0] != 'django'],"
         "'templates': [get_template(n).origin.name for n in"
-        " ('base.html', 'admin/base_site.html', 'runs/detail.html')],"
+        " ('base.html', 'admin/base_site.html', 'runs/detail.html', 'loops/detail.html',"
+        " 'planeai/review.html')],"
         "'static': [finders.find(n) for n in ('css/console.css', 'favicon.svg')]}))"
     )
     found = json.loads(installed("shell", "-c", probe).splitlines()[-1])
@@ -128,6 +129,18 @@ def test_every_app_and_its_files_come_from_the_installed_copy(installed):
     assert ours and all(path.startswith(target) for path in ours), found["apps"]
     for path in found["templates"] + found["static"]:
         assert path and path.startswith(target), found
+
+
+def test_the_login_page_comes_from_the_installed_copy(installed):
+    """The project's templates/ and static/ sit at the top of the checkout; the wheel
+    carries them (pyproject.toml's force-include) and the page renders from there."""
+    installed("migrate", "--noinput")
+    probe = (
+        "from django.test import Client;"
+        "page = Client().get('/accounts/login/', HTTP_HOST='localhost');"
+        "print(page.status_code, 'name=\"password\"' in page.content.decode())"
+    )
+    assert installed("shell", "-c", probe).splitlines()[-1] == "200 True"
 
 
 def test_recipe_sync_finds_the_bundled_recipes(installed):

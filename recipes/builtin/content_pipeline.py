@@ -13,7 +13,7 @@ import sys
 
 from pydantic import BaseModel
 
-from recipes.python import (
+from loops.python import (
     Agent,
     LoopWorkflow,
     ParallelWorkflow,

@@ -16,7 +16,7 @@ import sys
 
 from pydantic import BaseModel
 
-from recipes.python import Agent, AgentResult, LoopWorkflow
+from loops.python import Agent, AgentResult, LoopWorkflow
 
 
 class Review(BaseModel):

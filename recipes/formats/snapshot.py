@@ -4,7 +4,7 @@ lives, its spec loads from those texts (runs.executor.spec), never the disk. An 
 reaches new runs at once and never changes, or breaks, a run in flight.
 
 The loader knows no runs: the two places that read such files (recipes.formats.commands,
-recipes.formats.include) ask here first, and tell here what they read.
+loops.workflow.include) ask here first, and tell here what they read.
 
 A snapshot is plain JSON: `{"commands": {key: body}, "workflows": {name: {"path", "source"}}}`.
 """

@@ -7,12 +7,12 @@ and passes it in `AgentRequest.tools`:
 - HTTP providers offer them as function tools and call `ToolBox.call` in-process;
 - CLI agents reach the same `ToolBox` through the worker: while the agent runs,
   `runs.agent_tools.serve.serving` listens on a private unix socket, and
-  `manage.py loop tool NAME --arg value` or `manage.py loop mcp` (an MCP stdio server)
-  forward calls to it with the call's token. The agent's process needs no database
-  access and sees no secret but that token.
+  `manage.py loop tool NAME --arg value` or `manage.py loop mcp` (an MCP stdio server),
+  both answered by `relay/loop_tools.py`, forward calls to it with the call's token. The
+  agent's process needs no database access and sees no secret but that token.
 
-This module imports nothing from Django: the client side (`client.py`, `mcp.py`) runs in
-the agent's process, which has no console settings.
+This module imports nothing from Django; the client side (`relay/loop_tools.py`, standard
+library only) runs in the agent's process, which has no console settings.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""One agent call with structured output: validate, and re-ask best-effort providers."""
+"""One agent call, the same for every kind of loop: its request (`request_for`), how it
+runs (`run_call`), and its structured output, validated, with best-effort providers re-asked
+(`call_agent`)."""
 
 from __future__ import annotations
 
@@ -15,11 +17,19 @@ from runs.engine.structured import (
     validate_payload,
 )
 from runs.outputs import max_bytes, size_words, utf8_size
-from runs.providers.base import AgentRequest, AgentResult, Provider, ProviderError
+from runs.providers.base import (
+    DEFAULT_IDLE_TIMEOUT_MS,
+    AgentRequest,
+    AgentResult,
+    Cancelled,
+    Provider,
+    ProviderError,
+)
 
 # Nothing here imports the console's models or reads its settings at import: a Python loop
-# run as a plain script, without the console (recipes.python.hosts.DirectHost), calls
-# `call_agent` too. The lease keeping below is imported only when there is a lease.
+# run as a plain script, without the console (loops.python.hosts.DirectHost), calls
+# `request_for` and `run_call` too. What needs the console (a run's environment, the lease
+# keeping) is imported only when there is a run or a lease.
 
 MAX_REASKS = 3
 TRANSIENT_RETRIES = 3
@@ -39,6 +49,102 @@ class AgentOutcome:
     provider: str = ""  # the provider's name, for the conversation it returned
     # The row's output_file / output_bytes once OutputStream.keep recorded it (runs/outputs.py)
     fields: dict = field(default_factory=dict)
+
+
+def request_for(
+    run,
+    node,
+    prompt: str,
+    *,
+    node_id: str,
+    iteration: int,
+    spec=None,
+    model: str | None = None,
+    schema: dict | None = None,
+    session_id: str | None = None,
+    workdir: str | None = None,
+    ctx=None,
+    env: dict[str, str] | None = None,
+    tools=None,
+    read_only: bool = False,
+    auto_approve: bool = False,
+) -> AgentRequest:
+    """The request of one agent call of `run` (None: a Python loop run as a plain script):
+    `prompt` (made by `prepare_prompt`) for the agent `node` declares (a workflow's node, a
+    driven recipe's agent, a step machine's role, a Python `Agent`) in the recipe `spec`.
+
+    What every kind's agent gets, decided here and nowhere else:
+    - its environment: the run's variables (`step_env`: from `ctx`, the variables its prompt
+      was made from, else the run's own), with the kind's own `env` on top;
+    - its idle timeout: the node's `idle_timeout` (milliseconds), else
+      DEFAULT_IDLE_TIMEOUT_MS;
+    - the network, unless the node says `network: none` (`agent_network`);
+    - the recipe's `limits`, each replaced by the node's (`limits_of`);
+    - its model: `model` (the kind's own choice, a loop_group's), else the node's, else the
+      recipe's; its working folder: `workdir`, else the run's.
+    A node or recipe that declares none of these gets the defaults."""
+    from runs.sandbox import agent_network, limits_of
+
+    if run is not None:
+        from .context import run_context, run_dirs, step_env
+
+        env = {**step_env(run, ctx or run_context(run)), **(env or {})}
+        workdir = workdir or str(run_dirs(run)[0])
+    return AgentRequest(
+        prompt=prompt,
+        workdir=workdir,
+        session_id=session_id,
+        model=model or getattr(node, "model", None) or getattr(spec, "model", None),
+        output_schema=schema,
+        idle_timeout=(getattr(node, "idle_timeout", None) or DEFAULT_IDLE_TIMEOUT_MS) / 1000,
+        env=dict(env or {}),
+        run_id=getattr(run, "pk", None),
+        node_id=node_id,
+        iteration=iteration,
+        tools=tools,
+        read_only=read_only,
+        auto_approve=auto_approve,
+        network=agent_network(getattr(node, "network", None)),
+        limits=limits_of(getattr(spec, "limits", None), getattr(node, "limits", None)),
+    )
+
+
+def run_call(
+    provider: Provider, request: AgentRequest, output, *, on_chunk=None, inspect=None
+) -> AgentOutcome:
+    """Run `request` on `provider`, the way every kind does, and return its AgentOutcome.
+
+    The agent's output streams into `output`: an OutputStream, whose flushes prove the work
+    is still this worker's (they raise Cancelled once it was cancelled or taken over), or
+    any callback (a Python loop run as a plain script keeps nothing). `on_chunk`: what the
+    provider is handed instead, when the kind does more with each chunk (it passes them on
+    to `output`). The answer is re-asked until it fits `request.output_schema`, then
+    published and kept as its row keeps it (LOOP_MAX_OUTPUT_BYTES), the lease renewed
+    meanwhile; `inspect(outcome)` sees the whole answer first (a loop's completion signals).
+
+    Cancelled: what the agent printed is kept on the cancelled row, and Cancelled raised
+    again. Its usage (tokens, cost), session and tool calls travel in the outcome: the kind
+    records them with the call's end (`Iteration.complete`), in the same transaction."""
+    feed = on_chunk or output
+    keeps = hasattr(output, "keep")
+    try:
+        outcome = call_agent(provider, request, feed, request.output_schema)
+    except Cancelled:
+        if keeps:
+            output.keep_after_cancel()
+        raise
+    if not keeps:
+        if inspect is not None:
+            inspect(outcome)
+        return outcome
+    from .lease import keep_lease, renewer
+
+    output.publish()
+    with keep_lease(renewer(feed)):  # the agent has returned: nothing else renews it
+        if inspect is not None:
+            inspect(outcome)
+        output.keep(outcome)
+    return outcome
 
 
 def prepare_prompt(prompt: str, provider: Provider, schema: dict | None) -> str:

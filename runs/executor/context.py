@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from django.conf import settings
@@ -104,6 +105,21 @@ def _scope_outputs(spec, run, group: NodeRun | None, iteration: int) -> dict[str
     }
 
 
+def run_context(run) -> VarContext:
+    """The run's own variables (its message, inputs and folders), for an agent whose prompt
+    was not made from a workflow's variables (a step machine's role, a Python agent): its
+    environment (`step_env`) then carries the same values a workflow's agents get."""
+    workdir, artifacts = run_dirs(run)
+    return VarContext(
+        user_message=run.message,
+        artifacts_dir=str(artifacts),
+        base_branch=_base_branch(workdir),
+        docs_dir="docs/",
+        workflow_id=str(run.pk),
+        inputs=dict(run.inputs or {}),
+    )
+
+
 def build_context(
     run,
     spec,
@@ -112,7 +128,6 @@ def build_context(
     loop_user_input: str = "",
     loop_prev_output: str = "",
 ) -> VarContext:
-    workdir, artifacts = run_dirs(run)
     outputs = _scope_outputs(spec, run, None, 0)
     known = {n.id for n in spec.nodes}
     loop_prev = None
@@ -127,13 +142,8 @@ def build_context(
         ).first()
         if current is not None and not loop_user_input:
             loop_user_input = current.feedback
-    ctx = VarContext(
-        user_message=run.message,
-        artifacts_dir=str(artifacts),
-        base_branch=_base_branch(workdir),
-        docs_dir="docs/",
-        workflow_id=str(run.pk),
-        inputs=dict(run.inputs or {}),
+    ctx = replace(
+        run_context(run),
         node_outputs=outputs,
         known_nodes=frozenset(known),
         loop_user_input=loop_user_input,

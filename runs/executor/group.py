@@ -8,6 +8,7 @@ every body node is terminal it enqueues `finish_group_iteration`, which checks c
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db import transaction
@@ -87,65 +88,109 @@ def finish_group_iteration(group_row_id: int, number: int) -> None:
     run = group.run
     spec = spec_for(run)
     group_spec = spec.node(group.node_id).loop_group
-    prefix = group.node_id + "."
-    body = {
-        r.node_id.removeprefix(prefix): r
-        for r in NodeRun.objects.filter(
-            run=run, iteration=number, generation=group.generation, node_id__startswith=prefix
-        )
-    }
-    failed = next((r for r in body.values() if r.status == NodeRun.Status.FAILED), None)
-    terminal = body.get(terminal_body_id(group_spec))
-    output = terminal.output if terminal and terminal.status == NodeRun.Status.COMPLETED else ""
-    raw = (terminal.state.get("raw") if terminal else None) or output
-    # The iteration's output is its last body step's, with the file of its full output.
-    done = terminal is not None and terminal.status == NodeRun.Status.COMPLETED
-    kept = {
-        "output_file": terminal.output_file if done else "",
-        "output_bytes": terminal.output_bytes if done else None,
-    }
-    fired: list[str] = []
-    error = None
-    if failed is None:
-        if group_spec.until and detect_signal(raw, group_spec.until):
-            fired.append("until")
-        if group_spec.until_bash and not fired:
-            try:
-                ctx = build_context(run, spec, terminal or group)
-                stream = OutputStream(Iteration, it.pk, it.attempts, run.pk)
-                sandbox = step_sandbox(run, spec, node_spec(spec, group.node_id))
-                if _until_bash(group_spec.until_bash, ctx, run, stream, sandbox):
-                    fired.append("until_bash")
-            except VariableError as exc:
-                error = f"until_bash: {exc}"
-            except Exception as exc:  # reported on the node
-                log.exception("until_bash of %s crashed", group.node_id)
-                error = f"until_bash: {plain_cause(exc)} (details in the worker's log)"
+    body = _Body.of(group, number, terminal_body_id(group_spec))
+    fired, error = [], None
+    if body.failed is None:
+        fired, error = _fired(it, spec, group, group_spec, body)
     with transaction.atomic():
         run = lock_run(run.pk)
         group.refresh_from_db()
         if run.is_terminal or group.status != NodeRun.Status.RUNNING:
             return
-        if failed is not None or error:
-            error = error or f"body node '{failed.node_id}' failed: {failed.error}"
+        if body.failed is not None or error:
+            error = error or f"body node '{body.failed.node_id}' failed: {body.failed.error}"
             if it.fail(run, error):
                 group.fail(run, error)
             return
-        if not it.complete(
-            run,
-            **body_usage(body.values()),
-            output=output,
-            raw_output=raw,
-            structured=terminal.structured if terminal else None,
-            channels=fired,
-            **kept,
-        ):
-            return
-        columns = {"output": output, "structured": it.structured, **kept}
-        settle_loop(run, group, group_spec, it, fired, columns)
-        if group.status == NodeRun.Status.RUNNING and group.iteration_count > number:
-            group.state = {**group.state, "phase": "body"}
-            group.save(update_fields=["state"])
+        _complete(run, group, group_spec, it, body, fired)
+
+
+@dataclass(frozen=True)
+class _Body:
+    """The body's rows of one group iteration (by their id in the body), the first that
+    failed, and the last step's (`terminal`), whose output is the iteration's."""
+
+    rows: dict[str, NodeRun]
+    failed: NodeRun | None
+    terminal: NodeRun | None
+
+    @classmethod
+    def of(cls, group: NodeRun, number: int, terminal_id: str) -> _Body:
+        prefix = group.node_id + "."
+        rows = {
+            r.node_id.removeprefix(prefix): r
+            for r in NodeRun.objects.filter(
+                run=group.run,
+                iteration=number,
+                generation=group.generation,
+                node_id__startswith=prefix,
+            )
+        }
+        failed = next((r for r in rows.values() if r.status == NodeRun.Status.FAILED), None)
+        return cls(rows, failed, rows.get(terminal_id))
+
+    @property
+    def done(self) -> bool:
+        return self.terminal is not None and self.terminal.status == NodeRun.Status.COMPLETED
+
+    @property
+    def output(self) -> str:
+        return self.terminal.output if self.done else ""
+
+    @property
+    def raw(self) -> str:
+        return (self.terminal.state.get("raw") if self.terminal else None) or self.output
+
+    @property
+    def kept(self) -> dict:
+        """The file of the iteration's full output: its last body step's."""
+        return {
+            "output_file": self.terminal.output_file if self.done else "",
+            "output_bytes": self.terminal.output_bytes if self.done else None,
+        }
+
+
+def _fired(it: Iteration, spec, group: NodeRun, group_spec, body: _Body):
+    """The group's completion conditions the iteration met (`until_bash` only if `until`
+    did not), and the error of an `until_bash` that could not run."""
+    run = group.run
+    fired: list[str] = []
+    if group_spec.until and detect_signal(body.raw, group_spec.until):
+        fired.append("until")
+    if group_spec.until_bash and not fired:
+        try:
+            ctx = build_context(run, spec, body.terminal or group)
+            stream = OutputStream(Iteration, it.pk, it.attempts, run.pk)
+            sandbox = step_sandbox(run, spec, node_spec(spec, group.node_id))
+            if _until_bash(group_spec.until_bash, ctx, run, stream, sandbox):
+                fired.append("until_bash")
+        except VariableError as exc:
+            return fired, f"until_bash: {exc}"
+        except Exception as exc:  # reported on the node
+            log.exception("until_bash of %s crashed", group.node_id)
+            return fired, f"until_bash: {plain_cause(exc)} (details in the worker's log)"
+    return fired, None
+
+
+def _complete(run: Run, group: NodeRun, group_spec, it: Iteration, body: _Body, fired) -> None:
+    """The iteration ended well: complete it with its body's output and usage, and let the
+    loop rule decide (complete, gate, fail or go on)."""
+    terminal, kept = body.terminal, body.kept
+    if not it.complete(
+        run,
+        **body_usage(body.rows.values()),
+        output=body.output,
+        raw_output=body.raw,
+        structured=terminal.structured if terminal else None,
+        channels=fired,
+        **kept,
+    ):
+        return
+    columns = {"output": body.output, "structured": it.structured, **kept}
+    settle_loop(run, group, group_spec, it, fired, columns)
+    if group.status == NodeRun.Status.RUNNING and group.iteration_count > it.number:
+        group.state = {**group.state, "phase": "body"}
+        group.save(update_fields=["state"])
 
 
 def body_usage(rows) -> dict:

@@ -4,6 +4,7 @@ its own, one `run_iteration` task each (runs/dispatch.py may chain quick ones)."
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import OuterRef, Subquery
@@ -12,21 +13,19 @@ from console.redact import plain_cause
 from runs import kinds
 from runs.engine.completion import detect_signal, gate_text, until_field_met
 from runs.engine.deadlines import GateDeadline
-from runs.engine.variables import VariableError, substitute, substitute_shell
+from runs.engine.variables import VarContext, VariableError, substitute, substitute_shell
 from runs.models import Gate, Iteration, NodeRun, Run, batched
 from runs.providers import registry
-from runs.providers.base import AgentRequest, Cancelled, ProviderError
-from runs.sandbox import agent_network, limits_of, run_process
+from runs.providers.base import Cancelled, ProviderError
+from runs.sandbox import run_process
 
-from .agent import StepFailed, call_agent, prepare_prompt
-from .context import build_context, run_dirs, step_env, step_sandbox
-from .lease import keep_lease
+from .agent import StepFailed, prepare_prompt, request_for, run_call
+from .context import build_context, step_env, step_sandbox
 from .spec import node_spec, spec_for
 from .state import lock_run, max_iterations_error, on_fresh_connection
 from .stream import OutputStream
 
 log = logging.getLogger(__name__)
-DEFAULT_IDLE_TIMEOUT_MS = 30 * 60 * 1000
 
 
 def declared_channels(loop) -> list[str]:
@@ -55,85 +54,34 @@ def start_loop(run: Run, spec, node, row: NodeRun) -> None:
 
 
 def run_iteration(iteration_id: int) -> None:
-    # One read: the iteration, its node, its run and recipe version, and the previous
-    # iteration's output ($LOOP_PREV_OUTPUT), whatever the run's history.
-    it = (
-        Iteration.objects.select_related("node_run", "run__recipe_version", "run__recipe")
-        .annotate(previous_output=_previous_output())
-        .filter(pk=iteration_id, status=Iteration.Status.PENDING)
-        .first()
-    )
+    it = _pending_iteration(iteration_id)
     if it is None:
         return  # duplicate delivery or cancelled
-    kind = kinds.for_node(it.node_run.kind)
-    if kind is not None and it.node_run.kind in kind.iterations:
-        return kind.iterations[it.node_run.kind](it)  # a loop kind's own iteration (runs.kinds)
-    run, row = it.run, it.node_run
+    row_kind = it.node_run.kind
+    kinds.for_node(row_kind).iterations[row_kind](it)  # its kind's: a workflow's run_loop_iteration
+
+
+def run_loop_iteration(it: Iteration) -> None:
+    """One iteration of a workflow's `loop` node (loops/workflow/kind.py registers it)."""
+    run = it.run
     if run.is_terminal:
         return
     spec = spec_for(run)
-    node = node_spec(spec, row.node_id)
-    loop = node.loop
-    prompt, session_id, prompt_error = "", None, None
+    node = node_spec(spec, it.node_run.node_id)
+    turn, prompt_error = None, None
     try:
-        prev = "" if it.number <= 1 or it.after_gate else (it.previous_output or "")
-        ctx = build_context(run, spec, row, loop_user_input=it.feedback, loop_prev_output=prev)
-        provider = registry.resolve(node.provider or spec.provider, spec)
-        template = row.state.get("prompt_template") or loop.prompt
-        prompt = prepare_prompt(substitute(template, ctx), provider, node.output_format)
-        threaded = not loop.fresh_context and it.number > 1
-        session_id = row.state.get("session_id") if threaded else None
+        turn = _prepare(it, spec, node)
     except (OperationalError, InterfaceError):
         raise
     except Exception as exc:  # noqa: BLE001 - claimed, then reported below like any failure
         prompt_error = exc
-    # Claim, record the prompt and log the start in one statement (round trips are most
-    # of the engine's cost per iteration). The prompt was built from reads only, so a
-    # duplicate delivery that loses the claim has changed nothing.
-    if prompt_error is None:
-        if not Iteration.objects.claim_logged(it, prompt, session_id):
-            return
-    else:
-        with transaction.atomic():
-            locked = lock_run(run.pk, with_recipe=False)
-            if locked.is_terminal or not it.start(locked, prompt, session_id):
-                return
+    if not _claim(it, turn):
+        return
     stream = OutputStream(Iteration, it.pk, it.attempts, run.pk)
     try:
         if prompt_error is not None:
             raise prompt_error
-        workdir, _ = run_dirs(run)
-        request = AgentRequest(
-            prompt=prompt,
-            workdir=str(workdir),
-            session_id=session_id,
-            model=node.model or spec.model,
-            output_schema=node.output_format,
-            idle_timeout=(node.idle_timeout or DEFAULT_IDLE_TIMEOUT_MS) / 1000,
-            env=step_env(run, ctx),
-            run_id=run.pk,
-            node_id=row.node_id,
-            iteration=it.number,
-            network=agent_network(node.network),
-            limits=limits_of(spec.limits, node.limits),
-        )
-        outcome = call_agent(provider, request, stream, node.output_format)
-        stream.publish()
-        fired = []
-        with keep_lease(stream.renew_lease):  # the agent has returned: nothing else renews it
-            if loop.until and detect_signal(outcome.raw, loop.until):
-                fired.append("until")
-            if loop.until_field and until_field_met(outcome.payload, loop.until_field):
-                fired.append("until_field")
-            # Signals were looked for in the whole output; from here on only its end is kept
-            # (LOOP_MAX_OUTPUT_BYTES) and the rest is in the file.
-            stream.keep(outcome)
-        if (
-            loop.until_bash
-            and not fired
-            and _until_bash(loop.until_bash, ctx, run, stream, step_sandbox(run, spec, node))
-        ):
-            fired.append("until_bash")
+        outcome, fired = _ask(it, spec, node, turn, stream)
     except Cancelled:
         stream.keep_after_cancel()
         return
@@ -148,6 +96,91 @@ def run_iteration(iteration_id: int) -> None:
         on_fresh_connection(_iteration_failed, it, error, stream)
         return
     on_fresh_connection(_iteration_done, it, node, outcome, fired)
+
+
+def _pending_iteration(iteration_id: int) -> Iteration | None:
+    """One read: the iteration, its node, its run and recipe version, and the previous
+    iteration's output ($LOOP_PREV_OUTPUT), whatever the run's history."""
+    return (
+        Iteration.objects.select_related("node_run", "run__recipe_version", "run__recipe")
+        .annotate(previous_output=_previous_output())
+        .filter(pk=iteration_id, status=Iteration.Status.PENDING)
+        .first()
+    )
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """What an iteration asks its agent, built from reads only."""
+
+    ctx: VarContext
+    provider: object
+    prompt: str
+    session_id: str | None
+
+
+def _prepare(it: Iteration, spec, node) -> _Turn:
+    run, row, loop = it.run, it.node_run, node.loop
+    prev = "" if it.number <= 1 or it.after_gate else (it.previous_output or "")
+    ctx = build_context(run, spec, row, loop_user_input=it.feedback, loop_prev_output=prev)
+    provider = registry.resolve(node.provider or spec.provider, spec)
+    template = row.state.get("prompt_template") or loop.prompt
+    prompt = prepare_prompt(substitute(template, ctx), provider, node.output_format)
+    threaded = not loop.fresh_context and it.number > 1
+    session_id = row.state.get("session_id") if threaded else None
+    return _Turn(ctx, provider, prompt, session_id)
+
+
+def _claim(it: Iteration, turn: _Turn | None) -> bool:
+    """Claim, record the prompt and log the start in one statement (round trips are most
+    of the engine's cost per iteration). The prompt was built from reads only, so a
+    duplicate delivery that loses the claim has changed nothing. With no `turn` (its
+    prompt could not be built) the iteration is claimed with none, to fail it."""
+    if turn is not None:
+        return Iteration.objects.claim_logged(it, turn.prompt, turn.session_id)
+    with transaction.atomic():
+        locked = lock_run(it.run_id, with_recipe=False)
+        return not locked.is_terminal and it.start(locked, "", None)
+
+
+def _ask(it: Iteration, spec, node, turn: _Turn, stream: OutputStream) -> tuple:
+    """The agent's answer to the iteration's prompt, streamed as it comes, and the
+    completion conditions it met; `until_bash` runs only if no other did."""
+    run, loop = it.run, node.loop
+    request = request_for(
+        run,
+        node,
+        turn.prompt,
+        spec=spec,
+        node_id=it.node_run.node_id,
+        iteration=it.number,
+        schema=node.output_format,
+        session_id=turn.session_id,
+        ctx=turn.ctx,
+    )
+    fired: list[str] = []
+    # Signals are looked for in the whole answer, before it is cut to what the row keeps
+    # (LOOP_MAX_OUTPUT_BYTES; the rest is in the file).
+    outcome = run_call(
+        turn.provider, request, stream, inspect=lambda answer: fired.extend(_signals(loop, answer))
+    )
+    if (
+        loop.until_bash
+        and not fired
+        and _until_bash(loop.until_bash, turn.ctx, run, stream, step_sandbox(run, spec, node))
+    ):
+        fired.append("until_bash")
+    return outcome, fired
+
+
+def _signals(loop, outcome) -> list[str]:
+    """The completion signals in the agent's answer (`until`, `until_field`)."""
+    fired = []
+    if loop.until and detect_signal(outcome.raw, loop.until):
+        fired.append("until")
+    if loop.until_field and until_field_met(outcome.payload, loop.until_field):
+        fired.append("until_field")
+    return fired
 
 
 def _previous_output():

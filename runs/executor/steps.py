@@ -15,14 +15,14 @@ from runs.engine.variables import VariableError, substitute, substitute_shell
 from runs.models import Gate, NodeRun, Run
 from runs.models.agent_call import record_call
 from runs.providers import registry
-from runs.providers.base import AgentRequest, Cancelled, ProviderError
-from runs.sandbox import agent_network, limits_of, run_process
+from runs.providers.base import Cancelled, ProviderError
+from runs.sandbox import run_process
 
 from . import group as group_exec
 from . import loop as loop_exec
 from . import subrun
-from .agent import StepFailed, call_agent, prepare_prompt
-from .context import build_context, run_dirs, step_env, step_sandbox
+from .agent import StepFailed, prepare_prompt, request_for, run_call
+from .context import build_context, step_env, step_sandbox
 from .script import run_script
 from .spec import SpecError, node_spec, spec_for
 from .state import lock_run
@@ -40,6 +40,11 @@ def start_node(node_run_id: int) -> None:
     except (SpecError, KeyError) as exc:
         _fail(row, f"cannot load node: {exc}")
         return
+    try:
+        starts = kinds.for_node(node.kind).nodes[node.kind]
+    except LookupError as exc:
+        _fail(row, f"cannot start node: {exc}")
+        return
     with transaction.atomic():
         locked = lock_run(run.pk)
         if locked.is_terminal:
@@ -47,6 +52,14 @@ def start_node(node_run_id: int) -> None:
         locked.append_event(
             "node_started", row.node_id, kind=row.kind, iteration=row.iteration or None
         )
+    starts(run, row)  # its kind's runner (runs.kinds): the workflow's is start_workflow_node
+
+
+def start_workflow_node(run: Run, row: NodeRun) -> None:
+    """A YAML workflow's node (runs the kernel's executor; loops/workflow/kind.py registers
+    it for each of the workflow's node kinds)."""
+    spec = spec_for(run)  # cached per version: start_node has just read it
+    node = node_spec(spec, row.node_id)
     if node.kind in NodeRun.STEPS:
         _run_step(run, spec, node, row)
     elif node.kind == NodeRun.Kind.WORKFLOW:
@@ -78,8 +91,6 @@ def start_node(node_run_id: int) -> None:
             row.refresh_from_db()
             row.complete(run, node.cancel or "")
             run.cancel(ENGINE, f"cancelled by node '{row.node_id}'", error=node.cancel or "")
-    elif (kind := kinds.for_node(node.kind)) is not None and node.kind in kind.nodes:
-        kind.nodes[node.kind](run, row)  # a loop kind's node (runs.kinds): its own runner
 
 
 def _fail(row: NodeRun, error: str, stream: OutputStream | None = None) -> None:
@@ -150,7 +161,6 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
     if node.kind == NodeRun.Kind.SCRIPT:
         return (*run_script(run, spec, node, row, stream), None)  # no agent call to record
     ctx = build_context(run, spec, row)
-    workdir, _ = run_dirs(run)
     if node.kind == NodeRun.Kind.BASH:
         script, values = substitute_shell(node.bash, ctx, node.start_checks)
         timeout = (node.timeout / 1000) if node.timeout else None
@@ -172,23 +182,19 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
         return stream.keep_text(result.output.rstrip("\n")), None, {"script": script}, None
     provider = registry.resolve(node.provider or _group_default(spec, row, "provider"), spec)
     prompt = prepare_prompt(substitute(node.prompt, ctx), provider, node.output_format)
-    session_id = _group_session(spec, row)
-    request = AgentRequest(
-        prompt=prompt,
-        workdir=str(workdir),
-        session_id=session_id,
-        model=node.model or _group_default(spec, row, "model") or spec.model,
-        output_schema=node.output_format,
-        idle_timeout=(node.idle_timeout or 30 * 60 * 1000) / 1000,
-        env=step_env(run, ctx),
-        run_id=run.pk,
+    request = request_for(
+        run,
+        node,
+        prompt,
+        spec=spec,
+        model=node.model or _group_default(spec, row, "model"),
         node_id=row.node_id,
         iteration=row.iteration,
-        network=agent_network(node.network),
-        limits=limits_of(spec.limits, node.limits),
+        schema=node.output_format,
+        session_id=_group_session(spec, row),
+        ctx=ctx,
     )
-    outcome = stream.keep(call_agent(provider, request, stream, node.output_format))
-    stream.publish()
+    outcome = run_call(provider, request, stream)
     result = outcome.result
     extra = {
         "prompt": prompt,

@@ -174,7 +174,11 @@ class OutputStream:
         )
 
     def renew_lease(self) -> bool:
-        """Extend the lease only (no output written): safe from another thread."""
+        """Extend the lease that covers this work (no output written): its `holder`'s when
+        it has one (a Python agent call's iteration holds none of its own), else its row's.
+        Safe from another thread."""
+        if self.holder is not None:
+            return renew_lease(*self.holder)
         return renew_lease(self.model, self.pk, self.attempt)
 
     def _row_fields(self) -> dict:
@@ -230,13 +234,11 @@ def lease_end():
     return timezone.now() + timedelta(seconds=settings.LOOP_LEASE_SECONDS)
 
 
-lease_until = lease_end
-
-
 def renew_lease(model, pk: int, attempt: int, **fields) -> bool:
     """Extend the lease of the `model` row `pk` while it is still running as `attempt`
-    (writing `fields` with it); False when the work was cancelled or taken over. The
-    kernel's one lease renewal; a Python workflow's agent calls renew their node's here."""
+    (writing `fields` with it); False when the work was cancelled or taken over. Every
+    `OutputStream` renews here (a Python workflow's agent calls renew their node's); a
+    driven loop's host node keeps its lease through `NodeLease` below."""
     return bool(
         model.objects.filter(pk=pk, status="running", attempts=attempt).update(
             **fields, lease_expires_at=lease_end()

@@ -127,7 +127,11 @@ def advance(run: Run, spec, node, row: NodeRun) -> None:
         if child.pk not in row.state.get("reported", []):
             row.state.setdefault("reported", []).append(child.pk)
             run.append_event(
-                "child_run_finished", row.node_id, child=child.pk, index=index, status=child.status
+                "child_run_finished",
+                row.node_id,
+                child=child.pk,
+                index=index,
+                status=child.status_word,
             )
     row.state["seen"] = len(ended)
     window = node.fan_out.max_parallel if node.fan_out else 1

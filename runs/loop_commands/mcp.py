@@ -1,9 +1,16 @@
-"""`manage.py loop mcp`: the MCP stdio server an agent's CLI starts (see agent_tools.mcp)."""
+"""`manage.py loop mcp`: the MCP stdio server an agent's CLI starts while the agent runs,
+serving that call's tools (runs/agent_tools/relay/loop_tools.py answers it, before Django
+starts). Not `manage.py mcp` (runs/management/commands/mcp.py), the orchestration server
+for clients outside any run."""
 
 from django.core.management import CommandError
 
 NAME = "mcp"
-HELP = "Serve the console's tools over MCP on stdin/stdout (from an agent's process)"
+HELP = (
+    "Serve a running agent the tools of its own call over MCP on stdin/stdout (from the "
+    "agent's process, needs LOOP_TOOL_SOCKET); to orchestrate runs and gates from outside "
+    "a run, `manage.py mcp`"
+)
 
 
 def add_arguments(parser):

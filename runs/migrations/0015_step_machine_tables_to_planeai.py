@@ -1,5 +1,5 @@
 """The step machine's tables leave the kernel app (issue 24): `Handoff` and `ReviewRequest`
-are now models of `recipes.planeai` (label `planeai`). Only Django's state changes here;
+are now models of `loops.stepmachine` (label `planeai`). Only Django's state changes here;
 the tables and their rows stay, and `planeai`'s own migrations take them over."""
 
 from django.db import migrations

@@ -166,29 +166,10 @@ def finish_then_next(it, status: str, fields: dict, *, timed_out: bool):
     """Finish `it` with `fields`, write its answer (output, structured, the session) on
     its node and queue iteration `it.number + 1`; returns the new Iteration's id, or None
     (and nothing written) when the run finished or the attempt lost its claim."""
-    from .iteration import Iteration
-
-    runs, nodes, iterations, events = _tables()
-    statuses = _statuses()
     now = timezone.now()
     fields = {**fields, "status": status, "finished_at": now, "lease_expires_at": None}
     fields.setdefault("duration_ms", it.elapsed_ms())
-    sets, params = [], []
-    for name, value in fields.items():
-        field = Iteration._meta.get_field(name)
-        sets.append(f"{connection.ops.quote_name(field.column)} = %s")
-        params.append(field.get_db_prep_save(value, connection))
     number = it.number + 1
-    following = Iteration(
-        run_id=it.run_id,
-        node_run_id=it.node_run_id,
-        node_id=it.node_id,
-        generation=it.generation,
-        number=number,
-        queued_at=now,
-    )
-    columns, values = _columns(following)
-    session = fields.get("session_id") or None
     completed_data = agent_call.completed_data(
         it.number,
         channels=fields["channels"],
@@ -196,59 +177,17 @@ def finish_then_next(it, status: str, fields: dict, *, timed_out: bool):
         duration_ms=fields["duration_ms"],
     )
     queued_data = {"iteration": number, "feedback": False}
+    ctes = [
+        *_finish_ctes(it, fields),
+        *_next_ctes(it, fields, number, now),
+        *_log_ctes(it, completed_data, queued_data, now),
+    ]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"WITH locked AS (SELECT id FROM {runs} WHERE id = %s AND status <> ALL(%s) "
-            "FOR UPDATE), "
-            f"node AS (SELECT id FROM {nodes} WHERE id = %s AND status = ANY(%s) "
-            "FOR UPDATE), "
-            f"finished AS (UPDATE {iterations} SET {', '.join(sets)} "
-            "WHERE id = %s AND status = %s AND attempts = %s "
-            "AND EXISTS (SELECT 1 FROM locked) AND EXISTS (SELECT 1 FROM node) "
-            "RETURNING id), "
-            f"moved AS (UPDATE {nodes} SET status = %s, output = %s, structured = %s, "
-            "output_file = %s, output_bytes = %s, iteration_count = %s, "
-            "state = CASE WHEN %s::text IS NULL THEN state "
-            "ELSE state || jsonb_build_object('session_id', %s::text) END "
-            "WHERE id = %s AND EXISTS (SELECT 1 FROM finished) RETURNING id), "
-            f"queued AS (INSERT INTO {iterations} ({', '.join(columns)}) "
-            f"SELECT {', '.join(['%s'] * len(values))} FROM moved RETURNING id), "
-            f"bumped AS (UPDATE {runs} SET last_seq = last_seq + 2 WHERE id = %s "
-            "AND EXISTS (SELECT 1 FROM queued) RETURNING last_seq), "
-            f"logged AS (INSERT INTO {events} (run_id, seq, kind, step, data, created_at) "
-            "SELECT %s, last_seq - 1, 'iteration_completed', %s, %s, %s FROM bumped "
-            "UNION ALL SELECT %s, last_seq, 'iteration_queued', %s, %s, %s FROM bumped "
-            "RETURNING seq) "
-            "SELECT (SELECT id FROM queued), (SELECT last_seq FROM bumped)",
-            [
-                it.run_id,
-                list(_terminal()),  # an array parameter (psycopg adapts lists)
-                it.node_run_id,
-                statuses["node_unfinished"],
-                *params,
-                it.pk,
-                statuses["running"],
-                it.attempts,
-                statuses["node_running"],
-                fields["output"],
-                _node_structured(fields["structured"]),
-                fields.get("output_file", ""),
-                fields.get("output_bytes"),
-                number,
-                session,
-                session,
-                it.node_run_id,
-                *values,
-                it.run_id,
-                it.run_id,
-                it.node_id,
-                _json(completed_data),
-                now,
-                it.run_id,
-                it.node_id,
-                _json(queued_data),
-                now,
-            ],
+            "WITH "
+            + ", ".join(sql for sql, _ in ctes)
+            + " SELECT (SELECT id FROM queued), (SELECT last_seq FROM bumped)",
+            [param for _, params in ctes for param in params],
         )
         next_id, last_seq = cursor.fetchone()
     if next_id is None:
@@ -263,3 +202,105 @@ def finish_then_next(it, status: str, fields: dict, *, timed_out: bool):
         ],
     )
     return next_id
+
+
+# finish_then_next's statement, one CTE at a time: its text and its parameters side by
+# side, so each placeholder is read next to its value.
+Cte = tuple[str, list]
+
+
+def _finish_ctes(it, fields: dict) -> list[Cte]:
+    """Lock the run unless it finished, and the node unless it ended; then finish the
+    iteration with `fields`, if its attempt still holds it (`finished`)."""
+    from .iteration import Iteration
+
+    runs, nodes, iterations, _ = _tables()
+    statuses = _statuses()
+    sets, params = [], []
+    for name, value in fields.items():
+        field = Iteration._meta.get_field(name)
+        sets.append(f"{connection.ops.quote_name(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    return [
+        (
+            f"locked AS (SELECT id FROM {runs} WHERE id = %s AND status <> ALL(%s) FOR UPDATE)",
+            [it.run_id, list(_terminal())],  # an array parameter (psycopg adapts lists)
+        ),
+        (
+            f"node AS (SELECT id FROM {nodes} WHERE id = %s AND status = ANY(%s) FOR UPDATE)",
+            [it.node_run_id, statuses["node_unfinished"]],
+        ),
+        (
+            f"finished AS (UPDATE {iterations} SET {', '.join(sets)} "
+            "WHERE id = %s AND status = %s AND attempts = %s "
+            "AND EXISTS (SELECT 1 FROM locked) AND EXISTS (SELECT 1 FROM node) "
+            "RETURNING id)",
+            [*params, it.pk, statuses["running"], it.attempts],
+        ),
+    ]
+
+
+def _next_ctes(it, fields: dict, number: int, now) -> list[Cte]:
+    """Once `finished`: write the answer on the node, still running (`moved`), and insert
+    iteration `number`, pending (`queued`)."""
+    from .iteration import Iteration
+
+    _, nodes, iterations, _ = _tables()
+    session = fields.get("session_id") or None
+    following = Iteration(
+        run_id=it.run_id,
+        node_run_id=it.node_run_id,
+        node_id=it.node_id,
+        generation=it.generation,
+        number=number,
+        queued_at=now,
+    )
+    columns, values = _columns(following)
+    return [
+        (
+            f"moved AS (UPDATE {nodes} SET status = %s, output = %s, structured = %s, "
+            "output_file = %s, output_bytes = %s, iteration_count = %s, "
+            "state = CASE WHEN %s::text IS NULL THEN state "
+            "ELSE state || jsonb_build_object('session_id', %s::text) END "
+            "WHERE id = %s AND EXISTS (SELECT 1 FROM finished) RETURNING id)",
+            [
+                _statuses()["node_running"],
+                fields["output"],
+                _node_structured(fields["structured"]),
+                fields.get("output_file", ""),
+                fields.get("output_bytes"),
+                number,
+                session,
+                session,
+                it.node_run_id,
+            ],
+        ),
+        (
+            f"queued AS (INSERT INTO {iterations} ({', '.join(columns)}) "
+            f"SELECT {', '.join(['%s'] * len(values))} FROM moved RETURNING id)",
+            values,
+        ),
+    ]
+
+
+def _log_ctes(it, completed_data: dict, queued_data: dict, now) -> list[Cte]:
+    """Once `queued`: take the run's next two event numbers (`bumped`) and log the
+    iteration completed and the next one queued (`logged`)."""
+    runs, _, _, events = _tables()
+    return [
+        (
+            f"bumped AS (UPDATE {runs} SET last_seq = last_seq + 2 WHERE id = %s "
+            "AND EXISTS (SELECT 1 FROM queued) RETURNING last_seq)",
+            [it.run_id],
+        ),
+        (
+            f"logged AS (INSERT INTO {events} (run_id, seq, kind, step, data, created_at) "
+            "SELECT %s, last_seq - 1, 'iteration_completed', %s, %s, %s FROM bumped "
+            "UNION ALL SELECT %s, last_seq, 'iteration_queued', %s, %s, %s FROM bumped "
+            "RETURNING seq)",
+            [
+                *(it.run_id, it.node_id, _json(completed_data), now),
+                *(it.run_id, it.node_id, _json(queued_data), now),
+            ],
+        ),
+    ]

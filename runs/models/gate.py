@@ -33,7 +33,7 @@ class GateQuerySet(models.QuerySet):
         )
         if last is not None:
             raise AlreadyDecided(last)
-        raise Conflict(f"Run {run.pk} is {run.status} and has no gate waiting.")
+        raise Conflict(f"Run {run.pk} is {run.status_word} and has no gate waiting.")
 
     def overdue(self, now):
         """Pending gates past their deadline that still have something to do: a reminder
@@ -306,12 +306,6 @@ class Gate(models.Model):
             self.OnTimeout.REJECT: "the sweep rejects it",
             self.OnTimeout.FAIL: "the sweep fails the run",
         }.get(self.on_timeout, "")
-
-    @property
-    def timeout_words(self) -> str:
-        from runs.engine.durations import say_duration
-
-        return say_duration(self.timeout_seconds) if self.timeout_seconds else ""
 
     def remind(self, run, actor, now) -> bool:
         """Record the one reminder this deadline gets (a conditional UPDATE: of two

@@ -3,20 +3,22 @@ from django.utils import timezone
 
 from runs import dispatch
 
-from .node_hold import BudgetHold
-from .node_kinds import STEP_KINDS, NodeKind
 from .node_queries import NodeRunQuerySet
 
+# A node the run's budget holds (runs.budget) waits, paused, keeping in its `state` what it
+# will do on resume: {"number", "feedback", "after_gate"} or {"action": "node"}.
+HOLD = "budget_hold"
 
-class NodeRun(BudgetHold, models.Model):
+
+class NodeRun(models.Model):
     """One node of a run. Top-level nodes have iteration 0; a loop_group's body nodes get
     one row per group iteration, with the namespaced id `group.node`.
 
     Its status changes only through the transitions below (complete, fail, skip, pause,
-    start_iteration, suspend, unpause, wake, requeue, reopen, reset_for_resume) and the
-    budget's hold (runs/models/node_hold.py); each is a conditional UPDATE of the columns it
-    names, says whether it moved, appends the run's event and sends what comes next on
-    commit. Callers hold the run's row lock."""
+    start_iteration, suspend, unpause, wake, requeue, reopen, reset_for_resume, and the
+    budget's hold: hold_for_budget, release_hold, requeue_held); each is a conditional
+    UPDATE of the columns it names, says whether it moved, appends the run's event and sends
+    what comes next on commit. Callers hold the run's row lock."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -27,8 +29,24 @@ class NodeRun(BudgetHold, models.Model):
         SKIPPED = "skipped"
         CANCELLED = "cancelled"
 
-    Kind = NodeKind  # runs/models/node_kinds.py
-    STEPS = STEP_KINDS
+    class Kind(models.TextChoices):
+        """The kernel's own node kinds, and `agent` (a call a kind runs outside a loop
+        node). A loop kind adds its own (`LoopKind.nodes` in runs/kinds.py), so `kind` is
+        not limited to these and has no choices."""
+
+        BASH = "bash"
+        SCRIPT = "script"
+        PROMPT = "prompt"
+        COMMAND = "command"
+        APPROVAL = "approval"
+        CANCEL = "cancel"
+        WORKFLOW = "workflow"
+        LOOP = "loop"
+        LOOP_GROUP = "loop_group"
+        AGENT = "agent"
+
+    # Steps a worker runs once.
+    STEPS = (Kind.BASH, Kind.PROMPT, Kind.COMMAND, Kind.SCRIPT)
     TERMINAL = {Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.CANCELLED}
     UNFINISHED = [Status.PENDING, Status.RUNNING, Status.PAUSED]
     WAKES = "wakes"  # in `state`: claims that followed a decision, not a lost worker
@@ -271,23 +289,10 @@ class NodeRun(BudgetHold, models.Model):
         # A Python call (`here`) is checked by its host, on the workflow node it belongs to.
         if not (here or checked) and not budget.allows_next_iteration(run, self, hold, columns):
             return None  # stopped by the run's budget; resuming starts this iteration
-        grouped = self.kind == self.Kind.LOOP_GROUP
         if not self._move(
             self.Status.RUNNING, allowed=self.UNFINISHED, **(columns or {}), iteration_count=number
         ):
             return None
-        if here:
-            return Iteration.objects.create(
-                run=run,
-                node_run=self,
-                node_id=self.node_id,
-                generation=self.generation,
-                number=number,
-                feedback=feedback,
-                after_gate=after_gate,
-                queued_at=timezone.now(),
-            )
-        now = timezone.now()
         it = Iteration.objects.create(
             run=run,
             node_run=self,
@@ -296,17 +301,23 @@ class NodeRun(BudgetHold, models.Model):
             number=number,
             feedback=feedback,
             after_gate=after_gate,
-            queued_at=now,
+            queued_at=timezone.now(),
         )
+        if not here:
+            self._send_iteration(run, it)
+        return it
+
+    def _send_iteration(self, run, it) -> None:
+        """Log iteration `it` as queued and hand it to whoever runs it next."""
         run.append_event(
-            "iteration_queued", self.node_id, iteration=number, feedback=bool(feedback)
+            "iteration_queued", self.node_id, iteration=it.number, feedback=bool(it.feedback)
         )
-        if grouped:  # its body is its work: started here, the scheduler runs the body
+        if self.kind == self.Kind.LOOP_GROUP:
+            # Its body is its work: started here, the scheduler runs the body.
             it.start(run, "", None, leased=False)
             dispatch.send_on_commit("advance_run", run.pk)
         else:
             dispatch.send_on_commit("run_iteration", it.pk)
-        return it
 
     def suspend(self, run, *, attempt: int) -> bool:
         """The attempt holding this node stops at a gate without waiting (a worker running
@@ -387,3 +398,29 @@ class NodeRun(BudgetHold, models.Model):
             iteration_count=0,
             attempts=0,
         )
+
+    # --- the budget's hold ---------------------------------------------------------------
+
+    def hold_for_budget(self, hold: dict, columns=None) -> bool:
+        """The run's budget stopped it before its next step: it waits, paused with no lease,
+        keeping `hold` (what to do on resume, runs.budget) in its state."""
+        columns = dict(columns or {})
+        columns["state"] = {**columns.get("state", self.state), HOLD: hold}
+        return self._move(
+            self.Status.PAUSED, allowed=self.UNFINISHED, **columns, lease_expires_at=None
+        )
+
+    def release_hold(self) -> dict:
+        """Take back what `hold_for_budget` kept (the caller resumes it): its hold."""
+        state = dict(self.state)
+        hold = dict(state.pop(HOLD))
+        type(self).objects.filter(pk=self.pk).update(state=state)
+        self.state = state
+        return hold
+
+    def requeue_held(self, run) -> bool:
+        """A node the budget held before it started goes back to its worker (queued)."""
+        if not self._move(self.Status.PENDING, allowed=self.UNFINISHED, lease_expires_at=None):
+            return False
+        self.queue(run)
+        return True

@@ -9,47 +9,27 @@ from runs import kinds
 
 class Run(models.Model):
     class Status(models.TextChoices):
+        """Where a run is in the kernel's terms. A kind says where it is in its own words
+        in `phase` (a step machine's `verifying`, `approved`): see `status_word`."""
+
         PENDING = "pending"
         RUNNING = "running"
+        # Waiting for a person: a decision at a gate, or (its phase says why) a kind's run
+        # stopped until a person steps in.
         PAUSED = "paused"
         COMPLETED = "completed"
         FAILED = "failed"
         CANCELLED = "cancelled"
-        BLOCKED = "blocked"
-        NEEDS_HUMAN = "needs_human"
         # Stopped between iterations at a limit of its budget; resumes once raised.
         BUDGET_EXCEEDED = "budget_exceeded"
-        # Statuses a step-machine recipe sets (loop.status); see MEANINGS.
-        OBSERVING = "observing"
-        VERIFYING = "verifying"
-        COMPLETED_UNREVIEWED = "completed_unreviewed"
-        APPROVED = "approved"
-        # A finished step-machine run whose review request a person merged.
-        MERGED = "merged"
 
-    TERMINAL = {
-        Status.COMPLETED,
-        Status.FAILED,
-        Status.CANCELLED,
-        Status.COMPLETED_UNREVIEWED,
-        Status.APPROVED,
-        Status.MERGED,
-    }
-    ACTIVE = {
-        Status.PENDING,
-        Status.RUNNING,
-        Status.PAUSED,
-        Status.BLOCKED,
-        Status.NEEDS_HUMAN,
-        Status.OBSERVING,
-        Status.VERIFYING,
-    }
+    TERMINAL = {Status.COMPLETED, Status.FAILED, Status.CANCELLED}
+    ACTIVE = {Status.PENDING, Status.RUNNING, Status.PAUSED}
     # Every status that is not finished: alive, including a run stopped at its budget or
     # waiting on a person (a child in any of these ends with its parent).
     UNFINISHED = set(Status) - TERMINAL
-    # Live, but the runner has stopped until a person steps in.
-    NEEDS_PERSON = {Status.BLOCKED, Status.NEEDS_HUMAN}
-    # What each status means, in the words every page uses (badges, the inbox, the CLI).
+    # What each status means, in the words every page uses (badges, the inbox, the CLI); a
+    # phase's meaning is its kind's (`LoopKind.phases`).
     MEANINGS = {
         Status.PENDING: "waiting to start",
         Status.RUNNING: "working",
@@ -57,13 +37,6 @@ class Run(models.Model):
         Status.COMPLETED: "finished",
         Status.FAILED: "stopped by an error or a rejection",
         Status.CANCELLED: "stopped by a person",
-        Status.BLOCKED: "stopped: a limit was reached or an agent is blocked; a person must step in",
-        Status.NEEDS_HUMAN: "stopped: an agent asks for a person's decision",
-        Status.OBSERVING: "working: watching before it acts",
-        Status.VERIFYING: "working: checking the result",
-        Status.COMPLETED_UNREVIEWED: "finished; no person has reviewed the result yet",
-        Status.APPROVED: "every check passed; ready for a person to merge",
-        Status.MERGED: "finished; a person merged its review request",
         Status.BUDGET_EXCEEDED: "stopped at a limit of its budget; an operator can raise it and resume",
     }
 
@@ -74,6 +47,9 @@ class Run(models.Model):
     message = models.TextField(blank=True)
     inputs = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    # The run's kind's own word for where it is ("" when it says none): one of its
+    # `LoopKind.phases`, shown instead of the status (`status_word`).
+    phase = models.CharField(max_length=20, blank=True, default="")
     started_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -114,7 +90,10 @@ class Run(models.Model):
         ordering = ["-id"]
         permissions = [("operate_run", "Can start, cancel and resume runs and decide at gates")]
         indexes = [
-            models.Index(fields=["status", "-id"], name="run_status_recent"),
+            # A status filter and its count (`Run.showing`): a kernel status without a
+            # phase, or a phase.
+            models.Index(fields=["status", "phase", "-id"], name="run_status_recent"),
+            models.Index(fields=["phase", "-id"], name="run_phase_recent"),
             models.Index(fields=["recipe", "-id"], name="run_recipe_recent"),
             models.Index(fields=["-created_at"], name="run_created"),
             # The inbox's "recently finished": newest finish first, finished runs only (a
@@ -123,16 +102,7 @@ class Run(models.Model):
                 models.F("finished_at").desc(),
                 models.F("id").desc(),
                 name="run_finished_recent",
-                condition=models.Q(
-                    status__in=[
-                        "approved",
-                        "cancelled",
-                        "completed",
-                        "completed_unreviewed",
-                        "failed",
-                        "merged",
-                    ]
-                ),
+                condition=models.Q(status__in=["cancelled", "completed", "failed"]),
             ),
         ]
 
@@ -151,9 +121,45 @@ class Run(models.Model):
         """Who started it, as the header and the runs list say it."""
         return self.started_by_name or (self.started_by.get_username() if self.started_by else "")
 
+    # --- what a run shows as its status: its kind's phase when it has one, else its status.
+
+    @property
+    def status_word(self) -> str:
+        """The status every surface shows (badges, lists, the API's `status`, the CLI,
+        metrics, filters): the phase its kind set (`verifying`), else its status."""
+        return self.phase or self.status
+
     @property
     def status_meaning(self) -> str:
+        if self.phase:
+            return kinds.of_run(self).phases.get(self.phase, "")
         return self.MEANINGS.get(self.status, "")
+
+    @classmethod
+    def status_words(cls) -> list[str]:
+        """Every status a run can show: the kernel's, then each kind's phases."""
+        words = list(cls.Status.values)
+        for kind in kinds.all_kinds():
+            words += [word for word in kind.phases if word not in words]
+        return words
+
+    @classmethod
+    def meaning_of(cls, word: str) -> str:
+        """What a shown status means (a badge's title): the kernel's, else a kind's."""
+        if word in cls.MEANINGS:
+            return cls.MEANINGS[word]
+        return next((k.phases[word] for k in kinds.all_kinds() if word in k.phases), "")
+
+    @classmethod
+    def showing(cls, word: str) -> models.Q:
+        """The runs that show `word` as their status (`?status=` on the pages, the API and
+        the CLI): those in that phase, or with that status and no phase."""
+        if word not in cls.Status.values:
+            return models.Q(phase=word)
+        kernel = models.Q(status=word, phase="")
+        if any(word in kind.phases for kind in kinds.all_kinds()):
+            return kernel | models.Q(phase=word)
+        return kernel
 
     @property
     def duration(self):
@@ -222,33 +228,36 @@ class Run(models.Model):
             return cursor.fetchone()
 
     # --- status: `start`, `update_status` (the one derivation), `fail`, `stop_at_budget`,
-    # `resume_within_budget`, `cancel`, `merged`, `reopen`. Each is called with the run's
-    # row lock held; `set_status` is the writer under them.
+    # `resume_within_budget`, `cancel`, `reopen`, and a kind's `set_phase`. Each is called
+    # with the run's row lock held; `set_status` is the writer under them.
 
-    def set_status(self, status: str, *, error: str | None = None, **data) -> bool:
-        """Write `status` (no-op when already there) and log it; whether it moved. One
-        conditional UPDATE of the columns it names, fenced by the status this instance
-        read (a stale instance moves nothing). Not for callers outside this model: they
-        use the transitions below."""
-        if self.status == status and error is None:
+    def set_status(self, status: str, *, error: str | None = None, phase: str = "", **data) -> bool:
+        """Write `status` and the kind's `phase` with it ("": none; no-op when both are
+        already there) and log them as `run_<status_word>`; whether it moved. One
+        conditional UPDATE of the columns it names, fenced by the status and phase this
+        instance read (a stale instance moves nothing). Not for callers outside this model:
+        they use the transitions below."""
+        if self.status == status and self.phase == phase and error is None:
             return False
-        previous = self.status
+        previous, shown = self.status, self.status_word
         now = timezone.now()
-        fields = {"status": status, "updated_at": now}
+        fields = {"status": status, "phase": phase, "updated_at": now}
         if status == self.Status.RUNNING and not self.started_at:
             fields["started_at"] = now
         if status in self.TERMINAL:
-            if previous not in self.TERMINAL or not self.finished_at:  # merged keeps its end
+            if previous not in self.TERMINAL or not self.finished_at:  # an end is kept
                 fields["finished_at"] = now
         else:
             fields["finished_at"] = None
         if error is not None:
             fields["error"] = error
-        if not Run.objects.filter(pk=self.pk, status=previous).update(**fields):
+        if not Run.objects.filter(pk=self.pk, status=previous, phase=self.phase).update(**fields):
             return False
         for name, value in fields.items():
             setattr(self, name, value)
-        self.append_event(f"run_{status}", previous=previous, error=error or "", **data)
+        if phase:
+            data["status"] = status  # the event is named by the phase: the status is told
+        self.append_event(f"run_{phase or status}", previous=shown, error=error or "", **data)
         if status in self.TERMINAL and self.parent_id:
             # The parent's workflow node waits for its children holding no worker: a child
             # that ends moves it on (and the sweep does, should this message be lost).
@@ -259,6 +268,22 @@ class Run(models.Model):
             from runs import signals
 
             signals.run_ended.send(Run, run=self, status=status)
+        return True
+
+    def set_phase(self, phase: str, **data) -> bool:
+        """The run's kind says where its run is in its own words (one of its
+        `LoopKind.phases`), its status unchanged: a finished step machine's review request
+        merged. Logged as `run_<phase>`; whether it moved."""
+        if self.phase == phase:
+            return False
+        shown, now = self.status_word, timezone.now()
+        moved = Run.objects.filter(pk=self.pk, status=self.status, phase=self.phase).update(
+            phase=phase, updated_at=now
+        )
+        if not moved:
+            return False
+        self.phase, self.updated_at = phase, now
+        self.append_event(f"run_{self.status_word}", previous=shown, status=self.status, **data)
         return True
 
     def start(self) -> bool:
@@ -272,24 +297,27 @@ class Run(models.Model):
 
         `finished` (every node of the run's graph is terminal): failed if one of them
         failed, else completed. Otherwise paused while a node waits at a gate, else
-        running. A Python run's agent rows (kind `agent`) are reported by their
-        `workflow` node, which the derivation reads instead."""
+        running. Rows a kind runs outside its graph (`LoopKind.rows_outside_graph`: a
+        Python run's agents, reported by their `workflow` node) are left out."""
         from .node import NodeRun
 
         if self.is_terminal or self.status == self.Status.BUDGET_EXCEEDED:
             return  # a budget stop holds until an operator resumes (runs.budget)
         kind = kinds.of_run(self)
-        if kind is not None and kind.derived_status is not None:
-            # A kind that says its own status (a step machine's loop.status) derives it.
-            status, error = kind.derived_status(self, finished=finished)
-            if status != self.status or (error and error != self.error):
-                self.set_status(status, error=error)
+        own = kind.derived_status(self, finished=finished)
+        if own is not None:
+            # A kind that says its own status derives it, with its phase if it gives one
+            # (a step machine's loop.status: running, `verifying`).
+            status, error, *phase = own
+            phase = phase[0] if phase else ""
+            if status != self.status or phase != self.phase or (error and error != self.error):
+                self.set_status(status, error=error, phase=phase)
             return
         nodes = NodeRun.objects.filter(run=self)
         if finished:
             failed = (
                 nodes.filter(iteration=0, status=NodeRun.Status.FAILED)
-                .exclude(kind="agent")
+                .exclude(kind__in=kind.rows_outside_graph)
                 .first()
             )
             if failed:
@@ -339,12 +367,6 @@ class Run(models.Model):
             self.Status.CANCELLED, error=error or text, by=actor.name, surface=actor.surface
         )
         return text
-
-    def merged(self, actor, **data) -> None:
-        """A person merged this finished run's review request: it ends merged (its finish
-        time stays the run's own)."""
-        if self.status in (self.Status.APPROVED, self.Status.COMPLETED_UNREVIEWED):
-            self.set_status(self.Status.MERGED, by=actor.name, surface=actor.surface, **data)
 
     def reopen(self, actor, **data) -> None:
         """A failed or cancelled run runs again (resume): running, its error cleared."""

@@ -23,7 +23,7 @@ def run_row(run: Run) -> dict:
     return {
         "id": run.pk,
         "recipe": run.recipe.slug,
-        "status": run.status,
+        "status": run.status_word,
         "message": run.message,
         "startedBy": run.started_by.get_username() if run.started_by_id else None,
         "createdAt": run.created_at.isoformat(),

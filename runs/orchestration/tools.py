@@ -37,6 +37,11 @@ GateId = Annotated[
     int | None,
     Field(ge=1, description="The gate you read; refused if it is no longer pending"),
 ]
+Reason = Annotated[str, Field(description="Why; kept on the run")]
+Accept = Annotated[
+    bool, Field(description="true: finalize (accept the iteration, or the approval)")
+]
+Feedback = Annotated[str, Field(description="Iterate: run another iteration with this feedback")]
 
 
 @dataclass(frozen=True)
@@ -115,13 +120,35 @@ def _outcome(gate: Gate, run: Run) -> dict:
         "outcome": gate.status,
         "decidedBy": gate.decider,
         "surface": gate.surface,
-        "runStatus": run.status,
+        "runStatus": run.status_word,
         "url": run_url(run.pk),
     }
 
 
 def build_server(caller_of: CallerOf) -> MCPServer:
     server = MCPServer("loop-console", version="1", instructions=INSTRUCTIONS, log_level="WARNING")
+    _add_reading_tools(server, caller_of)
+    _add_steering_tools(server, caller_of)
+    return server
+
+
+def _gate_of(run: Run, gate_id: int | None) -> Gate:
+    """Gate `gate_id` of the run; without one, the gate it waits at (or, when none waits,
+    the last one decided)."""
+    gates = run.gates.select_related("iteration", "decided_by")
+    if gate_id is not None:
+        gate = gates.filter(pk=gate_id).first()
+    else:
+        gate = gates.filter(status=Gate.Status.PENDING).first() or gates.order_by("-id").first()
+    if gate is None:
+        raise ToolError(
+            f"Run {run.pk} has no gate {gate_id}." if gate_id else f"Run {run.pk} has no gate."
+        )
+    return gate
+
+
+def _add_reading_tools(server: MCPServer, caller_of: CallerOf) -> None:
+    """The tools that only read: the viewer role is enough."""
 
     @server.tool()
     @_done
@@ -138,7 +165,7 @@ def build_server(caller_of: CallerOf) -> MCPServer:
         caller_of(ctx).may_read()
         runs = Run.objects.select_related("recipe", "started_by").order_by("-id")
         if status:
-            runs = runs.filter(status=status)
+            runs = runs.filter(Run.showing(status))
         if recipe:
             runs = runs.filter(recipe__slug=recipe)
         if cursor:
@@ -174,17 +201,35 @@ def build_server(caller_of: CallerOf) -> MCPServer:
         the gate message and what approve would do. Without gate_id, the gate the run
         waits at (or, when none waits, the last one decided)."""
         caller_of(ctx).may_read()
-        run = _run(run_id)
-        gates = run.gates.select_related("iteration", "decided_by")
-        if gate_id is not None:
-            gate = gates.filter(pk=gate_id).first()
-        else:
-            gate = gates.filter(status=Gate.Status.PENDING).first() or gates.order_by("-id").first()
-        if gate is None:
+        return gate_state(_gate_of(_run(run_id), gate_id))
+
+
+def _check_decision(gate: Gate, accept: bool, feedback: str, decision: str) -> None:
+    """Refuse an approve that decides nothing, or both ways at a loop's gate."""
+    if gate.kind == Gate.Kind.LOOP:
+        if accept and feedback.strip():
             raise ToolError(
-                f"Run {run_id} has no gate {gate_id}." if gate_id else f"Run {run_id} has no gate."
+                "Give accept: true to finalize, or feedback to run another iteration; not both."
             )
-        return gate_state(gate)
+        if not accept and not feedback.strip():
+            raise ToolError(
+                "Nothing decided: give accept: true to finalize, or feedback to iterate."
+            )
+    elif not accept and not decision:
+        raise ToolError("Give accept: true (and a decision, if the gate declares them).")
+
+
+def _recipe(slug: str):
+    from recipes.models import Recipe
+
+    found = Recipe.objects.filter(slug=slug).first()
+    if found is None:
+        raise ToolError(f"No recipe '{slug}'.")
+    return found
+
+
+def _add_steering_tools(server: MCPServer, caller_of: CallerOf) -> None:
+    """The tools that change a run: the operator role."""
 
     @server.tool()
     @_done
@@ -195,26 +240,18 @@ def build_server(caller_of: CallerOf) -> MCPServer:
         inputs: Annotated[dict[str, Any] | None, Field(description="Declared inputs")] = None,
     ) -> dict[str, Any]:
         """Start a run of a recipe."""
-        from recipes.models import Recipe
-
         actor = caller_of(ctx).actor()
-        found = Recipe.objects.filter(slug=recipe).first()
-        if found is None:
-            raise ToolError(f"No recipe '{recipe}'.")
+        found = _recipe(recipe)
         run = services.start_run(found, actor=actor, message=message, inputs=inputs or {})
-        return {"id": run.pk, "status": run.status, "url": run_url(run.pk)}
+        return {"id": run.pk, "status": run.status_word, "url": run_url(run.pk)}
 
     @server.tool()
     @_done
     def approve(
         ctx: Context,
         run_id: RunId,
-        accept: Annotated[
-            bool, Field(description="true: finalize (accept the iteration, or the approval)")
-        ] = False,
-        feedback: Annotated[
-            str, Field(description="Iterate: run another iteration with this feedback")
-        ] = "",
+        accept: Accept = False,
+        feedback: Feedback = "",
         gate_id: GateId = None,
         decision: Annotated[str, Field(description="At an approval declaring decisions")] = "",
     ) -> dict[str, Any]:
@@ -224,27 +261,14 @@ def build_server(caller_of: CallerOf) -> MCPServer:
         actor = caller_of(ctx).actor()
         run = _run(run_id)
         gate = services.gate_for_decision(run, gate_id)
-        if gate.kind == Gate.Kind.LOOP:
-            if accept and feedback.strip():
-                raise ToolError(
-                    "Give accept: true to finalize, or feedback to run another iteration; not both."
-                )
-            if not accept and not feedback.strip():
-                raise ToolError(
-                    "Nothing decided: give accept: true to finalize, or feedback to iterate."
-                )
-        elif not accept and not decision:
-            raise ToolError("Give accept: true (and a decision, if the gate declares them).")
+        _check_decision(gate, accept, feedback, decision)
         gate = services.approve(gate.pk, actor, comment=feedback, decision=decision)
         return _outcome(gate, run)
 
     @server.tool()
     @_done
     def reject(
-        ctx: Context,
-        run_id: RunId,
-        reason: Annotated[str, Field(description="Why; kept on the run")] = "",
-        gate_id: GateId = None,
+        ctx: Context, run_id: RunId, reason: Reason = "", gate_id: GateId = None
     ) -> dict[str, Any]:
         """Reject at the gate a run waits at: the step fails."""
         actor = caller_of(ctx).actor()
@@ -255,14 +279,8 @@ def build_server(caller_of: CallerOf) -> MCPServer:
 
     @server.tool()
     @_done
-    def cancel_run(
-        ctx: Context,
-        run_id: RunId,
-        reason: Annotated[str, Field(description="Why; kept on the run")] = "",
-    ) -> dict[str, Any]:
+    def cancel_run(ctx: Context, run_id: RunId, reason: Reason = "") -> dict[str, Any]:
         """Cancel a run: its agents are stopped, its gates closed."""
         actor = caller_of(ctx).actor()
         run = services.cancel_run(_run(run_id), actor, reason=reason)
-        return {"run": run.pk, "runStatus": run.status, "url": run_url(run.pk)}
-
-    return server
+        return {"run": run.pk, "runStatus": run.status_word, "url": run_url(run.pk)}

@@ -15,6 +15,7 @@ block, until the model answers without calling a tool (at most `max_tool_rounds`
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import history
@@ -44,6 +45,43 @@ class _Answer:
     @property
     def calls(self) -> list[dict]:
         return [b for b in self.blocks if b.get("type") == "tool_use"]
+
+
+class _Blocks:
+    """The answer's content blocks as they stream in: a text block grows with each
+    delta (passed on as it comes), a tool call's input comes in JSON pieces, parsed
+    (`tool_input`) when its block stops."""
+
+    def __init__(self, answer: _Answer, tool_input: Callable[[list[str]], dict]):
+        self.answer, self.tool_input = answer, tool_input
+        self.open: dict[int, dict] = {}  # by the block's index
+        self.partial_json: dict[int, list[str]] = {}  # a tool_use block's input so far
+
+    def start(self, data: dict) -> None:
+        block = dict(data.get("content_block") or {})
+        index = int(data.get("index") or 0)
+        self.open[index] = block
+        self.answer.blocks.append(block)
+        if block.get("type") == "tool_use":
+            self.partial_json[index] = []
+
+    def delta(self, data: dict, on_chunk: OnChunk) -> None:
+        index = int(data.get("index") or 0)
+        delta = data.get("delta") or {}
+        block = self.open.get(index)
+        if delta.get("type") == "text_delta" and delta.get("text"):
+            if block is None:  # a server that sends no block start
+                block = self.open[index] = {"type": "text", "text": ""}
+                self.answer.blocks.append(block)
+            block["text"] = block.get("text", "") + delta["text"]
+            on_chunk(delta["text"])
+        elif delta.get("type") == "input_json_delta" and index in self.partial_json:
+            self.partial_json[index].append(delta.get("partial_json") or "")
+
+    def stop(self, data: dict) -> None:
+        index = int(data.get("index") or 0)
+        if index in self.partial_json:
+            self.open[index]["input"] = self.tool_input(self.partial_json.pop(index))
 
 
 class AnthropicProvider:
@@ -152,8 +190,7 @@ class AnthropicProvider:
             idle_timeout=request.idle_timeout,
         )
         answer = _Answer()
-        open_blocks: dict[int, dict] = {}
-        partial_json: dict[int, list[str]] = {}
+        blocks = _Blocks(answer, self._tool_input)
         for event in stream.events():
             data = self._parse(event.data)
             kind = data.get("type") or event.event
@@ -162,28 +199,11 @@ class AnthropicProvider:
                 answer.tokens_in = _input_tokens(usage)
                 answer.tokens_out = usage.get("output_tokens")
             elif kind == "content_block_start":
-                block = dict(data.get("content_block") or {})
-                index = int(data.get("index") or 0)
-                open_blocks[index] = block
-                answer.blocks.append(block)
-                if block.get("type") == "tool_use":
-                    partial_json[index] = []
+                blocks.start(data)
             elif kind == "content_block_delta":
-                index = int(data.get("index") or 0)
-                delta = data.get("delta") or {}
-                block = open_blocks.get(index)
-                if delta.get("type") == "text_delta" and delta.get("text"):
-                    if block is None:  # a server that sends no block start
-                        block = open_blocks[index] = {"type": "text", "text": ""}
-                        answer.blocks.append(block)
-                    block["text"] = block.get("text", "") + delta["text"]
-                    on_chunk(delta["text"])
-                elif delta.get("type") == "input_json_delta" and index in partial_json:
-                    partial_json[index].append(delta.get("partial_json") or "")
+                blocks.delta(data, on_chunk)
             elif kind == "content_block_stop":
-                index = int(data.get("index") or 0)
-                if index in partial_json:
-                    open_blocks[index]["input"] = self._tool_input(partial_json.pop(index))
+                blocks.stop(data)
             elif kind == "message_delta":
                 usage = data.get("usage") or {}
                 answer.tokens_out = usage.get("output_tokens", answer.tokens_out)

@@ -1,4 +1,5 @@
-"""The provider seam: the only place that knows how an agent is invoked.
+"""The provider seam: what every provider implements. Only runs/providers/ knows how an
+agent is invoked; the kinds ask its registry for a provider and call it through this.
 
 A provider turns (prompt, session, options) into a stream of output chunks and a result.
 Errors are `ProviderError`s that say whether retrying could help.
@@ -27,6 +28,11 @@ class Cancelled(Exception):
     """The iteration was cancelled (or lost its lease) while the agent was running."""
 
 
+# How long an agent may stay silent before its session is ended, unless its recipe says
+# (`idle_timeout`, in milliseconds, as recipes write it): runs.executor.agent.request_for.
+DEFAULT_IDLE_TIMEOUT_MS = 30 * 60 * 1000
+
+
 @dataclass
 class AgentRequest:
     prompt: str
@@ -34,7 +40,7 @@ class AgentRequest:
     session_id: str | None = None  # resume this session (threaded context); None = fresh
     model: str | None = None
     output_schema: dict | None = None  # enforced providers constrain decoding with it
-    idle_timeout: float = 1800.0  # seconds of silence before the session is ended
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT_MS / 1000  # seconds of silence, then ended
     env: dict[str, str] = field(default_factory=dict)
     # Where the request comes from: useful to deterministic agents and to logs.
     run_id: int | None = None

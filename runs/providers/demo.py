@@ -67,8 +67,8 @@ class DemoProvider:
 
     def run(self, request: AgentRequest, on_chunk: OnChunk) -> AgentResult:
         for kind in kinds.all_kinds():  # a kind's agent it plays its own way (a role)
-            if kind.demo is not None and kind.demo[0](request):
-                return kind.demo[1](self, request, on_chunk)
+            if kind.plays(request):
+                return kind.demo_turn(self, request, on_chunk)
         if request.tools and (self.tool_calls or drives_a_loop(request)):
             return self._call_tools(request, on_chunk)
         session_id = request.session_id or uuid.uuid4().hex

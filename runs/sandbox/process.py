@@ -146,8 +146,32 @@ def _run(
 ) -> ProcessResult:
     apart = on_stderr is not None
     proc = start(argv, space, env, stdin=stdin_text is not None, merge_stderr=not apart)
-    # (which stream, its bytes); (which stream, None) once that stream ends.
-    chunks: queue.Queue[tuple[str, bytes | None]] = queue.Queue()
+    chunks = _pump(proc, stdin_text, apart)
+    streams = _Streams(on_chunk, on_stderr)
+    try:
+        timed_out = _watch(chunks, streams, 2 if apart else 1, busy, idle_timeout, timeout)
+    except BaseException:
+        kill_group(proc)
+        proc.wait()
+        raise
+    if timed_out:
+        kill_group(proc)
+    exit_code = proc.wait()
+    streams.flush()
+    return ProcessResult(
+        exit_code=None if timed_out else exit_code,
+        output="".join(streams.output),
+        timed_out=timed_out,
+    )
+
+
+Chunks = queue.Queue  # of (which stream, its bytes); (which stream, None) once it ends
+
+
+def _pump(proc: subprocess.Popen, stdin_text: str | None, apart: bool) -> Chunks:
+    """Threads that read the child's stdout (and its stderr, when `apart`) into one queue,
+    and write `stdin_text` to it: the caller waits on the queue alone, never on a pipe."""
+    chunks: Chunks = queue.Queue()
 
     def read(name, pipe):
         while data := pipe.read1(65536):
@@ -166,60 +190,62 @@ def _run(
         threading.Thread(target=read, args=("err", proc.stderr), daemon=True).start()
     if stdin_text is not None:
         threading.Thread(target=feed, daemon=True).start()
+    return chunks
 
-    output: list[str] = []
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    err_decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    open_streams = 2 if apart else 1
+
+class _Streams:
+    """The child's output decoded as it comes (a character may be split between two
+    chunks): stdout kept in `output` and passed to `on_chunk`, stderr to `on_stderr`."""
+
+    def __init__(self, on_chunk: Callable[[str], None], on_stderr: Callable[[str], None] | None):
+        self.on_chunk, self.on_stderr = on_chunk, on_stderr
+        self.output: list[str] = []
+        self.out = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.err = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def stdout(self, data: bytes) -> None:
+        if text := self.out.decode(data):
+            self.output.append(text)
+            self.on_chunk(text)
+
+    def stderr(self, data: bytes) -> None:
+        if text := self.err.decode(data):
+            self.on_stderr(text)  # kept (bounded) by the caller, not here
+        self.on_chunk("")  # a sign of life: the caller may still cancel
+
+    def flush(self) -> None:
+        """What the decoders still hold once the child has ended."""
+        if tail := self.out.decode(b"", final=True):
+            self.output.append(tail)
+            self.on_chunk(tail)
+        if self.on_stderr is not None and (err_tail := self.err.decode(b"", final=True)):
+            self.on_stderr(err_tail)
+
+
+def _watch(chunks: Chunks, streams: _Streams, open_streams, busy, idle_timeout, timeout) -> bool:
+    """Pass the child's output on as it comes, with a heartbeat while it is silent, until
+    its streams end (False) or it was silent or ran too long (True: timed out)."""
     started = last_output = time.monotonic()
-    timed_out = False
-    try:
-        while True:
-            try:
-                name, data = chunks.get(timeout=HEARTBEAT_SECONDS)
-            except queue.Empty:
-                name, data = "out", b""
-            if data is None:
-                open_streams -= 1
-                if not open_streams:
-                    break
-                continue
-            now = time.monotonic()
-            if name == "err":
-                last_output = now
-                text = err_decoder.decode(data)
-                if text:
-                    on_stderr(text)  # kept (bounded) by the caller, not here
-                on_chunk("")  # a sign of life: the caller may still cancel
-            elif data or (busy is not None and busy()):
-                last_output = now
-                text = decoder.decode(data)
-                if text:
-                    output.append(text)
-                    on_chunk(text)
-            else:
-                on_chunk("")
-            if idle_timeout and now - last_output > idle_timeout:
-                timed_out = True
-                break
-            if timeout and now - started > timeout:
-                timed_out = True
-                break
-    except BaseException:
-        kill_group(proc)
-        proc.wait()
-        raise
-    if timed_out:
-        kill_group(proc)
-    exit_code = proc.wait()
-    tail = decoder.decode(b"", final=True)
-    if tail:
-        output.append(tail)
-        on_chunk(tail)
-    if apart and (err_tail := err_decoder.decode(b"", final=True)):
-        on_stderr(err_tail)
-    return ProcessResult(
-        exit_code=None if timed_out else exit_code,
-        output="".join(output),
-        timed_out=timed_out,
-    )
+    while True:
+        try:
+            name, data = chunks.get(timeout=HEARTBEAT_SECONDS)
+        except queue.Empty:
+            name, data = "out", b""
+        if data is None:
+            open_streams -= 1
+            if not open_streams:
+                return False
+            continue
+        now = time.monotonic()
+        if name == "err":
+            last_output = now
+            streams.stderr(data)
+        elif data or (busy is not None and busy()):
+            last_output = now
+            streams.stdout(data)
+        else:
+            streams.on_chunk("")
+        if idle_timeout and now - last_output > idle_timeout:
+            return True
+        if timeout and now - started > timeout:
+            return True

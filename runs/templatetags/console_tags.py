@@ -5,7 +5,6 @@ result goes through nh3 (an allow-list sanitiser), so a `<script>` or an `onerro
 attribute in an agent's answer can never become markup on the page.
 """
 
-import json
 from datetime import timedelta
 
 import nh3
@@ -79,7 +78,7 @@ def duration(value):
 def badge(status):
     from runs.models import Run
 
-    return {"status": status, "meaning": Run.MEANINGS.get(status, "")}
+    return {"status": status, "meaning": Run.meaning_of(status)}
 
 
 @register.filter
@@ -87,11 +86,6 @@ def after_first_line(text):
     """A gate message without its status line (shown on its own above it)."""
     parts = (text or "").split("\n", 1)
     return parts[1].strip("\n") if len(parts) > 1 else ""
-
-
-@register.filter
-def as_json(value):
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
 @register.filter
@@ -112,10 +106,10 @@ def channel_words(channels):
 
 @register.simple_tag
 def status_meaning(status):
-    """What a run status means, in words (Run.MEANINGS)."""
+    """What a status a run shows means, in words (Run.MEANINGS, or its kind's phases)."""
     from runs.models import Run
 
-    return Run.MEANINGS.get(status, "")
+    return Run.meaning_of(status)
 
 
 @register.simple_tag

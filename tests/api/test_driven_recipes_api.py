@@ -5,7 +5,7 @@ import pytest
 from django.urls import reverse
 
 from recipes.models import Recipe
-from tests.loops.conftest import driven_recipe
+from tests.driven.conftest import driven_recipe
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +24,7 @@ def test_validate_and_create_a_driven_recipe(as_editor, as_viewer):
     assert refused.status_code == 422 and refused.body["errors"][0]["line"] == 11
     created = as_editor.post("/api/recipes", {"source": GOOD, "slug": "drive"})
     assert created.status_code == 201 and created.body["kind"] == "driven"
-    assert Recipe.objects.get(slug="drive").kind == Recipe.Kind.DRIVEN
+    assert Recipe.objects.get(slug="drive").kind == "driven"
 
 
 def test_the_admin_adds_and_refuses_driven_recipes_with_the_line(admin_user, client):
@@ -38,7 +38,7 @@ def test_the_admin_adds_and_refuses_driven_recipes_with_the_line(admin_user, cli
     )
     assert added.status_code == 302
     recipe = Recipe.objects.get(slug="drive")
-    assert recipe.kind == Recipe.Kind.DRIVEN and recipe.name == "driven test"
+    assert recipe.kind == "driven" and recipe.name == "driven test"
 
 
 def test_the_recipe_page_shows_the_host_and_its_pool(client, viewer, make_recipe):

@@ -1,6 +1,6 @@
 """A person forks a driven run from a pipeline step: the step's card offers "Fork from here",
 the form asks for feedback only, and the new run shows the carried loop iteration and the
-one the fork ran with that feedback (loops/forking.py)."""
+one the fork ran with that feedback (loops/driven/forking.py)."""
 
 import re
 
@@ -8,14 +8,14 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from loops.models import Loop
+from loops.driven.models import Loop
 from runs import services
 from runs.actor import Actor
 from runs.models import Iteration, Run
 from tests.browser.conftest import log_in, screenshot
 from tests.conftest import wait_run
-from tests.loops.conftest import driven_recipe
-from tests.loops.test_fork import HOST
+from tests.driven.conftest import driven_recipe
+from tests.driven.test_fork import HOST
 
 pytestmark = pytest.mark.browser
 

@@ -7,13 +7,13 @@ page shows at each moment never depends on the machine's speed."""
 import pytest
 from playwright.sync_api import expect
 
-from loops.models import Loop
+from loops.driven.models import Loop
 from runs import services
 from runs.actor import Actor
 from runs.executor.context import run_dirs
 from tests.browser.conftest import log_in, mark_page, screenshot, still_same_page
 from tests.conftest import wait_for, wait_run
-from tests.loops.conftest import driven_recipe
+from tests.driven.conftest import driven_recipe
 
 pytestmark = pytest.mark.browser
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from recipes.planeai.models import ReviewRequest
+from loops.stepmachine.models import ReviewRequest
 from runs.models import Run
 from tests.browser.conftest import log_in, mark_page, still_same_page
 from tests.browser.test_first_ten_minutes import WIDTHS, Walk

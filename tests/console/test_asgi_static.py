@@ -52,5 +52,5 @@ def test_a_stylesheet_is_served_whole_and_without_the_streaming_warning():
     start = next(m for m in sent if m["type"] == "http.response.start")
     assert start["status"] == 200
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    assert body == (ROOT / "console" / "static" / "css" / "console.css").read_bytes()
+    assert body == (ROOT / "static" / "css" / "console.css").read_bytes()
     assert not [w for w in caught if "StreamingHttpResponse" in str(w.message)]

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.urls import reverse
 
 from runs import kinds
-from runs.kinds import LoopKind, RunPart
+from runs.kinds import RunPart
 from runs.models import Run
 
 from .conftest import add_iteration, login
@@ -40,30 +40,29 @@ def panel_kind(settings, tmp_path):
     (tmp_path / "panel.html").write_text(
         '<section id="counter-panel">counted {{ counted }} for run {{ run.pk }}</section>'
     )
-    before = kinds.get("workflow")  # the kernel's defaults: none, unless one is registered
+    before = kinds.get("workflow")
     settings.TEMPLATES = [
         {**settings.TEMPLATES[0], "DIRS": [*settings.TEMPLATES[0]["DIRS"], tmp_path]}
     ]
-    kind = kinds.register(
-        LoopKind(
-            name="workflow",
-            run_parts={
-                "counter-panel": RunPart(
-                    "panel.html", lambda run: {"counted": 7}, refresh_on="loops-changed run-changed"
-                )
-            },
-            run_context=lambda run: {"iteration_word": "round"},
-            event_sentence=lambda event: (
-                "The counter counted." if event.kind == "counter_counted" else None
-            ),
-            loop_commands={"hello": _hello_command()},
-            resume_refused="a counter starts again instead",
-        )
-    )
+
+    class Counting(type(before)):  # the workflow kind, with more
+        run_parts = {
+            "counter-panel": RunPart(
+                "panel.html", lambda run: {"counted": 7}, refresh_on="loops-changed run-changed"
+            )
+        }
+        loop_commands = {"hello": _hello_command()}
+        resume_refused = "a counter starts again instead"
+
+        def run_context(self, run):
+            return {"iteration_word": "round"}
+
+        def event_sentence(self, event):
+            return "The counter counted." if event.kind == "counter_counted" else None
+
+    kind = kinds.register(Counting())
     yield kind
-    kinds.unregister(kind.name)
-    if before is not None:
-        kinds.register(before)
+    kinds.register(before)
 
 
 def test_a_kinds_panel_shows_on_its_runs_page_and_refreshes_as_a_part(
@@ -92,7 +91,7 @@ def test_a_part_only_a_kind_gives_is_not_found_once_it_is_gone(
     run, _ = guided_run
     url = reverse("run_part", args=[run.pk, "counter-panel"])
     assert login(client, viewer).get(url).status_code == 200
-    kinds.unregister(panel_kind.name)
+    kinds.register(type(panel_kind).__mro__[1]())  # the workflow kind without the panel
     assert client.get(url).status_code == 404
     assert "counter-panel" not in client.get(reverse("run_detail", args=[run.pk])).content.decode()
 
@@ -102,7 +101,7 @@ def test_a_kind_that_refuses_resume_has_no_resume_button(client, operator, guide
     Run.objects.filter(pk=run.pk).update(status=Run.Status.FAILED)
     page = login(client, operator).get(reverse("run_detail", args=[run.pk])).content.decode()
     assert reverse("run_resume", args=[run.pk]) not in page
-    kinds.unregister(panel_kind.name)
+    kinds.register(type(panel_kind).__mro__[1]())  # the workflow kind, which resumes
     page = client.get(reverse("run_detail", args=[run.pk])).content.decode()
     assert reverse("run_resume", args=[run.pk]) in page
 

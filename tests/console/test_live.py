@@ -16,12 +16,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def broker(embedded_broker):
-    return embedded_broker
-
-
-@pytest.fixture(autouse=True)
-def no_output_left_by_an_earlier_test(broker):
+def no_output_left_by_an_earlier_test(embedded_broker):
     """A test here publishes output for its run; on SQLite the next test's run gets the same
     id (its insert was rolled back), so that buffer would reach the next stream."""
     clear_live_buffers()

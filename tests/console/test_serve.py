@@ -108,6 +108,7 @@ def test_a_port_in_use_fails_fast_with_a_clear_message(worker_env):
     assert _with_env(f"LOOP_QUEUE={queue}") == []  # nothing was started, nothing is left
 
 
+@pytest.mark.worker  # `manage.py serve` starts a worker of its own
 @pytest.mark.django_db(transaction=True)
 def test_serve_prints_the_url_once_it_answers_and_stops_everything(worker_env):
     held, port = _held_port()
@@ -175,6 +176,7 @@ class _Output:
         return "".join(self.lines[start:])
 
 
+@pytest.mark.worker  # `manage.py serve` starts a worker of its own
 @pytest.mark.django_db(transaction=True)
 def test_make_run_links_to_its_own_port_and_stops_quietly_mid_step(
     worker_env, make_recipe, operator, tmp_path

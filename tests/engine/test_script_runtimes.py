@@ -88,7 +88,6 @@ nodes:
 """
 
 
-@pytest.mark.worker
 def test_a_script_past_its_timeout_is_stopped_and_fails_the_node(live_worker, make_recipe):
     run = services.start_run(make_recipe(SLOW, slug="slow-script"), actor=ENGINE, message="go")
     # Far less than the script's 120 s of sleep: the run fails because it was stopped.

@@ -16,13 +16,14 @@ provider: scripted
 
 
 @pytest.fixture
-def recipe(make_recipe):
-    """A recipe from YAML whose default provider is the scripted agent."""
+def make_scripted_recipe(make_recipe):
+    """Make a recipe from YAML whose default provider is the scripted agent: `body` after
+    the name (and `interactive: true` if asked), `head` for more top-level fields."""
     counter = iter(range(1000))
 
-    def make(body: str, interactive: bool = False):
-        head = "name: t\n" + ("interactive: true\n" if interactive else "") + PROVIDERS
-        return make_recipe(head + body, slug=f"t{next(counter)}")
+    def make(body: str, interactive: bool = False, head: str = ""):
+        top = "name: t\n" + ("interactive: true\n" if interactive else "") + head + PROVIDERS
+        return make_recipe(top + body, slug=f"t{next(counter)}")
 
     return make
 

@@ -16,11 +16,9 @@ from runs.actor import ENGINE
 from runs.executor.context import run_dirs
 from runs.models import Run
 from tests.archon_peer import make_peer_repo
-from tests.conftest import wait_run
+from tests.conftest import requires_runtime, wait_run
 
 from .conftest import node
-
-pytestmark = pytest.mark.worker
 
 CANARY = "PWNED"
 HOSTILE = [
@@ -55,6 +53,7 @@ def _ran(run) -> Run:
     return run
 
 
+@requires_runtime("bun")  # the peer's `ts` node
 @pytest.mark.parametrize("message", ["hello world", *HOSTILE])
 def test_values_pasted_into_literal_text_give_the_peer_output_and_stay_data(peer, message):
     run = _ran(services.start_run(peer["peer-literal"], actor=ENGINE, message=message))
@@ -90,6 +89,7 @@ def test_checked_places_fail_before_running_a_hostile_value(peer, message):
     _no_canary(run)
 
 
+@requires_runtime("bun")  # the peer's `check` node
 def test_fan_out_over_a_literal_list_with_all_done_keeps_the_failure_as_data(peer):
     run = _ran(services.start_run(peer["peer-fan-all-done"], actor=ENGINE, message="go"))
     assert run.status == "completed", run.error

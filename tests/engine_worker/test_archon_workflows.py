@@ -16,11 +16,9 @@ from runs.executor import sweep as sweeper
 from runs.models import Run, RunEvent
 from runs.serializers import run_summary
 from tests.archon_repo import make_archon_repo
-from tests.conftest import wait_for, wait_run
+from tests.conftest import requires_runtime, wait_for, wait_run
 
 from .conftest import node
-
-pytestmark = pytest.mark.worker
 
 
 @pytest.fixture
@@ -161,6 +159,7 @@ def test_sweep_advances_a_parent_whose_child_message_was_lost(archon, make_recip
     assert node(run, "after").output == "done"
 
 
+@requires_runtime("bun")
 def test_bun_and_uv_scripts_run_for_real(archon, make_recipe, tmp_path):
     repo = tmp_path / "checkout" / ".archon"
     (repo / "scripts" / "shout.ts").write_text(

@@ -8,9 +8,9 @@ from runs.sandbox import child_env, inherited
 from tests.conftest import wait_run
 
 
-def test_a_bash_step_sees_only_the_allowed_environment(live_worker, recipe):
+def test_a_bash_step_sees_only_the_allowed_environment(live_worker, make_scripted_recipe):
     run = services.start_run(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: env
     bash: python3 -c 'import json, os; print(json.dumps(dict(os.environ)))'

@@ -10,9 +10,9 @@ from tests.conftest import wait_for, wait_run
 from .conftest import node
 
 
-def test_trigger_rules_and_skip_propagation(live_worker, recipe):
+def test_trigger_rules_and_skip_propagation(live_worker, make_scripted_recipe):
     run = services.start_run(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: ok
     bash: echo fine
@@ -53,9 +53,9 @@ nodes:
     }
 
 
-def test_when_conditions_with_fields_and_or(live_worker, recipe):
+def test_when_conditions_with_fields_and_or(live_worker, make_scripted_recipe):
     run = services.start_run(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: classify
     output_format:
@@ -81,28 +81,35 @@ nodes:
     assert "when condition is false" in node(run, "feature").skip_reason
 
 
-def test_layers_run_concurrently(live_worker, recipe):
+def test_layers_run_concurrently(live_worker, make_scripted_recipe):
+    """Each of a and b marks that it started, then waits for the other's mark: both see it
+    only if they run at the same time (one after the other, the first gives up)."""
     run = services.start_run(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: a
-    bash: sleep 1; date +%s.%N
+    bash: |
+      touch a.started
+      timeout 60 sh -c 'until [ -e b.started ]; do sleep 0.05; done' && echo met b
   - id: b
-    bash: sleep 1; date +%s.%N
+    bash: |
+      touch b.started
+      timeout 60 sh -c 'until [ -e a.started ]; do sleep 0.05; done' && echo met a
   - id: join
     depends_on: [a, b]
     bash: echo joined
 """),
         actor=ENGINE,
     )
-    wait_run(run, "completed", "failed")
-    a, b = float(node(run, "a").output), float(node(run, "b").output)
-    assert abs(a - b) < 0.8  # both slept at the same time
+    wait_run(run, "completed", "failed", timeout=120)
+    assert run.status == "completed", run.error
+    assert (node(run, "a").output, node(run, "b").output) == ("met b", "met a")
+    assert node(run, "join").output == "joined"
 
 
-def test_cancel_node_stops_the_run_with_its_reason(live_worker, recipe):
+def test_cancel_node_stops_the_run_with_its_reason(live_worker, make_scripted_recipe):
     run = services.start_run(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: check
     bash: echo stop
@@ -143,9 +150,11 @@ nodes:
     assert node(run, "greet").output == "hello from a command file"
 
 
-def test_resume_reruns_only_what_did_not_complete(live_worker, recipe, operator, tmp_path):
+def test_resume_reruns_only_what_did_not_complete(
+    live_worker, make_scripted_recipe, operator, tmp_path
+):
     run = services.start_run(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: first
     bash: echo x >> first-runs; echo first
@@ -179,9 +188,9 @@ nodes:
     assert RunEvent.objects.filter(run=run, kind="run_running").count() == 2
 
 
-def test_cancel_kills_a_running_iteration(live_worker, recipe, operator, tmp_path):
+def test_cancel_kills_a_running_iteration(live_worker, make_scripted_recipe, operator, tmp_path):
     run = services.start_run(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: work
     loop:

@@ -28,8 +28,12 @@ def gate_of(run):
     return wait_for(lambda: pending_gate(run), 30, message="a pending gate")
 
 
-def test_gate_on_completed_iteration_finalizes_without_rerun(live_worker, recipe, operator):
-    run = services.start_run(recipe(REFINE, interactive=True), actor=ENGINE, message="m")
+def test_gate_on_completed_iteration_finalizes_without_rerun(
+    live_worker, make_scripted_recipe, operator
+):
+    run = services.start_run(
+        make_scripted_recipe(REFINE, interactive=True), actor=ENGINE, message="m"
+    )
     wait_run(run, "paused")
     gate = gate_of(run)
     assert gate.kind == "loop" and gate.completion_signaled
@@ -44,8 +48,12 @@ def test_gate_on_completed_iteration_finalizes_without_rerun(live_worker, recipe
     assert gate.status == "accepted" and gate.decided_by == operator and gate.surface == "console"
 
 
-def test_feedback_iterates_and_is_only_seen_by_the_next_iteration(live_worker, recipe, operator):
-    run = services.start_run(recipe(REFINE, interactive=True), actor=ENGINE, message="m")
+def test_feedback_iterates_and_is_only_seen_by_the_next_iteration(
+    live_worker, make_scripted_recipe, operator
+):
+    run = services.start_run(
+        make_scripted_recipe(REFINE, interactive=True), actor=ENGINE, message="m"
+    )
     wait_run(run, "paused")
     services.approve(
         gate_of(run).pk, Actor.operator(operator, "console"), comment="make it shorter"
@@ -71,9 +79,9 @@ def test_feedback_iterates_and_is_only_seen_by_the_next_iteration(live_worker, r
     assert [g.status for g in run.gates.order_by("id")] == ["iterated", "iterated", "accepted"]
 
 
-def test_signal_completes_skips_the_gate_when_a_channel_fired(live_worker, recipe):
+def test_signal_completes_skips_the_gate_when_a_channel_fired(live_worker, make_scripted_recipe):
     run = services.start_run(
-        recipe(
+        make_scripted_recipe(
             """
 nodes:
   - id: validate
@@ -93,8 +101,8 @@ nodes:
     assert run.status == "completed" and not run.gates.exists()
 
 
-def test_reject_fails_the_node_and_the_run(live_worker, recipe, operator):
-    run = services.start_run(recipe(REFINE, interactive=True), actor=ENGINE)
+def test_reject_fails_the_node_and_the_run(live_worker, make_scripted_recipe, operator):
+    run = services.start_run(make_scripted_recipe(REFINE, interactive=True), actor=ENGINE)
     wait_run(run, "paused")
     services.reject(gate_of(run).pk, Actor.operator(operator, "console"), reason="off topic")
     wait_run(run, "failed", "completed")
@@ -103,8 +111,10 @@ def test_reject_fails_the_node_and_the_run(live_worker, recipe, operator):
     assert node(run, "after").status == "skipped"
 
 
-def test_deciding_twice_changes_nothing_and_says_so(live_worker, recipe, operator, admin_user):
-    run = services.start_run(recipe(REFINE, interactive=True), actor=ENGINE)
+def test_deciding_twice_changes_nothing_and_says_so(
+    live_worker, make_scripted_recipe, operator, admin_user
+):
+    run = services.start_run(make_scripted_recipe(REFINE, interactive=True), actor=ENGINE)
     wait_run(run, "paused")
     gate = gate_of(run)
     services.approve(gate.pk, Actor.operator(operator, "console"))
@@ -114,8 +124,8 @@ def test_deciding_twice_changes_nothing_and_says_so(live_worker, recipe, operato
     assert len(calls(run)) == 1
 
 
-def test_viewer_cannot_decide(live_worker, recipe, viewer):
-    run = services.start_run(recipe(REFINE, interactive=True), actor=ENGINE)
+def test_viewer_cannot_decide(live_worker, make_scripted_recipe, viewer):
+    run = services.start_run(make_scripted_recipe(REFINE, interactive=True), actor=ENGINE)
     wait_run(run, "paused")
     with pytest.raises(services.NotAllowed):
         services.approve(gate_of(run).pk, Actor.operator(viewer, "console"))
@@ -137,9 +147,9 @@ def test_approval_node_decisions_drive_when_branches(live_worker, bundled, opera
     assert node(run, "summary").status == "completed"
 
 
-def test_capture_response_makes_the_comment_the_output(live_worker, recipe, operator):
+def test_capture_response_makes_the_comment_the_output(live_worker, make_scripted_recipe, operator):
     run = services.start_run(
-        recipe(
+        make_scripted_recipe(
             """
 nodes:
   - id: ask
@@ -161,10 +171,10 @@ nodes:
 
 
 def test_interactive_loop_at_max_iterations_refuses_feedback_and_keeps_its_gate(
-    live_worker, recipe, operator
+    live_worker, make_scripted_recipe, operator
 ):
     run = services.start_run(
-        recipe(
+        make_scripted_recipe(
             """
 nodes:
   - id: refine

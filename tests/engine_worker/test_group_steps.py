@@ -29,8 +29,8 @@ nodes:
 """
 
 
-def test_every_iteration_body_step_is_listed_and_shown(live_worker, recipe, viewer):
-    run = services.start_run(recipe(BODY), actor=ENGINE, message="m")
+def test_every_iteration_body_step_is_listed_and_shown(live_worker, make_scripted_recipe, viewer):
+    run = services.start_run(make_scripted_recipe(BODY), actor=ENGINE, message="m")
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     _, secret = ApiToken.issue(viewer, name="t")
@@ -49,8 +49,8 @@ def test_every_iteration_body_step_is_listed_and_shown(live_worker, recipe, view
     assert page.count("Prompt as sent") >= 5
 
 
-def test_unknown_step_filter_is_refused(live_worker, recipe, viewer):
-    run = services.start_run(recipe(BODY), actor=ENGINE, message="m")
+def test_unknown_step_filter_is_refused(live_worker, make_scripted_recipe, viewer):
+    run = services.start_run(make_scripted_recipe(BODY), actor=ENGINE, message="m")
     _, secret = ApiToken.issue(viewer, name="t")
     api = Client(headers={"Authorization": f"Bearer {secret}"})
     response = api.get(f"/api/runs/{run.pk}/steps", {"nod": "x"})

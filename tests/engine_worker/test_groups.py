@@ -31,8 +31,8 @@ nodes:
 """
 
 
-def test_group_reruns_its_body_until_the_check_passes(live_worker, recipe):
-    run = services.start_run(recipe(BODY), actor=ENGINE)
+def test_group_reruns_its_body_until_the_check_passes(live_worker, make_scripted_recipe):
+    run = services.start_run(make_scripted_recipe(BODY), actor=ENGINE)
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     group = node(run, "fix")
@@ -52,9 +52,9 @@ def test_group_reruns_its_body_until_the_check_passes(live_worker, recipe):
     ]
 
 
-def test_a_failed_body_node_fails_the_group_at_once(live_worker, recipe):
+def test_a_failed_body_node_fails_the_group_at_once(live_worker, make_scripted_recipe):
     run = services.start_run(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: g
     loop_group:
@@ -72,9 +72,9 @@ nodes:
     assert group.iteration_count == 1 and "g.a" in group.error and "status 4" in group.error
 
 
-def test_group_signal_comes_from_the_terminal_node(live_worker, recipe):
+def test_group_signal_comes_from_the_terminal_node(live_worker, make_scripted_recipe):
     run = services.start_run(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: g
     loop_group:
@@ -95,9 +95,11 @@ nodes:
     assert "promise" not in node(run, "g").output.lower()
 
 
-def test_interactive_group_gates_and_restores_loop_prev(live_worker, recipe, operator):
+def test_interactive_group_gates_and_restores_loop_prev(
+    live_worker, make_scripted_recipe, operator
+):
     run = services.start_run(
-        recipe("""
+        make_scripted_recipe("""
 interactive: true
 nodes:
   - id: g

@@ -24,9 +24,9 @@ nodes:
 
 
 def test_feedback_on_a_completed_last_iteration_is_refused_and_the_gate_stays(
-    live_worker, recipe, operator
+    live_worker, make_scripted_recipe, operator
 ):
-    run = services.start_run(recipe(LAST, interactive=True), actor=ENGINE)
+    run = services.start_run(make_scripted_recipe(LAST, interactive=True), actor=ENGINE)
     actor = Actor.operator(operator, "console")
     first = wait_for(lambda: pending_gate(run), 30, message="gate 1")
     services.approve(first.pk, actor)  # nothing completed: iterate

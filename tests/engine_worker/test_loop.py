@@ -11,9 +11,9 @@ def start(recipe, message="go", **kw):
     return services.start_run(recipe, ENGINE, message=message, **kw)
 
 
-def test_tag_signal_completes_and_is_stripped(live_worker, recipe):
+def test_tag_signal_completes_and_is_stripped(live_worker, make_scripted_recipe):
     run = start(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: work
     loop:
@@ -33,9 +33,9 @@ nodes:
     assert "promise" not in node(run, "after").output.lower()
 
 
-def test_plain_signal_at_end_or_on_own_line_but_not_mid_sentence(live_worker, recipe):
+def test_plain_signal_at_end_or_on_own_line_but_not_mid_sentence(live_worker, make_scripted_recipe):
     run = start(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: work
     loop:
@@ -49,9 +49,9 @@ nodes:
     assert [it.channels for it in iterations(run, "work")] == [[], ["until"]]
 
 
-def test_max_iterations_fails_the_node_with_a_clear_error(live_worker, recipe):
+def test_max_iterations_fails_the_node_with_a_clear_error(live_worker, make_scripted_recipe):
     run = start(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: work
     loop:
@@ -68,9 +68,9 @@ nodes:
     assert len(iterations(run, "work")) == 3
 
 
-def test_until_bash_alone_ends_the_loop(live_worker, recipe):
+def test_until_bash_alone_ends_the_loop(live_worker, make_scripted_recipe):
     run = start(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: work
     loop:
@@ -84,9 +84,9 @@ nodes:
     assert [it.channels for it in iterations(run, "work")] == [[], ["until_bash"]]
 
 
-def test_until_bash_is_skipped_once_the_signal_fired(live_worker, recipe):
+def test_until_bash_is_skipped_once_the_signal_fired(live_worker, make_scripted_recipe):
     run = start(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: work
     loop:
@@ -107,9 +107,9 @@ nodes:
     assert iterations(run, "work")[-1].channels == ["until"]
 
 
-def test_until_field_requires_strict_true(live_worker, recipe):
+def test_until_field_requires_strict_true(live_worker, make_scripted_recipe):
     run = start(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: triage
     output_format:
@@ -135,9 +135,9 @@ nodes:
     assert node(run, "next").output == "left=0"
 
 
-def test_invalid_structured_payload_fails_after_reasks(live_worker, recipe):
+def test_invalid_structured_payload_fails_after_reasks(live_worker, make_scripted_recipe):
     run = start(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: triage
     output_format:
@@ -157,9 +157,9 @@ nodes:
     assert len(calls(run)) == 4 and len(iterations(run, "triage")) == 1
 
 
-def test_an_iteration_that_raises_fails_the_node_at_once(live_worker, recipe):
+def test_an_iteration_that_raises_fails_the_node_at_once(live_worker, make_scripted_recipe):
     run = start(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: work
     loop:
@@ -174,9 +174,9 @@ nodes:
     assert "exited with status 3" in node(run, "work").error
 
 
-def test_idle_timeout_keeps_output_and_continues(live_worker, recipe):
+def test_idle_timeout_keeps_output_and_continues(live_worker, make_scripted_recipe):
     run = start(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: work
     idle_timeout: 1500
@@ -193,9 +193,9 @@ nodes:
     assert second.channels == ["until"]
 
 
-def test_prev_output_and_session_threading(live_worker, recipe):
+def test_prev_output_and_session_threading(live_worker, make_scripted_recipe):
     run = start(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: work
     loop:
@@ -214,9 +214,9 @@ nodes:
     assert len({c["session"] for c in seen}) == 1
 
 
-def test_fresh_context_starts_a_new_session_each_iteration(live_worker, recipe):
+def test_fresh_context_starts_a_new_session_each_iteration(live_worker, make_scripted_recipe):
     run = start(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: work
     loop:
@@ -232,11 +232,11 @@ nodes:
     assert seen[0]["session"] != seen[1]["session"]
 
 
-def test_hostile_values_reach_bash_as_plain_text(live_worker, recipe, tmp_path):
+def test_hostile_values_reach_bash_as_plain_text(live_worker, make_scripted_recipe, tmp_path):
     marker = tmp_path / "pwned"
     payload = f"$(touch {marker}) `touch {marker}`; touch {marker} && echo 'x' \"y\" $HOME"
     run = start(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: echo
     bash: printf '%s' $USER_MESSAGE

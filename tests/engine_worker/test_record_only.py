@@ -23,8 +23,10 @@ nodes:
 """
 
 
-def test_a_recorded_accept_finalizes_when_the_run_is_resumed(live_worker, recipe, operator):
-    run = services.start_run(recipe(REFINE, interactive=True), actor=ENGINE)
+def test_a_recorded_accept_finalizes_when_the_run_is_resumed(
+    live_worker, make_scripted_recipe, operator
+):
+    run = services.start_run(make_scripted_recipe(REFINE, interactive=True), actor=ENGINE)
     gate = wait_for(lambda: pending_gate(run), 30, message="a gate")
     user = operator.get_username()
     call_command("run", "approve", str(run.pk), "--record-only", "--user", user)
@@ -38,8 +40,10 @@ def test_a_recorded_accept_finalizes_when_the_run_is_resumed(live_worker, recipe
     assert run.status == "completed" and len(calls(run)) == 1  # no re-run
 
 
-def test_recorded_feedback_runs_the_next_iteration_on_resume(live_worker, recipe, operator):
-    run = services.start_run(recipe(REFINE, interactive=True), actor=ENGINE)
+def test_recorded_feedback_runs_the_next_iteration_on_resume(
+    live_worker, make_scripted_recipe, operator
+):
+    run = services.start_run(make_scripted_recipe(REFINE, interactive=True), actor=ENGINE)
     gate = wait_for(lambda: pending_gate(run), 30, message="a gate")
     api = client_for(operator)
     answer = api.post(

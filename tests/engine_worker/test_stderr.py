@@ -24,8 +24,8 @@ nodes:
 """
 
 
-def test_stderr_is_kept_apart_from_the_output(live_worker, recipe, viewer, client):
-    run = services.start_run(recipe(SEPARATE), actor=ENGINE)
+def test_stderr_is_kept_apart_from_the_output(live_worker, make_scripted_recipe, viewer, client):
+    run = services.start_run(make_scripted_recipe(SEPARATE), actor=ENGINE)
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     b = node(run, "b")
@@ -46,9 +46,10 @@ def test_stderr_is_kept_apart_from_the_output(live_worker, recipe, viewer, clien
     assert "<summary>Stderr</summary><pre>err: ok\n</pre>" in page
 
 
-def test_a_failing_steps_stderr_says_why(live_worker, recipe):
+def test_a_failing_steps_stderr_says_why(live_worker, make_scripted_recipe):
     run = services.start_run(
-        recipe('nodes:\n  - id: b\n    bash: "echo half; echo broke >&2; exit 3"\n'), actor=ENGINE
+        make_scripted_recipe('nodes:\n  - id: b\n    bash: "echo half; echo broke >&2; exit 3"\n'),
+        actor=ENGINE,
     )
     wait_run(run, "completed", "failed")
     b = node(run, "b")
@@ -78,8 +79,8 @@ nodes:
 """
 
 
-def test_the_seed_idioms_fire_when_the_runner_writes_to_stderr(live_worker, recipe):
-    run = services.start_run(recipe(SEED_IDIOMS), actor=ENGINE)
+def test_the_seed_idioms_fire_when_the_runner_writes_to_stderr(live_worker, make_scripted_recipe):
+    run = services.start_run(make_scripted_recipe(SEED_IDIOMS), actor=ENGINE)
     wait_run(run, "completed", "failed")
     assert run.status == "completed", run.error
     group = node(run, "fix")

@@ -281,7 +281,11 @@ class FaultEngine:
         monkeypatch.setattr(dispatch, "deliver", self.send)
 
     def send(self, task_name: str, *args) -> None:
-        self.client.send_task(f"runs.tasks.{task_name}", args=list(args), queue=self.queue)
+        from runs import dispatch
+
+        # The name it is registered under: runs.tasks.*, or a kind's or an app's own.
+        name = dispatch.task(task_name).name
+        self.client.send_task(name, args=list(args), queue=self.queue)
 
     def start_worker(self, concurrency: int = 2, **env) -> FaultWorker:
         log = self.folder / f"worker-{len(self.workers)}.log"

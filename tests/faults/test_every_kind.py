@@ -23,7 +23,7 @@ from tests.faults.conftest import FaultEngine, RedisServer, assert_recorded_once
 from tests.faults.test_infrastructure import drop_connections
 from tests.python.test_gates import GATED
 
-AGENT = Path(__file__).parents[1] / "planeai" / "role_agent.py"
+AGENT = Path(__file__).parents[1] / "stepmachine" / "role_agent.py"
 DONE = ("completed", "failed", "cancelled", "approved")
 
 STEPS = """
@@ -54,7 +54,7 @@ steps:
 def nothing_left_running(run) -> None:
     """Once a turn still finishing after its handoff has ended (its session ends with it),
     nothing of the ended run is left running."""
-    from tests.planeai.conftest import _where_it_stands
+    from tests.stepmachine.conftest import _where_it_stands
 
     def idle():
         return not (
@@ -79,7 +79,7 @@ def settle(engine, runs, approver, timeout=180) -> None:
             gate = pending_gate(run)
             if gate is not None:
                 approver(run, gate)
-        if all(run.status in DONE for run in runs):
+        if all(run.status_word in DONE for run in runs):
             return
         assert time.monotonic() < deadline, [(r.pk, r.status) for r in runs]
         from runs.executor.sweep import sweep
@@ -100,6 +100,7 @@ def approve(run, gate, comment: str = "") -> None:
     services.approve(gate.pk, Actor("cli"), comment=comment)
 
 
+@pytest.mark.worker  # a FaultEngine of its own starts the workers
 def test_runs_whose_wake_ups_are_lost_with_the_broker_go_on(
     transactional_db, worker_env, monkeypatch, settings, tmp_path, step_recipe, bundled, slow_python
 ):
@@ -136,7 +137,7 @@ def test_runs_whose_wake_ups_are_lost_with_the_broker_go_on(
         settle(engine, [paused, created, workflow, driven, gated], approve)
         assert worker.proc.poll() is None, "the worker exited instead of reconnecting"
         for run in (paused, created):
-            assert run.status == "approved", (run.pk, run.status, run.error)
+            assert run.status_word == "approved", (run.pk, run.status_word, run.error)
             assert not run.events.filter(kind="tick_requested").exists()  # nobody ticked it
             nothing_left_running(run)
         for run in (workflow, driven, gated):
@@ -183,7 +184,7 @@ def test_python_runs_survive_database_sessions_terminated_in_their_calls(fault_e
         wait_for(
             lambda: (
                 Iteration.objects.filter(run__in=runs, status="running").exists()
-                or all(run.status in DONE for run in runs)
+                or all(run.status_word in DONE for run in runs)
             ),
             60,
             interval=0.02,
@@ -256,14 +257,14 @@ steps:
 def test_a_step_machine_turn_killed_after_its_handoff_is_not_taken_twice(
     fault_engine, make_recipe, tmp_path
 ):
-    from recipes.planeai.models import Handoff
+    from loops.stepmachine.models import Handoff
 
     script, go = tmp_path / "talker.sh", tmp_path / "go"
     script.write_text(TALKER)
     ProviderConfig.objects.create(name="talker", kind="command", command=f"bash {script} {go}")
     worker = fault_engine.start_worker(concurrency=2)  # one for the turn, one for ticks
     run = services.start_run(make_recipe(MAKER, slug="fault-rerun"), actor=ENGINE, message="rerun")
-    from tests.planeai.conftest import _where_it_stands
+    from tests.stepmachine.conftest import _where_it_stands
 
     try:
         wait_for(
@@ -277,7 +278,7 @@ def test_a_step_machine_turn_killed_after_its_handoff_is_not_taken_twice(
     go.touch()
     fault_engine.start_worker(concurrency=2)
     settle(fault_engine, [run], approve)
-    assert run.status == "approved", run.error
+    assert run.status_word == "approved", run.error
     first = Iteration.objects.get(run=run, node_id="maker", number=1)
     second = Iteration.objects.get(run=run, node_id="maker", number=2)
     assert first.attempts == 2  # the killed turn ran again and handed off again

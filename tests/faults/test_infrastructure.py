@@ -53,6 +53,7 @@ def assert_all_completed_once(runs, markers) -> None:
     assert_never_concurrent(read_markers(markers))
 
 
+@pytest.mark.worker  # a FaultEngine of its own starts the workers
 def test_runs_resume_after_redis_restarts(
     transactional_db,
     worker_env,

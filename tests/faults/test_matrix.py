@@ -109,7 +109,7 @@ def unit_in_flight(run):
 def over(run) -> bool:
     """The run ended, or reached its gate (a step machine's human.wait), with no unit left."""
     run.refresh_from_db()
-    return run.status in ENDS.values() or pending_gate(run) is not None
+    return run.status_word in ENDS.values() or pending_gate(run) is not None
 
 
 def swept(predicate):
@@ -171,7 +171,7 @@ def test_a_run_ends_as_it_would_have_despite_the_fault(kind, fault, fault_engine
     assert not hit or hit[0] is not None, "the fault landed on no call in flight"
     settle(fault_engine, [run], approve, timeout=240)
 
-    assert run.status == ENDS[kind], (run.pk, run.status, run.error)
+    assert run.status_word == ENDS[kind], (run.pk, run.status_word, run.error)
     assert not run.events.filter(kind="tick_requested").exists()  # nobody ticked it
     assert_recorded_once(run)
     nothing_left_running(run)

@@ -5,25 +5,18 @@ import pytest
 
 from recipes.editing import create_recipe
 from recipes.models import Recipe
-from tests.engine_worker.conftest import PROVIDERS, calls, iterations, node  # noqa: F401
-
-
-@pytest.fixture
-def recipe(make_recipe):
-    """A workflow recipe from YAML whose default provider is the scripted agent."""
-    counter = iter(range(1000))
-
-    def make(body: str, interactive: bool = False, head: str = ""):
-        top = "name: t\n" + ("interactive: true\n" if interactive else "") + head + PROVIDERS
-        return make_recipe(top + body, slug=f"h{next(counter)}")
-
-    return make
-
+from tests.engine_worker.conftest import (  # noqa: F401 - make_scripted_recipe: a fixture
+    PROVIDERS,
+    calls,
+    iterations,
+    make_scripted_recipe,
+    node,
+)
 
 PYTHON_LOOP = '''"""Scored writer"""
 from pydantic import BaseModel
 
-from recipes.python import Agent, LoopWorkflow, score_at_least
+from loops.python import Agent, LoopWorkflow, score_at_least
 
 
 class Draft(BaseModel):

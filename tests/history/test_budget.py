@@ -65,9 +65,9 @@ def test_the_python_format_reads_a_literal_budget_with_lines(db):
 
 
 def test_iterations_limit_stops_between_iterations_then_raise_and_resume(
-    live_worker, recipe, actor
+    live_worker, make_scripted_recipe, actor
 ):
-    run = services.start_run(recipe(LOOP), actor=ENGINE, budget={"iterations": 5})
+    run = services.start_run(make_scripted_recipe(LOOP), actor=ENGINE, budget={"iterations": 5})
     assert run.budget == {"iterations": 5}
     wait_run(run, "budget_exceeded", "completed", "failed")
     assert run.status == "budget_exceeded"
@@ -88,8 +88,8 @@ def test_iterations_limit_stops_between_iterations_then_raise_and_resume(
     assert node(run, "work").status == "completed"
 
 
-def test_a_recipe_budget_is_merged_with_the_start_budget(db, recipe, actor):
-    made = recipe(LOOP, head="budget: {iterations: 2, wall_seconds: 3600}\n")
+def test_a_recipe_budget_is_merged_with_the_start_budget(db, make_scripted_recipe, actor):
+    made = make_scripted_recipe(LOOP, head="budget: {iterations: 2, wall_seconds: 3600}\n")
     run = services.start_run(made, actor=ENGINE, budget={"iterations": 4})
     assert run.budget == {"iterations": 4, "wall_seconds": 3600}
     with pytest.raises(InputError) as refused:
@@ -122,9 +122,9 @@ nodes:
     assert warning.data["limit"] == "cost_usd" and warning.data["percent"] == 82
 
 
-def test_a_loop_group_stops_between_group_iterations(live_worker, recipe, actor):
+def test_a_loop_group_stops_between_group_iterations(live_worker, make_scripted_recipe, actor):
     run = services.start_run(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: refine
     loop_group:
@@ -200,10 +200,10 @@ def test_tokens_limit_stops_between_iterations_then_raise_and_resume(
 
 
 def test_wall_seconds_limit_stops_between_iterations_then_raise_and_resume(
-    live_worker, recipe, actor
+    live_worker, make_scripted_recipe, actor
 ):
     run = services.start_run(
-        recipe(REFINE, interactive=True), actor=ENGINE, budget={"wall_seconds": 3600}
+        make_scripted_recipe(REFINE, interactive=True), actor=ENGINE, budget={"wall_seconds": 3600}
     )
     wait_run(run, "paused")
     # Two hours pass while the gate waits (written, not waited for): the next iteration the

@@ -9,7 +9,7 @@ from runs.actor import Actor
 from runs.models import NodeRun
 from tests.api.conftest import client_for
 from tests.console.conftest import add_iteration, login
-from tests.loops.conftest import driven_recipe
+from tests.driven.conftest import driven_recipe
 
 pytestmark = pytest.mark.django_db
 
@@ -79,7 +79,7 @@ def test_fork_is_offered_only_where_the_kind_can_be_forked(client, bundled, make
     )
     _finished(plane, "maker", "session")
     page = client.get(plane.get_absolute_url()).content.decode()
-    assert page.count(FORK) == 1 and "Compare…" in page  # recipes/planeai/forking.py
+    assert page.count(FORK) == 1 and "Compare…" in page  # loops/stepmachine/forking.py
     # A turn made by hand comes without the machine's position a sent turn logs: the fork
     # itself refuses it, with a 409 that says why.
     refused = api.post(f"/api/runs/{plane.pk}/fork", {"node": "maker", "iteration": 1})
@@ -90,14 +90,14 @@ def test_fork_is_offered_only_where_the_kind_can_be_forked(client, bundled, make
 def test_fork_is_offered_on_a_driven_loop_s_host_turns_and_steps(
     client, python_recipe, make_recipe, operator
 ):
-    """loops/forking.py: a step stands for its loop iteration; one that belongs to none is
+    """loops/driven/forking.py: a step stands for its loop iteration; one that belongs to none is
     refused by the fork itself, with a 409 that says so."""
     login(client, operator)
     driven = services.start_run(
         make_recipe(driven_recipe("demo"), slug="d"), actor=Actor.operator(operator, "console")
     )
     _finished(driven, "host", "driven")
-    _finished(driven, "drafter", "agent")
+    _finished(driven, "drafter", "pipeline_step")
     assert client.get(driven.get_absolute_url()).content.decode().count(FORK) == 2
     refused = client_for(operator).post(
         f"/api/runs/{driven.pk}/fork", {"node": "drafter", "iteration": 1}
@@ -122,7 +122,7 @@ def test_inbox_draws_a_sparkline_for_step_machine_and_driven_loops(client, make_
     driven = services.start_run(
         make_recipe(driven_recipe("demo"), slug="d"), actor=Actor.operator(operator, "console")
     )
-    for run, node_id, kind in [(plane, "maker", "session"), (driven, "drafter", "agent")]:
+    for run, node_id, kind in [(plane, "maker", "session"), (driven, "drafter", "pipeline_step")]:
         row = NodeRun.objects.create(
             run=run, node_id=node_id, kind=kind, status="running", iteration_count=3
         )

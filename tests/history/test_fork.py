@@ -34,8 +34,10 @@ def cli(operator):
     return Actor.operator(operator, "console")
 
 
-def test_fork_a_workflow_loop_carries_history_and_continues_with_feedback(live_worker, recipe, cli):
-    original = services.start_run(recipe(LOOP), actor=ENGINE, message="go")
+def test_fork_a_workflow_loop_carries_history_and_continues_with_feedback(
+    live_worker, make_scripted_recipe, cli
+):
+    original = services.start_run(make_scripted_recipe(LOOP), actor=ENGINE, message="go")
     wait_run(original)
     assert original.status == "completed", original.error
     before = (original.iterations.count(), original.events.count(), original.last_seq)
@@ -72,8 +74,10 @@ def test_fork_a_workflow_loop_carries_history_and_continues_with_feedback(live_w
     )
 
 
-def test_fork_resumes_the_threaded_session_and_an_edited_prompt(live_worker, recipe, cli):
-    original = services.start_run(recipe(LOOP), actor=ENGINE)
+def test_fork_resumes_the_threaded_session_and_an_edited_prompt(
+    live_worker, make_scripted_recipe, cli
+):
+    original = services.start_run(make_scripted_recipe(LOOP), actor=ENGINE)
     wait_run(original)
     second = iterations(original, "work")[1]
     fork = services.fork_run(
@@ -94,13 +98,13 @@ def test_fork_resumes_the_threaded_session_and_an_edited_prompt(live_worker, rec
         assert made[0]["session"] == second.session_id and made[0]["resume"]
 
 
-def test_fork_refuses_what_it_cannot_continue(live_worker, recipe, cli):
-    original = services.start_run(recipe(LOOP), actor=ENGINE)
+def test_fork_refuses_what_it_cannot_continue(live_worker, make_scripted_recipe, cli):
+    original = services.start_run(make_scripted_recipe(LOOP), actor=ENGINE)
     wait_run(original)
     with pytest.raises(NotFound, match="no iteration 9"):
         services.fork_run(original, cli, node="work", iteration=9)
     short = services.start_run(
-        recipe("""
+        make_scripted_recipe("""
 nodes:
   - id: work
     loop: {prompt: "@*: going", until: DONE, max_iterations: 2}
@@ -129,8 +133,8 @@ nodes:
 """
 
 
-def test_fork_a_loop_group_from_a_group_iteration(live_worker, recipe, cli):
-    original = services.start_run(recipe(GROUP), actor=ENGINE)
+def test_fork_a_loop_group_from_a_group_iteration(live_worker, make_scripted_recipe, cli):
+    original = services.start_run(make_scripted_recipe(GROUP), actor=ENGINE)
     wait_run(original)
     assert original.status == "completed", original.error
     assert original.iterations.count() == 3

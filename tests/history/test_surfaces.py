@@ -261,8 +261,10 @@ nodes:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_fork_over_the_api_and_budget_resume_from_the_cli(live_worker, recipe, operator, viewer):
-    run = services.start_run(recipe(LOOP), actor=ENGINE, budget={"iterations": 2})
+def test_fork_over_the_api_and_budget_resume_from_the_cli(
+    live_worker, make_scripted_recipe, operator, viewer
+):
+    run = services.start_run(make_scripted_recipe(LOOP), actor=ENGINE, budget={"iterations": 2})
     wait_run(run, "budget_exceeded", "completed", "failed")
     assert run.status == "budget_exceeded"
     api = client_for(operator)
@@ -307,10 +309,14 @@ nodes:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_resume_from_the_cli_says_what_runs_again_and_how_to_keep_it(live_worker, recipe):
+def test_resume_from_the_cli_says_what_runs_again_and_how_to_keep_it(
+    live_worker, make_scripted_recipe
+):
     """A loop that failed after two finished iterations: `run resume` says on stderr that
     they run again, and names the fork that keeps them, as the console's confirmation does."""
-    run = wait_run(services.start_run(recipe(SHORT_LOOP), actor=ENGINE), "completed", "failed")
+    run = wait_run(
+        services.start_run(make_scripted_recipe(SHORT_LOOP), actor=ENGINE), "completed", "failed"
+    )
     assert run.status == "failed"
     err = StringIO()
     call_command("run", "resume", str(run.pk), stdout=StringIO(), stderr=err)

@@ -23,10 +23,8 @@ from runs import services
 from runs.actor import Actor
 from runs.errors import ServiceError
 from runs.models import ProviderConfig, Run
-from tests.conftest import wait_run
 from tests.console.conftest import login
-
-pytestmark = pytest.mark.worker
+from tests.stepmachine.conftest import shown
 
 SHOWN = ("failed", "blocked", "needs_human")
 CRASH = "crashy"
@@ -63,7 +61,7 @@ def driven(provider: str) -> str:
 def python(provider: str) -> str:
     named = repr(provider) if provider else "None"
     return (
-        "from recipes.python import Agent, LoopWorkflow\n\n"
+        "from loops.python import Agent, LoopWorkflow\n\n"
         f'writer = Agent(name="writer", instructions="Write.", provider={named})\n'
         "workflow = LoopWorkflow(agents=[writer], stop_condition=lambda r, i: True, "
         "max_iterations=2)\n"
@@ -83,8 +81,8 @@ def start(kind: str, provider: str, operator, tmp_path) -> Run:
 
 
 def shown_on_the_inbox(run: Run, operator, *cause: str) -> None:
-    wait_run(run, *SHOWN, "completed", "approved", "cancelled")
-    assert run.status in SHOWN, (run.status, run.error)
+    shown(run, *SHOWN, "completed", "approved", "cancelled")
+    assert run.status_word in SHOWN, (run.status_word, run.error)
     for words in cause:
         assert words in run.error, (words, run.error)
     client = Client()
@@ -105,7 +103,7 @@ def test_no_provider_for_the_worker(kind, live_worker, web_has_a_default, operat
     run = start(kind, "", operator, tmp_path)
     shown_on_the_inbox(run, operator, "no default provider is set")
     if kind == "stepmachine":
-        assert run.status == "blocked", run.error
+        assert run.status_word == "blocked", run.error
         assert run.error.startswith("the maker role cannot hand off: its session failed")
 
 

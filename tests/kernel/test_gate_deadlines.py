@@ -51,7 +51,7 @@ nodes:
 """
 
 PYTHON = '''"""Python loop with a deadline"""
-from recipes.python import Agent, GateOptions, LoopWorkflow
+from loops.python import Agent, GateOptions, LoopWorkflow
 
 workflow = LoopWorkflow(
     [Agent("writer", "Write.", provider="demo")],

@@ -6,16 +6,12 @@ fail once, so `iteration_failed` is compared too."""
 
 from __future__ import annotations
 
-import pytest
-
-from recipes.planeai.demo import FEATURE_BRANCH, create_repository
+from loops.stepmachine.demo import FEATURE_BRANCH, create_repository
 from runs import services
 from runs.actor import ENGINE, Actor
 from runs.models.agent_call import EVENT_KEYS
 from tests.conftest import wait_run
-from tests.planeai.conftest import settled
-
-pytestmark = pytest.mark.worker
+from tests.stepmachine.conftest import settled
 
 FAILING_LOOP = """
 name: failing loop

@@ -1,8 +1,10 @@
-"""The kernel imports no loop kind, and no import cycle spans two apps (issue 24).
+"""The kernel and the catalogue import no loop kind, the kinds sit side by side under
+`loops/`, and no import cycle spans two apps (issues 24 and 35).
 
 Read statically (tests/import_graph.py): every import counts, a function-level one too.
 `notifications` is not a kind, but the kernel does not import it either: it listens to
-`runs.signals` and plugs its task, sweep pass and metrics in through `runs.kinds`.
+`runs.signals`, plugs its sweep pass and metrics in through `runs.kinds`, and its task is
+sent by its Celery name.
 `python -m tests.import_graph` prints what the second test finds, edge by edge.
 """
 
@@ -14,7 +16,9 @@ from tests import import_graph
 from tests.import_graph import app_of, build, cross_app_cycles, imports_of
 
 # What runs/ must not import: the kinds, and the app that listens to the kernel's signals.
-NOT_FOR_THE_KERNEL = ("recipes.planeai", "recipes.python", "loops", "notifications")
+NOT_FOR_THE_KERNEL = ("loops", "notifications")
+# The kinds' common parent folder: each package right under it is one kind's app.
+KINDS_PARENT = "loops"
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +29,36 @@ def graph():
 def test_the_kernel_imports_no_kind(graph):
     offenders = imports_of(graph, "runs", NOT_FOR_THE_KERNEL)
     assert not offenders, "runs/ imports a kind (or notifications):\n" + "\n".join(offenders)
+
+
+def test_the_catalogue_imports_no_kind(graph):
+    """recipes/ (Recipe, versions, sources, sync, editing, admin) asks runs.kinds to read a
+    source. Its bundled recipe files are recipes, not the catalogue's code: a Python recipe
+    imports its kind's `LoopWorkflow` as any recipe folder's would."""
+    offenders = [
+        line
+        for line in imports_of(graph, "recipes", (KINDS_PARENT,))
+        if not line.startswith("recipes.builtin")
+    ]
+    assert not offenders, "the catalogue imports a kind:\n" + "\n".join(offenders)
+
+
+def test_every_kind_is_an_app_side_by_side_under_one_folder():
+    from django.apps import apps
+
+    from runs import kinds
+
+    registered = kinds.all_kinds()
+    assert {kind.name for kind in registered} >= {"workflow", "planeai", "python", "driven"}
+    for kind in registered:
+        app = apps.get_containing_app_config(type(kind).__module__)
+        assert app is not None and app.name.rpartition(".")[0] == KINDS_PARENT, (
+            f"{kind.name} is registered from {type(kind).__module__}"
+        )
+    kind_apps = {a.name for a in apps.get_app_configs() if a.name.startswith(KINDS_PARENT)}
+    assert kind_apps == {
+        apps.get_containing_app_config(type(k).__module__).name for k in registered
+    }
 
 
 def test_no_import_cycle_spans_two_apps(graph):

@@ -117,8 +117,8 @@ def test_a_step_machine_turn(transactional_db, make_recipe, broker, operator):
 
 
 def test_a_driven_pipeline_step_hands_on_the_kept_end(transactional_db, make_recipe, broker):
-    from loops.models import LoopIteration
-    from tests.loops.conftest import driven_recipe
+    from loops.driven.models import LoopIteration
+    from tests.driven.conftest import driven_recipe
 
     host = (
         "host-agent: {kind: demo, tool_calls: "
@@ -142,7 +142,7 @@ def test_a_driven_pipeline_step_hands_on_the_kept_end(transactional_db, make_rec
 
 
 PYTHON = f'''"""A chatty agent"""
-from recipes.python import Agent
+from loops.python import Agent
 from tests.python.scripted import ScriptedProvider
 
 workflow = Agent(

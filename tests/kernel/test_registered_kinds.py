@@ -13,7 +13,7 @@ from runs import dispatch, kinds, services
 from runs.executor.sweep import sweep
 
 ROOT = Path(__file__).resolve().parents[2]
-KIND_PACKAGES = ("recipes.planeai", "recipes.python", "loops")
+KIND_PACKAGES = ("loops.stepmachine", "loops.python", "loops")
 # Where the kernel once named a kind, and now asks the registry.
 ASKS_THE_REGISTRY = [
     "runs/executor/steps.py",
@@ -50,51 +50,64 @@ def test_the_kernel_s_execution_side_imports_no_kind(path):
     assert not kinds_imported, f"{path} imports {kinds_imported}: ask runs.kinds instead"
 
 
+def overrides(kind, hook: str) -> bool:
+    """Whether the kind's class gives `hook` its own (not the kernel's default)."""
+    return getattr(type(kind), hook) is not getattr(kinds.LoopKind, hook)
+
+
 def test_the_step_machine_provides_its_hooks():
     kind = kinds.get("planeai")
-    assert kind is not None
     assert set(kind.nodes) == {"stepmachine"} and set(kind.iterations) == {"session"}
     assert kinds.for_node("stepmachine") is kind and kinds.for_node("session") is kind
-    for hook in ("check_start", "created", "gate_decided", "derived_status", "demo"):
-        assert getattr(kind, hook) is not None, hook
+    for hook in ("check_start", "created", "gate_decided", "derived_status", "plays", "reads"):
+        assert overrides(kind, hook), hook
     assert set(kind.continuations()) == {"session"}
     assert len(kind.sweep_passes) == 2
     assert kind.own_worktrees and kind.rerun_keeps_workdir and kind.resume_refused
-    # The task keeps the name it had in the kernel: messages queued before still run.
-    assert dispatch.task("tick_machine") is kind.tasks["tick_machine"]
-    assert dispatch.task("tick_machine").name == "runs.tasks.tick_machine"
+    # Sent under the step machine's own name (tests/kernel/test_task_names.py: the
+    # kernel-era name still runs what was queued under it).
+    assert dispatch.task("stepmachine.tick_machine").name == "stepmachine.tick_machine"
 
 
 def test_the_python_kind_provides_its_hooks():
     kind = kinds.get("python")
-    assert kind is not None
     assert set(kind.nodes) == {"python"} and kinds.for_node("python") is kind
-    assert kind.gate_decided is not None and kind.derived_status is None
+    assert overrides(kind, "gate_decided") and not overrides(kind, "derived_status")
     assert set(kind.continuations()) == {"agent"}
     assert not kind.own_worktrees and not kind.resume_refused
 
 
 def test_driven_loops_provide_their_hooks():
     kind = kinds.get("driven")
-    assert kind is not None
     assert set(kind.nodes) == {"driven"} and kinds.for_node("driven") is kind
-    # The host's turns, and pipeline steps (`agent` rows, shared with the Python kind).
-    assert set(kind.continuations()) == {"driven", "agent"}
+    # The host's turns, and the pipeline steps (rows of a kind of their own).
+    assert set(kind.continuations()) == {"driven", "pipeline_step"}
 
 
-def test_a_workflow_runs_on_the_kernel_s_defaults():
-    assert kinds.get("workflow") is None
+def test_a_workflow_reads_its_format_and_runs_on_the_kernel_s_executor():
+    kind = kinds.get("workflow")
+    assert overrides(kind, "reads") and overrides(kind, "shell_parts")
+    assert not overrides(kind, "gate_decided") and not overrides(kind, "derived_status")
     for node_kind in ("bash", "prompt", "loop", "loop_group", "approval", "workflow"):
-        assert kinds.for_node(node_kind) is None
+        assert kinds.for_node(node_kind) is kind  # on the kernel's executor
+    assert set(kind.iterations) == {"loop"}
+    with pytest.raises(kinds.UnknownKind):
+        kinds.for_node("no-such-node-kind")
+
+
+def test_a_kind_nobody_registers_is_refused_not_defaulted():
+    with pytest.raises(kinds.UnknownKind):
+        kinds.get("no-such-kind")
 
 
 def test_the_sweep_runs_the_passes_kinds_register(db):
     seen = []
-    toy = kinds.LoopKind(
-        name="toy-sweeping",
-        sweep_passes=(lambda now, stale, counts: seen.append((now, stale, counts)),),
-    )
-    kinds.register(toy)
+
+    class Sweeping(kinds.LoopKind):
+        name = "toy-sweeping"
+        sweep_passes = (lambda now, stale, counts: seen.append((now, stale, counts)),)
+
+    toy = kinds.register(Sweeping())
     try:
         sweep()
     finally:

@@ -26,7 +26,7 @@ nodes:
 def test_every_status_is_finished_or_unfinished_never_both():
     assert Run.TERMINAL | Run.UNFINISHED == set(Run.Status)
     assert not Run.TERMINAL & Run.UNFINISHED
-    assert Run.ACTIVE <= Run.UNFINISHED and Run.NEEDS_PERSON <= Run.UNFINISHED
+    assert Run.ACTIVE <= Run.UNFINISHED
 
 
 @pytest.mark.parametrize("finished", sorted(Run.TERMINAL))

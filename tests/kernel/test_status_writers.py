@@ -11,13 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from recipes.planeai import turns
+from loops.stepmachine import turns
 from runs.models import Iteration, NodeRun, Run
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL_MODELS = {"Run", "NodeRun", "Iteration", "Gate"}
 # Where status writes belong (the transitions), and what is not the application.
-ALLOWED = ("runs/models/", "tests/", "bench/", "node_modules/")
+ALLOWED = ("runs/models/", "tests/", "bench/")
+# Not the application wherever they are: build output, installed packages, migrations
+# (and hidden folders such as .venv).
+SKIPPED = {"build", "dist", "node_modules", "migrations", "__pycache__"}
 
 
 @pytest.fixture
@@ -60,7 +63,8 @@ def _root_name(node: ast.AST) -> str | None:
 
 
 def python_files(root: Path) -> list[Path]:
-    """The application's modules: not the models, tests, migrations or hidden folders."""
+    """The application's modules: not the models, tests, migrations, build output
+    (build/, dist/), installed packages (.venv, node_modules) or hidden folders."""
     found = []
     for folder, subfolders, files in os.walk(root):
         relative = Path(folder).relative_to(root).as_posix()
@@ -69,7 +73,7 @@ def python_files(root: Path) -> list[Path]:
             name
             for name in subfolders
             if not name.startswith(".")
-            and name != "migrations"
+            and name not in SKIPPED
             and not (prefix + name + "/").startswith(ALLOWED)
         ]
         found += [Path(folder) / name for name in files if name.endswith(".py")]
@@ -130,15 +134,20 @@ def _status_set_on(function: ast.AST) -> set[str]:
 
 
 def _calls(tree: ast.AST):
-    """Each method call, with the names whose `.status` its function assigns."""
-    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
-    assigned = {}
-    for function in functions:  # outer first: an inner function's own assignments win
-        for node in ast.walk(function):
-            assigned[node] = _status_set_on(function)
-    for node in ast.walk(tree):
+    """Each method call, with the names whose `.status` its function assigns (the innermost
+    function around it: an inner function's own assignments win). One pass over the tree,
+    each function's assignments found once: asking them again for every node of a function
+    made this scan quadratic."""
+
+    def visit(node: ast.AST, assigned: set[str]):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            assigned = _status_set_on(node)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            yield node, assigned.get(node, set())
+            yield node, assigned
+        for child in ast.iter_child_nodes(node):
+            yield from visit(child, assigned)
+
+    yield from visit(tree, set())
 
 
 def _writes(tree: ast.AST, related: set[str]) -> list[int]:
@@ -219,3 +228,15 @@ def test_the_check_finds_every_other_way_to_write_a_status(tmp_path):
     assert status_writes_outside_the_models(tmp_path) == [
         f"app/engine.py:{line}" for line in (2, 3, 4, 5, 7, 12)
     ]
+
+
+def test_the_check_reads_no_build_output_or_installed_packages(tmp_path):
+    """A built copy of the project (build/, dist/) or an installed one (.venv,
+    node_modules) is not the application: its writes are not reported."""
+    write = "Iteration.objects.filter(pk=1).update(status='cancelled')\n"
+    for folder in ("build/lib/runs", "dist/x", ".venv/lib", "web/node_modules/pkg"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "engine.py").write_text(write)
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "engine.py").write_text(write)
+    assert status_writes_outside_the_models(tmp_path) == ["app/engine.py:1"]

@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import time
 
-import pytest
-
 from runs.actor import Actor
 from runs.executor.context import run_dirs
 from runs.models import Iteration
@@ -17,8 +15,6 @@ from tests.conftest import wait_for, wait_run
 from tests.providers.conftest import FAKE_CLAUDE, fake_calls, seen_streaming
 from tests.providers.test_cli_agents import loop_recipe
 from tests.providers.test_http_agents import recipe
-
-pytestmark = pytest.mark.worker
 
 
 def alive(pid: int) -> bool:

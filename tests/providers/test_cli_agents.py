@@ -5,8 +5,6 @@ CLI, an overload retried, a fresh session per iteration."""
 
 from __future__ import annotations
 
-import pytest
-
 from runs.executor.context import run_dirs
 from runs.models import RunEvent
 from tests.conftest import wait_run
@@ -19,8 +17,6 @@ from tests.providers.conftest import (
     node,
     seen_streaming,
 )
-
-pytestmark = pytest.mark.worker
 
 
 def loop_recipe(kind: str, command: str, *, fresh: bool, extra: str = "", until: str = "") -> str:

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-import pytest
-
 from runs.models import Conversation
 from tests.conftest import wait_run
 from tests.providers.conftest import iterations, node, seen_streaming
-
-pytestmark = pytest.mark.worker
 
 SCHEMA = """    output_format:
       type: object

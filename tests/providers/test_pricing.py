@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Decimal
 
-import pytest
-
 from runs.providers.pricing import cost, table_price
 from tests.conftest import wait_run
 from tests.providers.conftest import iterations
@@ -61,7 +59,6 @@ def test_price_options_win_over_the_table():
     assert cost({}, None, None, "gpt-4o") is None  # no usage reported: nothing to price
 
 
-@pytest.mark.worker
 def test_a_known_model_without_prices_is_priced_from_the_table(
     live_worker, start, fake_ai, client, viewer
 ):
@@ -78,7 +75,6 @@ def test_a_known_model_without_prices_is_priced_from_the_table(
     assert "unknown" not in header
 
 
-@pytest.mark.worker
 def test_a_model_the_table_does_not_know_costs_unknown(live_worker, start, fake_ai, client, viewer):
     fake_ai.answers = ["All done.\n<promise>DONE</promise>"]
     run = wait_run(start(recipe(fake_ai.url + "/v1", "fake-model"), message=LONG_MESSAGE))

@@ -7,12 +7,11 @@ import threading
 
 import pytest
 
-from recipes.planeai.models import Handoff
+from loops.stepmachine.models import Handoff
 from runs.actor import Actor
 from runs.models import Iteration, RunEvent
 from runs.services import start_run
 from tests.conftest import wait_run
-from tests.planeai.conftest import settled
 from tests.providers.conftest import iterations, node, seen_streaming
 from tests.providers.fakes.scripted_api import Reply
 from tests.providers.real_clis import (
@@ -25,8 +24,7 @@ from tests.providers.real_clis import (
     provider,
     two_steps,
 )
-
-pytestmark = pytest.mark.worker
+from tests.stepmachine.conftest import settled
 
 
 @pytest.fixture

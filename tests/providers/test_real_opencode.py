@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from recipes.planeai.models import Handoff
+from loops.stepmachine.models import Handoff
 from runs.actor import Actor
 from runs.models import Iteration
 from runs.services import start_run
 from tests.conftest import wait_run
-from tests.planeai.conftest import settled
 from tests.providers.conftest import iterations, node
 from tests.providers.fakes.scripted_api import Reply
 from tests.providers.real_clis import (
@@ -24,8 +23,7 @@ from tests.providers.real_clis import (
     steps,
     two_steps,
 )
-
-pytestmark = pytest.mark.worker
+from tests.stepmachine.conftest import settled
 
 
 @pytest.fixture

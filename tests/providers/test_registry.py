@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from django.urls import reverse
 
-from recipes.formats.workflow import ProviderSpec
+from loops.workflow.format import ProviderSpec
 from runs.models import ProviderConfig
 from runs.providers import registry
 from runs.providers.anthropic import AnthropicProvider

@@ -47,7 +47,6 @@ def repo(tmp_path) -> Path:
     return path
 
 
-@pytest.mark.worker
 def test_each_run_gets_its_own_worktree_and_iteration_diffs(live_worker, start, repo):
     runs = [start(RECIPE, workdir=str(repo)), start(RECIPE, workdir=str(repo), slug="again")]
     for run in runs:
@@ -108,7 +107,6 @@ def test_a_worktree_that_cannot_be_made_fails_the_run_clearly(
     assert run.status == "failed" and "could not give the run its own git worktree" in run.error
 
 
-@pytest.mark.worker
 def test_a_fork_works_in_a_worktree_as_the_original_was_at_the_fork_point(
     live_worker, start, repo, operator
 ):

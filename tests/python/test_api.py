@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 from pydantic import BaseModel
 
-from recipes.python import (
+from loops.python import (
     Agent,
     AgentFailed,
     AgentResult,

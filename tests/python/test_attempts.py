@@ -23,7 +23,7 @@ from runs.models import Iteration, NodeRun
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SOURCE = '''"""One writer"""
-from recipes.python import Agent
+from loops.python import Agent
 
 workflow = Agent("writer", "Write.", provider="demo")
 '''

@@ -9,9 +9,9 @@ import psycopg
 import pytest
 from django.db import connection
 
+from loops.python import recording
 from recipes.editing import create_recipe
 from recipes.models import Recipe
-from recipes.python import recording
 from runs import dispatch, services
 from runs.actor import ENGINE
 from runs.executor import scheduler, steps
@@ -21,7 +21,7 @@ from runs.providers.base import AgentResult as ProviderResult
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SOURCE = '''"""One writer"""
-from recipes.python import Agent
+from loops.python import Agent
 
 workflow = Agent("writer", "Write.", provider="demo")
 '''

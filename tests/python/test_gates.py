@@ -21,7 +21,7 @@ from tests.conftest import pending_gate, wait_for, wait_run
 GATED = '''"""Gated writer and reviewer"""
 from pydantic import BaseModel
 
-from recipes.python import Agent, LoopWorkflow, score_at_least
+from loops.python import Agent, LoopWorkflow, score_at_least
 
 
 class Review(BaseModel):

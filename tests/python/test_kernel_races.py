@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from recipes.python import RunCancelled
+from loops.python import RunCancelled
 from runs import services
 from runs.actor import Actor
 from runs.errors import AlreadyDecided
@@ -18,7 +18,7 @@ from tests.python.scripted import ScriptedProvider, run_async
 from tests.python.test_gates import gated_source, import_file
 
 ONE_AGENT = '''"""One agent"""
-from recipes.python import Agent, LoopWorkflow
+from loops.python import Agent, LoopWorkflow
 
 workflow = LoopWorkflow([Agent("writer", "Write.", provider="demo")], max_iterations=3)
 '''

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 REVIEWER = '''"""Reviewed by an OpenAI-compatible provider"""
 from pydantic import BaseModel
 
-from recipes.python import Agent
+from loops.python import Agent
 
 
 class Review(BaseModel):
@@ -42,7 +42,7 @@ workflow = Agent(
 PARALLEL = '''"""Two analyses at once"""
 import threading
 
-from recipes.python import Agent, ParallelWorkflow
+from loops.python import Agent, ParallelWorkflow
 from tests.python.scripted import ScriptedProvider
 
 both_running = threading.Barrier(2, timeout=60)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from recipes import editing
-from recipes.models import Recipe
 from recipes.validation import validate_source
 from runs import services
 from runs.actor import ENGINE
@@ -31,7 +30,7 @@ def ended(run: Run) -> dict:
 def test_bundled_python_recipes_sync_as_python_kind(bundled):
     loop, pipeline = bundled["scored-writer-reviewer"], bundled["content-pipeline"]
     for recipe in (loop, pipeline):
-        assert recipe.kind == Recipe.Kind.PYTHON and recipe.valid, recipe.problems
+        assert recipe.kind == "python" and recipe.valid, recipe.problems
         assert recipe.current_version.number == 1
         assert recipe.source_path.endswith(".py")
     assert loop.name == "Scored writer and reviewer (Python)"
@@ -143,7 +142,7 @@ def test_the_recipe_page_shows_the_python_source_and_the_start_form_starts_it(
 
 
 MAX_ONLY = '''"""Never satisfied"""
-from recipes.python import Agent, LoopWorkflow, contains_keyword
+from loops.python import Agent, LoopWorkflow, contains_keyword
 
 workflow = LoopWorkflow(
     [Agent("drafter", "Draft.", provider="demo")],

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def repo(tmp_path, settings):
+def archon_checkout(tmp_path, settings):
     root = make_archon_repo(tmp_path / "checkout")
     settings.LOOP_USER_RECIPE_DIR = str(tmp_path / "user")
     settings.LOOP_RECIPE_DIRS = [str(root)]
@@ -42,9 +42,11 @@ def messages(problems) -> list[str]:
 
 
 @pytest.mark.parametrize("point_at", ["root", "workflows"])
-def test_every_supported_workflow_validates_in_place_the_rest_say_why(repo, settings, point_at):
+def test_every_supported_workflow_validates_in_place_the_rest_say_why(
+    archon_checkout, settings, point_at
+):
     if point_at == "workflows":
-        settings.LOOP_RECIPE_DIRS = [str(repo / ".archon" / "workflows")]
+        settings.LOOP_RECIPE_DIRS = [str(archon_checkout / ".archon" / "workflows")]
     reports = {r.slug: r for r in sync() if r.origin == "project"}
     assert {slug: "invalid" not in r.action for slug, r in reports.items()} == EXPECTED_VALID
     assert "join 'first_success' is refused" in reports["racing"].detail
@@ -53,12 +55,14 @@ def test_every_supported_workflow_validates_in_place_the_rest_say_why(repo, sett
     assert release.source_path.endswith("pack/release/release.yaml") and release.valid
 
 
-def test_recipe_ls_shows_where_each_recipe_came_from(repo):
+def test_recipe_ls_shows_where_each_recipe_came_from(archon_checkout):
     sync()
     out = io.StringIO()
     call_command("recipe", "ls", stdout=out)
     lines = {line.split()[0]: line for line in out.getvalue().splitlines()}
-    assert lines["fan-all-done"].endswith(str(repo / ".archon/workflows/fan-all-done.yaml"))
+    assert lines["fan-all-done"].endswith(
+        str(archon_checkout / ".archon/workflows/fan-all-done.yaml")
+    )
     assert "INVALID" in lines["racing"] and lines["racing"].endswith("legacy/racing.yaml")
     assert (
         "builtin" in lines["counter-loop"]
@@ -70,8 +74,10 @@ def test_recipe_ls_shows_where_each_recipe_came_from(repo):
     assert rows["release"]["source_path"].endswith("pack/release/release.yaml")
 
 
-def test_commands_resolve_repo_first_then_defaults_then_user_then_bundled(repo, settings, tmp_path):
-    flow = repo / ".archon/workflows/legacy/plan-and-sum.yaml"
+def test_commands_resolve_repo_first_then_defaults_then_user_then_bundled(
+    archon_checkout, settings, tmp_path
+):
+    flow = archon_checkout / ".archon/workflows/legacy/plan-and-sum.yaml"
     spec = validate(flow).spec
     # `.archon/commands/summarize.md` wins over `commands/defaults/summarize.md`.
     assert spec.node("sum").prompt.startswith("Summarize (the repository's own)")
@@ -83,8 +89,8 @@ def test_commands_resolve_repo_first_then_defaults_then_user_then_bundled(repo, 
     )
 
 
-def test_a_missing_command_names_every_folder_it_looked_in(repo, tmp_path):
-    flow = repo / ".archon/workflows/legacy/plan-and-sum.yaml"
+def test_a_missing_command_names_every_folder_it_looked_in(archon_checkout, tmp_path):
+    flow = archon_checkout / ".archon/workflows/legacy/plan-and-sum.yaml"
     source = flow.read_text().replace("command: plan", "command: ghost")
     result = validate_source(source, str(flow))
     (problem,) = result.errors
@@ -92,16 +98,16 @@ def test_a_missing_command_names_every_folder_it_looked_in(repo, tmp_path):
         problem.line == 5 and "command 'ghost' not found (ghost.md); looked in:" in problem.message
     )
     for folder in [
-        repo / ".archon/commands",
-        repo / ".archon/commands/defaults",
+        archon_checkout / ".archon/commands",
+        archon_checkout / ".archon/commands/defaults",
         tmp_path / "user/commands",
     ]:
         assert f"{folder}," in problem.message or f"{folder};" in problem.message
     assert "recipes/builtin/commands" in problem.message
 
 
-def test_a_packaged_workflow_uses_only_its_own_commands_and_scripts(repo):
-    release = repo / ".archon/workflows/pack/release/release.yaml"
+def test_a_packaged_workflow_uses_only_its_own_commands_and_scripts(archon_checkout):
+    release = archon_checkout / ".archon/workflows/pack/release/release.yaml"
     spec = validate(release).spec
     assert spec.node("notes").prompt.startswith("Write release notes")
     assert spec.node("stamp").script_path == str(release.parent / "scripts/stamp.py")
@@ -119,21 +125,21 @@ def flow_with(repo, nodes: str, name="t"):
     return validate(path)
 
 
-def test_named_scripts_are_found_one_subfolder_deep_and_match_their_runtime(repo):
-    result = flow_with(repo, "- {id: a, script: items, runtime: uv}\n")
+def test_named_scripts_are_found_one_subfolder_deep_and_match_their_runtime(archon_checkout):
+    result = flow_with(archon_checkout, "- {id: a, script: items, runtime: uv}\n")
     assert result.ok and result.spec.node("a").script_path.endswith("scripts/lists/items.py")
-    result = flow_with(repo, "- {id: a, script: items, runtime: bun}\n")
+    result = flow_with(archon_checkout, "- {id: a, script: items, runtime: bun}\n")
     assert "is items.py, which runs with runtime uv, but the node says runtime bun" in (
         result.errors[0].message
     )
-    result = flow_with(repo, "- {id: a, script: nothing-here, runtime: bun}\n")
+    result = flow_with(archon_checkout, "- {id: a, script: nothing-here, runtime: bun}\n")
     message = result.errors[0].message
     assert "script 'nothing-here' not found (nothing-here.ts or nothing-here.js); looked in:" in (
         message
     )
-    assert str(repo / ".archon/scripts/lists") in message
-    write(repo / ".archon/scripts/fmt.ts", "console.log('x')\n")
-    result = flow_with(repo, "- {id: a, script: fmt, runtime: uv}\n")
+    assert str(archon_checkout / ".archon/scripts/lists") in message
+    write(archon_checkout / ".archon/scripts/fmt.ts", "console.log('x')\n")
+    result = flow_with(archon_checkout, "- {id: a, script: fmt, runtime: uv}\n")
     assert (
         "is fmt.ts, which runs with runtime bun, but the node says runtime uv"
         in messages(result.errors)[0]
@@ -153,15 +159,15 @@ def test_named_scripts_are_found_one_subfolder_deep_and_match_their_runtime(repo
         ),
     ],
 )
-def test_script_node_errors(repo, node, line, fragment):
-    result = flow_with(repo, node)
+def test_script_node_errors(archon_checkout, node, line, fragment):
+    result = flow_with(archon_checkout, node)
     problem = next(p for p in result.errors if fragment in p.message)
     assert problem.line == line, str(problem)
 
 
-def test_values_in_inline_code_are_refused_with_the_variable_to_read(repo):
+def test_values_in_inline_code_are_refused_with_the_variable_to_read(archon_checkout):
     result = flow_with(
-        repo,
+        archon_checkout,
         """
         - id: up
           bash: echo hi
@@ -190,9 +196,9 @@ def test_values_in_inline_code_are_refused_with_the_variable_to_read(repo):
     assert any("process.env.INPUTS_TOPIC" in m for m in found), found
 
 
-def test_values_in_string_literals_of_inline_code_are_read_from_the_environment(repo):
+def test_values_in_string_literals_of_inline_code_are_read_from_the_environment(archon_checkout):
     result = flow_with(
-        repo,
+        archon_checkout,
         """
         - id: up
           bash: echo hi
@@ -221,9 +227,9 @@ def test_values_in_string_literals_of_inline_code_are_read_from_the_environment(
     assert b.bindings == {"_ref_1": "$up.output"}
 
 
-def test_fields_a_script_does_not_use_are_named_warnings(repo):
+def test_fields_a_script_does_not_use_are_named_warnings(archon_checkout):
     result = flow_with(
-        repo,
+        archon_checkout,
         "- {id: a, script: print(1), runtime: uv, model: big, idle_timeout: 5}\n"
         "- {id: b, script: 'console.log(1)', runtime: bun, deps: [left-pad]}\n",
     )
@@ -234,9 +240,10 @@ def test_fields_a_script_does_not_use_are_named_warnings(repo):
     assert any("'deps' is for runtime uv" in w for w in warned), warned
 
 
-def test_with_bindings_fold_to_distinct_environment_names(repo):
+def test_with_bindings_fold_to_distinct_environment_names(archon_checkout):
     result = flow_with(
-        repo, "- {id: a, script: print(1), runtime: uv, with: {foo-bar: 1, foo_bar: 2}}\n"
+        archon_checkout,
+        "- {id: a, script: print(1), runtime: uv, with: {foo-bar: 1, foo_bar: 2}}\n",
     )
     assert "would both arrive as INPUTS_FOO_BAR" in result.errors[0].message
 
@@ -244,8 +251,8 @@ def test_with_bindings_fold_to_distinct_environment_names(repo):
 # ------------------------------------------------------------------------------ include
 
 
-def test_include_namespaces_the_block_and_binds_its_inputs(repo):
-    spec = validate(repo / ".archon/workflows/fan-all-done.yaml").spec
+def test_include_namespaces_the_block_and_binds_its_inputs(archon_checkout):
+    spec = validate(archon_checkout / ".archon/workflows/fan-all-done.yaml").spec
     ids = [n.id for n in spec.nodes]
     assert ids == [
         "setup",
@@ -265,21 +272,27 @@ def test_include_namespaces_the_block_and_binds_its_inputs(repo):
     assert spec.node("list").bindings == {"prepared": "$prepare__shape.output"}
 
 
-def test_include_problems_fail_the_load_with_a_line(repo):
-    block = repo / ".archon/workflows/blocks/prepare-block.yaml"
-    result = flow_with(repo, "- id: a\n  bash: echo\n- id: p\n  include: prepare-block\n")
+def test_include_problems_fail_the_load_with_a_line(archon_checkout):
+    block = archon_checkout / ".archon/workflows/blocks/prepare-block.yaml"
+    result = flow_with(
+        archon_checkout, "- id: a\n  bash: echo\n- id: p\n  include: prepare-block\n"
+    )
     assert "needs input 'topic': add it under 'with:'" in result.errors[0].message
     assert result.errors[0].line == 5
-    result = flow_with(repo, "- {id: p, include: prepare-block, with: {topic: x, colour: red}}\n")
+    result = flow_with(
+        archon_checkout, "- {id: p, include: prepare-block, with: {topic: x, colour: red}}\n"
+    )
     (problem,) = result.errors
     assert "has no input 'colour' (its inputs: topic, style)" in problem.message
-    result = flow_with(repo, "- {id: p, include: nope}\n")
+    result = flow_with(archon_checkout, "- {id: p, include: nope}\n")
     (problem,) = result.errors
     assert "included workflow 'nope' not found (nope.yaml); looked in:" in problem.message
-    result = flow_with(repo, "- {id: p, include: prepare-block, fan_out: {items: $x.output}}\n")
+    result = flow_with(
+        archon_checkout, "- {id: p, include: prepare-block, fan_out: {items: $x.output}}\n"
+    )
     assert any("'fan_out' belongs on a 'workflow:' node" in m for m in messages(result.errors))
     write(block, block.read_text().replace("bash: echo audited", "bash: ''"))
-    result = flow_with(repo, "- {id: p, include: prepare-block, with: {topic: x}}\n")
+    result = flow_with(archon_checkout, "- {id: p, include: prepare-block, with: {topic: x}}\n")
     assert result.errors[0].line == 3
     assert (
         f"included workflow 'prepare-block' ({block}): line 18: must not be empty"
@@ -287,26 +300,30 @@ def test_include_problems_fail_the_load_with_a_line(repo):
     )
 
 
-def test_include_cycles_and_captured_references_are_refused(repo):
-    write(repo / ".archon/workflows/a.yaml", "name: a\nnodes:\n  - {id: x, include: b}\n")
-    write(repo / ".archon/workflows/b.yaml", "name: b\nnodes:\n  - {id: y, include: a}\n")
-    result = validate(repo / ".archon/workflows/a.yaml")
+def test_include_cycles_and_captured_references_are_refused(archon_checkout):
+    write(
+        archon_checkout / ".archon/workflows/a.yaml", "name: a\nnodes:\n  - {id: x, include: b}\n"
+    )
+    write(
+        archon_checkout / ".archon/workflows/b.yaml", "name: b\nnodes:\n  - {id: y, include: a}\n"
+    )
+    result = validate(archon_checkout / ".archon/workflows/a.yaml")
     assert any("include cycle: a -> b -> a" in m for m in messages(result.errors)), messages(
         result.errors
     )
     write(
-        repo / ".archon/workflows/blk.yaml",
+        archon_checkout / ".archon/workflows/blk.yaml",
         "name: blk\nnodes:\n  - {id: z, bash: echo $plan.output}\n",
     )
     result = flow_with(
-        repo, "- {id: plan, bash: echo}\n- {id: i, include: blk, depends_on: [plan]}\n"
+        archon_checkout, "- {id: plan, bash: echo}\n- {id: i, include: blk, depends_on: [plan]}\n"
     )
     assert "refers to $plan.output, a node it does not have" in result.errors[0].message
 
 
-def test_include_in_a_loop_group_body_and_nested_includes(repo):
+def test_include_in_a_loop_group_body_and_nested_includes(archon_checkout):
     write(
-        repo / ".archon/workflows/inner.yaml",
+        archon_checkout / ".archon/workflows/inner.yaml",
         """
         name: inner
         inputs: {word: {required: true}}
@@ -315,7 +332,7 @@ def test_include_in_a_loop_group_body_and_nested_includes(repo):
         """,
     )
     write(
-        repo / ".archon/workflows/outer.yaml",
+        archon_checkout / ".archon/workflows/outer.yaml",
         """
         name: outer
         inputs: {topic: {required: true}}
@@ -325,7 +342,7 @@ def test_include_in_a_loop_group_body_and_nested_includes(repo):
         """,
     )
     result = flow_with(
-        repo,
+        archon_checkout,
         """
         - id: loop
           loop_group:
@@ -363,23 +380,22 @@ USES_NO_RETURNS = """
 """
 
 
-def test_include_without_returns_gives_the_blocks_terminal_node(repo):
+def test_include_without_returns_gives_the_blocks_terminal_node(archon_checkout):
     # Not its first node (head), nor its last in the file (middle): the one nothing follows.
-    write(repo / ".archon/workflows/blocks/no-returns.yaml", NO_RETURNS)
-    result = flow_with(repo, USES_NO_RETURNS)
+    write(archon_checkout / ".archon/workflows/blocks/no-returns.yaml", NO_RETURNS)
+    result = flow_with(archon_checkout, USES_NO_RETURNS)
     assert result.ok, messages(result.errors)
     after = result.spec.node("after")
     assert after.bash == 'echo "got $p__tail.output"' and after.depends_on == ["p__tail"]
     assert result.spec.node("typed").bindings == {"got": "$p__tail.output"}
 
 
-@pytest.mark.worker
-def test_include_without_returns_outputs_its_terminal_node_in_a_run(live_worker, repo):
+def test_include_without_returns_outputs_its_terminal_node_in_a_run(live_worker, archon_checkout):
     from runs import services
     from tests.conftest import wait_run
 
-    write(repo / ".archon/workflows/blocks/no-returns.yaml", NO_RETURNS)
-    flow_with(repo, USES_NO_RETURNS, name="uses-no-returns")
+    write(archon_checkout / ".archon/workflows/blocks/no-returns.yaml", NO_RETURNS)
+    flow_with(archon_checkout, USES_NO_RETURNS, name="uses-no-returns")
     sync()
     run = services.start_run(Recipe.objects.get(slug="uses-no-returns"), actor=ENGINE, message="go")
     wait_run(run, "completed", "failed")
@@ -408,14 +424,14 @@ def test_include_without_returns_outputs_its_terminal_node_in_a_run(live_worker,
         ("{id: w, workflow: c, fan_out: {items: $x.output, max_parallel: 0}}", "greater than 0"),
     ],
 )
-def test_workflow_node_errors(repo, node, fragment):
-    result = flow_with(repo, f"- {{id: x, bash: echo}}\n- {node}\n")
+def test_workflow_node_errors(archon_checkout, node, fragment):
+    result = flow_with(archon_checkout, f"- {{id: x, bash: echo}}\n- {node}\n")
     assert any(fragment in m for m in messages(result.errors)), messages(result.errors)
 
 
-def test_workflow_node_fields_the_console_does_not_act_on_are_named_warnings(repo):
+def test_workflow_node_fields_the_console_does_not_act_on_are_named_warnings(archon_checkout):
     result = flow_with(
-        repo,
+        archon_checkout,
         "- {id: x, bash: echo}\n"
         "- {id: w, workflow: c, depends_on: [x], isolation: worktree, model: big, "
         "fan_out: {items: $x.output, as: item, order: fast}}\n",

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def repo(tmp_path, settings):
+def archon_checkout(tmp_path, settings):
     root = make_peer_repo(tmp_path / "checkout")
     settings.LOOP_USER_RECIPE_DIR = str(tmp_path / "user")
     settings.LOOP_RECIPE_DIRS = [str(root)]
@@ -48,8 +48,8 @@ FAN = "name: t\nnodes:\n  - id: each\n    workflow: peer-item\n    fan_out: {{it
         ("'[]'", []),
     ],
 )
-def test_a_literal_fan_out_list_is_kept_as_a_list(repo, items, expected):
-    result = flow(repo, FAN.format(items=items))
+def test_a_literal_fan_out_list_is_kept_as_a_list(archon_checkout, items, expected):
+    result = flow(archon_checkout, FAN.format(items=items))
     assert result.ok, result.errors
     assert result.spec.node("each").fan_out.items == expected
 
@@ -62,8 +62,8 @@ def test_a_literal_fan_out_list_is_kept_as_a_list(repo, items, expected):
         ("[one, null]", "fan_out.items item 2 is empty (null)"),
     ],
 )
-def test_a_literal_fan_out_list_is_checked_at_load(repo, items, message):
-    result = flow(repo, FAN.format(items=items))
+def test_a_literal_fan_out_list_is_checked_at_load(archon_checkout, items, message):
+    result = flow(archon_checkout, FAN.format(items=items))
     assert [p.line for p in result.errors] == [5], result.errors
     assert message in result.errors[0].message
 
@@ -81,8 +81,8 @@ providers:
 """
 
 
-def test_a_model_alias_resolves_to_its_provider_and_model(repo):
-    result = flow(repo, MODELS.format(top="", provider="house", model="@mini"))
+def test_a_model_alias_resolves_to_its_provider_and_model(archon_checkout):
+    result = flow(archon_checkout, MODELS.format(top="", provider="house", model="@mini"))
     assert result.ok, result.errors
     node = result.spec.node("a")
     assert (node.provider, node.model) == ("mini-agent", "tiny-1")
@@ -92,15 +92,15 @@ def test_a_model_alias_resolves_to_its_provider_and_model(repo):
     )
 
 
-def test_a_workflow_model_alias_sets_the_workflow_provider(repo):
+def test_a_workflow_model_alias_sets_the_workflow_provider(archon_checkout):
     body = MODELS.format(top="model: '@mini'\n", provider="mini-agent", model="@mini")
-    result = flow(repo, body)
+    result = flow(archon_checkout, body)
     assert result.ok, result.errors
     assert (result.spec.provider, result.spec.model) == ("mini-agent", "tiny-1")
 
 
-def test_an_unknown_alias_is_an_error_naming_the_declared_ones(repo):
-    result = flow(repo, MODELS.format(top="", provider="house", model="@huge"))
+def test_an_unknown_alias_is_an_error_naming_the_declared_ones(archon_checkout):
+    result = flow(archon_checkout, MODELS.format(top="", provider="house", model="@huge"))
     (error,) = result.errors
     assert error.line == 6
     assert "model alias '@huge' is not defined (declared in .archon/config.yaml: @mini)" in (
@@ -115,19 +115,19 @@ def test_an_alias_outside_a_repository_is_an_error(tmp_path, settings):
     assert "model alias '@mini' is not defined" in result.errors[0].message
 
 
-def test_the_default_assistant_answers_for_nodes_without_a_provider(repo):
+def test_the_default_assistant_answers_for_nodes_without_a_provider(archon_checkout):
     body = "name: t\nproviders:\n  house: {kind: command, command: 'true'}\nnodes:\n"
     body += "  - {id: a, prompt: hi}\n"
-    result = flow(repo, body)
+    result = flow(archon_checkout, body)
     assert result.ok, result.errors
     assert result.spec.default_provider == "house" and result.spec.provider is None
-    (repo / ".archon" / "config.yaml").unlink()
-    result = flow(repo, body)
+    (archon_checkout / ".archon" / "config.yaml").unlink()
+    result = flow(archon_checkout, body)
     assert "no provider is named and no default provider is set" in result.errors[0].message
 
 
 def test_the_recipe_list_says_which_default_provider_a_repository_gives(
-    repo, client, viewer, settings
+    archon_checkout, client, viewer, settings
 ):
     sync()
     note = "default provider: house (the repository&#x27;s .archon/config.yaml)"
@@ -142,11 +142,11 @@ def test_the_recipe_list_says_which_default_provider_a_repository_gives(
     assert "default provider: house" not in body
 
 
-def test_rewriting_happens_once_per_recipe_version_not_per_step(repo):
+def test_rewriting_happens_once_per_recipe_version_not_per_step(archon_checkout):
     sync()
     recipe = Recipe.objects.get(slug="peer-literal")
     spec_cache._load.cache_clear()
-    from recipes.formats import peer_meaning
+    from loops.workflow import peer_meaning
 
     real = peer_meaning.rewrite_literal_references
     with mock.patch.object(peer_meaning, "rewrite_literal_references", side_effect=real) as rewrite:

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from recipes.formats.driven_spec import DrivenSpec
+from loops.driven.spec import DrivenSpec
 from recipes.loader import load_recipe
 from tests.recipes.test_workflow_loader import assert_error, assert_warning
 
@@ -30,7 +30,7 @@ agents:
     loop:
       pool: [researcher, drafter, critic, host]
       max_iterations: 10
-      hooks: {on_iteration_end: "loops.example_hooks:first_line_only"}
+      hooks: {on_iteration_end: "loops.driven.example_hooks:first_line_only"}
       retry: 2
 host: host
 """
@@ -46,7 +46,7 @@ def test_a_valid_recipe_loads_as_a_one_node_spec_of_kind_driven():
     assert spec.loop.max_iterations == 10 and spec.loop.retry == 2
     assert [(n.id, n.kind) for n in spec.nodes] == [("host", "driven")]
     assert spec.layers() == [["host"]]
-    assert spec.node("researcher").kind == "agent"
+    assert spec.node("researcher").kind == "pipeline_step"
     assert spec.node("researcher").output_format["required"] == ["facts"]
 
 
@@ -90,25 +90,31 @@ def test_a_valid_recipe_loads_as_a_one_node_spec_of_kind_driven():
         (("    instructions: Drive the loop.\n", ""), "needs instructions", 10, None),
         (("retry: 2", "retry: -1"), "must be at least 0", 16, "agents.host.loop.retry"),
         (
-            ('"loops.example_hooks:first_line_only"', '"loops.example_hooks:no_such"'),
+            (
+                '"loops.driven.example_hooks:first_line_only"',
+                '"loops.driven.example_hooks:no_such"',
+            ),
             "has no 'no_such'",
             15,
             "agents.host.loop.hooks.on_iteration_end",
         ),
         (
-            ('"loops.example_hooks:first_line_only"', '"loops.example_hooks.gone:hook"'),
+            (
+                '"loops.driven.example_hooks:first_line_only"',
+                '"loops.driven.example_hooks.gone:hook"',
+            ),
             "does not import",
             15,
             None,
         ),
         (
-            ('"loops.example_hooks:first_line_only"', '"os:system"'),
+            ('"loops.driven.example_hooks:first_line_only"', '"os:system"'),
             "not one hooks may come from",
             15,
             None,
         ),
         (
-            ('"loops.example_hooks:first_line_only"', '"loops.example_hooks:log"'),
+            ('"loops.driven.example_hooks:first_line_only"', '"loops.driven.example_hooks:log"'),
             "is not a function",
             15,
             None,
@@ -166,8 +172,8 @@ def test_without_a_default_provider_each_agent_must_name_one():
 
 
 def test_hooks_come_only_from_allowed_modules(settings):
-    settings.LOOP_HOOK_MODULES = ["tests.loops"]
-    assert_error(load_recipe(VALID), "LOOP_HOOK_MODULES: tests.loops", 15)
+    settings.LOOP_HOOK_MODULES = ["tests.driven"]
+    assert_error(load_recipe(VALID), "LOOP_HOOK_MODULES: tests.driven", 15)
 
 
 def test_the_bundled_driven_recipe_validates():
@@ -199,7 +205,9 @@ def test_the_designs_camel_case_spellings_are_read_as_written():
     result = load_recipe(camel)
     assert result.ok and result.warnings == [], [str(p) for p in result.errors + result.warnings]
     assert result.spec.loop.max_iterations == 10
-    assert result.spec.loop.hooks == {"on_iteration_end": "loops.example_hooks:first_line_only"}
+    assert result.spec.loop.hooks == {
+        "on_iteration_end": "loops.driven.example_hooks:first_line_only"
+    }
 
 
 def test_one_field_spelled_both_ways_is_an_error():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from recipes.formats.python import parse_python
+from loops.python.format import parse_python
 from recipes.loader import load_recipe
 from runs.engine.deadlines import GateDeadline
 from tests.recipes.test_workflow_loader import assert_error, assert_warning, y
@@ -88,7 +88,7 @@ def test_on_timeout_needs_a_gate_timeout_and_a_gate():
 
 
 PYTHON = '''"""Loop"""
-from recipes.python import Agent, GateOptions, LoopWorkflow
+from loops.python import Agent, GateOptions, LoopWorkflow
 
 workflow = LoopWorkflow(
     [Agent("writer", "Write.", provider="demo")],
@@ -107,8 +107,8 @@ def test_a_python_loops_gate_option_is_checked_with_the_same_rules():
 
 
 def test_gate_options_refuse_approve_when_the_loop_is_built():
-    from recipes.python import GateOptions, LoopWorkflow
-    from recipes.python.agents import Agent
+    from loops.python import GateOptions, LoopWorkflow
+    from loops.python.agents import Agent
 
     with pytest.raises(ValueError, match="never decides for a person"):
         GateOptions(timeout="1h", on_timeout="approve")

@@ -95,10 +95,10 @@ def test_a_single_level_loop_group_still_loads():
 
 # --- Python recipes: what would fail when run is refused at validation, with its line ------
 
-from recipes.formats.python import parse_python  # noqa: E402
+from loops.python.format import parse_python  # noqa: E402
 
 AGENTS = y("""
-    from recipes.python import Agent, LoopWorkflow
+    from loops.python import Agent, LoopWorkflow
 
     named = Agent(name="a", instructions="x", provider="demo")
     unnamed = Agent(name="b", instructions="y")
@@ -126,7 +126,7 @@ def test_python_compile_errors_are_refused_with_their_line():
 
 
 def test_agent_model_given_an_object_uses_it_as_the_provider():
-    from recipes.python import Agent
+    from loops.python import Agent
 
     class Llm:
         def run(self, request, on_chunk): ...

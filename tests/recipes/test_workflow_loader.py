@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes.formats.workflow import NodeSpec, WorkflowSpec
+from loops.workflow.format import NodeSpec, WorkflowSpec
 from recipes.loader import MAX_SOURCE_BYTES, LoadResult, Problem, load_recipe
 
 CORPUS = Path(__file__).parent / "corpus"

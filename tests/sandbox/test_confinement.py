@@ -232,7 +232,6 @@ def unsandboxed_worker(worker_env, tmp_path_factory):
     worker.stop()
 
 
-@pytest.mark.worker
 def test_without_bubblewrap_every_surface_says_so(
     unsandboxed_worker, transactional_db, monkeypatch, make_recipe, client, django_user_model
 ):
@@ -289,7 +288,6 @@ def required_worker(worker_env, tmp_path_factory):
     worker.stop()
 
 
-@pytest.mark.worker
 def test_a_required_sandbox_fails_the_step_with_the_reason(
     required_worker, transactional_db, monkeypatch, make_recipe
 ):

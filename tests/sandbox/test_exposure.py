@@ -97,7 +97,6 @@ def test_the_warning_says_what_is_open_and_how_to_close_it(configured):
     assert "postgres://user:PASSWORD@host:5432/db" in database_line and "trust" in database_line
 
 
-@pytest.mark.worker
 def test_the_worker_warns_at_start(celery_worker):
     """The suite's own worker runs on the suite's broker and database, password-less on
     CI (.ci/run): it says so, once for each, beside its sandbox line."""

@@ -11,15 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from recipes.planeai.models import ReviewRequest
-from recipes.planeai.queries import gate_logs_of
+from loops.stepmachine.models import ReviewRequest
+from loops.stepmachine.queries import gate_logs_of
 from runs import services
 from runs.actor import Actor
 from runs.models import Iteration, ProviderConfig
-from tests.conftest import wait_for, wait_run
+from tests.conftest import wait_for
 from tests.sandbox.conftest import requires_sandbox
+from tests.stepmachine.conftest import shown
 
-pytestmark = [pytest.mark.worker, requires_sandbox]
+pytestmark = requires_sandbox
 
 RECIPE = """
 schema: planeai.loop.recipe.v1
@@ -84,8 +85,8 @@ def _run_attack(plane_recipe, operator, name: str, script: str):
     command = "".join(f"          {line}\n" for line in (PROOF + script).splitlines())
     recipe = plane_recipe(RECIPE.format(name=name, command=command.rstrip("\n")))
     run = services.start_run(recipe, actor=Actor.operator(operator, "console"))
-    wait_run(run, "blocked", "failed", "approved", timeout=120)
-    assert run.status == "blocked" and "max_rounds" in run.error, run.error
+    shown(run, "blocked", "failed", "approved", timeout=120)
+    assert run.status_word == "blocked" and "max_rounds" in run.error, run.error
     wait_for(
         lambda: not Iteration.objects.filter(run=run, status__in=("pending", "running")).exists(),
         message="the last turn to finish",

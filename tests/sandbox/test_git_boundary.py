@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from recipes.planeai import git as plane_git
+from loops.stepmachine import git as plane_git
 from runs import worktree
 from runs.sandbox import Confinement, for_run, run_process
 from runs.sandbox.repository import UntrustedRepository, layout_of, record_file
-from tests.planeai.conftest import git as person_git  # git as a person types it
 from tests.sandbox.conftest import requires_sandbox
+from tests.stepmachine.conftest import git as person_git  # git as a person types it
 
 pytestmark = requires_sandbox
 

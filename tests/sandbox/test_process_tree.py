@@ -16,7 +16,7 @@ from tests.agent_process import processes_in
 from tests.conftest import wait_for
 from tests.sandbox.conftest import requires_sandbox, sending_to, start_private_worker
 
-pytestmark = [pytest.mark.worker, requires_sandbox]
+pytestmark = requires_sandbox
 
 SLOW_AGENT = """
 name: slow

@@ -15,6 +15,7 @@ import pytest
 
 from recipes.loader import load_recipe
 from runs.engine.variables import NodeOutput, VarContext, VariableError, substitute_shell
+from tests.conftest import requires_runtime
 
 CANARY = "CANARY"
 
@@ -288,6 +289,10 @@ SCRIPT_WRITERS = {
 }
 
 
+# The scripts that run under bun: skipped, saying why, where bun is not installed.
+BUN = pytest.param("bun", marks=requires_runtime("bun"))
+
+
 def _script_node(runtime: str, ref: str):
     bindings = "".join(f"      v{i}: {ref}\n" for i in range(len(PAYLOADS)))
     code = textwrap.indent(SCRIPT_WRITERS[runtime].format(n=len(PAYLOADS)), " " * 6)
@@ -305,7 +310,7 @@ def _script_node(runtime: str, ref: str):
 
 
 @pytest.mark.parametrize("source", SOURCES)
-@pytest.mark.parametrize("runtime", ["uv", "python without uv", "bun"])
+@pytest.mark.parametrize("runtime", ["uv", "python without uv", BUN])
 def test_script_nodes_get_values_as_data_and_run_nothing(tmp_path, settings, source, runtime):
     from runs.executor.context import _bound, step_env
     from runs.executor.script import command_line
@@ -362,7 +367,7 @@ LITERAL_WRITERS = {
 
 
 @pytest.mark.parametrize("source", SOURCES)
-@pytest.mark.parametrize("runtime", ["uv", "bun"])
+@pytest.mark.parametrize("runtime", ["uv", BUN])
 def test_a_value_in_a_script_string_literal_is_read_as_data(tmp_path, source, runtime):
     from runs.executor.context import _bound, step_env
     from runs.executor.script import command_line

@@ -13,7 +13,8 @@ from django.urls import reverse
 from recipes import editing
 from recipes.loader import load_recipe
 from recipes.models import Recipe
-from recipes.shell_parts import register_shell_parts, shell_parts
+from recipes.shell_parts import shell_parts
+from runs import kinds
 from tests.api.conftest import client_for
 
 pytestmark = pytest.mark.django_db
@@ -78,15 +79,37 @@ def test_shell_parts_of_a_workflow_name_each_place():
     assert set(parts) == {"nodes.build.bash", "nodes.fix.loop.until_bash", "providers.p"}
 
 
-def test_a_kind_can_register_its_own_shell_parts():
+def test_a_kind_says_its_own_shell_parts():
     class Spec:
         gates = {"tests": "make test"}
 
-    register_shell_parts(
-        "test-kind", lambda spec: {f"gates.{k}.run": v for k, v in spec.gates.items()}
-    )
+    class Gated(kinds.LoopKind):
+        name = "test-kind"
+
+        def shell_parts(self, spec):
+            return {f"gates.{k}.run": v for k, v in spec.gates.items()}
+
     result = type("Result", (), {"kind": "test-kind", "spec": Spec()})()
-    assert shell_parts(result) == {"gates.tests.run": "make test"}
+    kinds.register(Gated())
+    try:
+        assert shell_parts(result, "source") == {"gates.tests.run": "make test"}
+    finally:
+        kinds.unregister("test-kind")
+
+
+def test_a_kind_that_declares_nothing_has_its_whole_source_as_shell():
+    """Fails closed: a kind without `shell_parts`, or one no installed app registers."""
+
+    class Silent(kinds.LoopKind):
+        name = "silent-kind"
+
+    result = type("Result", (), {"kind": "silent-kind", "spec": object()})()
+    assert shell_parts(result, "the text") == {"source": "the text"}  # not registered
+    kinds.register(Silent())
+    try:
+        assert shell_parts(result, "the text") == {"source": "the text"}
+    finally:
+        kinds.unregister("silent-kind")
 
 
 # --- the one save path ------------------------------------------------------------------

@@ -86,7 +86,7 @@ def console_and_api_urls():
 
 @pytest.fixture
 def objects(db, make_recipe, operator):
-    from loops.models import Loop
+    from loops.driven.models import Loop
     from runs import services
     from runs.models import Gate, Iteration, NodeRun
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from recipes.formats.python import parse_python
+from loops.python.format import parse_python
 from runs import services
 from runs.actor import ENGINE
 from tests.conftest import wait_run
@@ -55,7 +55,7 @@ def test_the_example_as_a_recipe_is_refused_at_its_top_level_await():
 
 TWICE = """
 import asyncio
-from recipes.python import Agent, LoopWorkflow
+from loops.python import Agent, LoopWorkflow
 writer = Agent(name="writer", instructions="Write.", provider="demo")
 workflow = LoopWorkflow(agents=[writer], stop_condition=lambda r, i: i >= 2, max_iterations=3)
 print(asyncio.run(workflow.run("one")).status, asyncio.run(workflow.run("two")).status)

@@ -6,8 +6,8 @@ the demo agent as the default provider, checked against what the design says hap
   verifier → `loop.event` → `human.wait` → `completed_unreviewed`; on one whose tests fail
   it retries the maker with the gate's output each round until `max_rounds` blocks it.
 - The seed's full `no-mistakes` YAML is the bundled recipe, byte for byte
-  (tests/planeai/test_format.py); its run to `approved` on the demo repository is
-  tests/planeai/test_no_mistakes.py. Here: its `needs_human` ending.
+  (tests/stepmachine/test_format.py); its run to `approved` on the demo repository is
+  tests/stepmachine/test_no_mistakes.py. Here: its `needs_human` ending.
 """
 
 from __future__ import annotations
@@ -17,14 +17,12 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from loops.stepmachine.demo import FEATURE_BRANCH, create_repository
 from recipes.editing import create_recipe
-from recipes.planeai.demo import FEATURE_BRANCH, create_repository
-from runs import services
+from runs import inbox, services
 from runs.actor import Actor
 from runs.models import Gate, ProviderConfig, Run
-from tests.planeai.conftest import events, git, settled
-
-pytestmark = pytest.mark.worker
+from tests.stepmachine.conftest import events, git, settled
 
 HERE = Path(__file__).parent / "seed003"
 GOAL = "Add a farewell() function"
@@ -147,7 +145,8 @@ def test_no_mistakes_ends_needs_human_when_the_rebase_conflicts(
     settled(run, "needs_human")
     assert [e.step for e in events(run, "tick")] == ["rebase", "wait_for_rebase", "needs_human"]
     assert "conflicts" in run.error
-    assert Run.Status.NEEDS_HUMAN in Run.NEEDS_PERSON  # the inbox lists it for a person
+    assert (run.status, run.phase) == ("paused", "needs_human")
+    assert run in inbox.needs_a_person()  # the inbox lists it for a person
 
 
 def test_the_seeds_run_lifecycle_commands(live_worker, maker_verifier, operator, tmp_path, capsys):

@@ -8,17 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from django.test import Client
 
-from loops.models import Loop
+from loops.driven.models import Loop
 from recipes.editing import create_recipe
 from runs import services
 from runs.actor import Actor
 from tests.conftest import wait_run
-from tests.loops.conftest import api_get, crumbs_on_stream
-
-pytestmark = pytest.mark.worker
+from tests.driven.conftest import api_get, crumbs_on_stream
 
 HERE = Path(__file__).parent / "seed004"
 TASK = "A launch note for Widget 2.0"

@@ -15,29 +15,11 @@ from dataclasses import dataclass, field
 import yaml
 
 from recipes.problems import LoadResult, Problem
+from runs.kinds import KernelNode
 
 KIND = "toy"
 NODE_ID = "count"
 FIELDS = {"toy", "name", "description", "rounds", "gate_after"}
-
-
-@dataclass(frozen=True)
-class ToyNode:
-    """A node as the kernel, the pages and the graph read it."""
-
-    id: str
-    kind: str
-    details: tuple[str, ...] = ()
-    depends_on: tuple = ()
-    trigger_rule: str = "all_success"
-    when: str | None = None
-    output_format: dict | None = None
-    always_run: bool = False
-    provider: str | None = None
-    model: str | None = None
-    loop: object = None
-    loop_group: object = None
-    approval: object = None
 
 
 @dataclass
@@ -53,21 +35,21 @@ class ToySpec:
     model: str | None = None
 
     @property
-    def nodes(self) -> list[ToyNode]:
+    def nodes(self) -> list[KernelNode]:
         return [self.node(NODE_ID)]
 
     def layers(self) -> list[list[str]]:
         return [[NODE_ID]]
 
-    def node(self, node_id: str) -> ToyNode:
+    def node(self, node_id: str) -> KernelNode:
         if node_id != NODE_ID:
             raise KeyError(node_id)
         details = (f"counts to {self.rounds}", f"a person decides after {self.gate_after}")
-        return ToyNode(id=NODE_ID, kind=KIND, details=details)
+        return KernelNode(id=NODE_ID, kind=KIND, details=details)
 
 
-def read(source: str, source_path: str = "") -> LoadResult | None:
-    """The toy's `reads` hook: None for a source that is not a toy recipe."""
+def read(source: str) -> LoadResult | None:
+    """The toy's recipe from its text: None for a source that is not a toy recipe."""
     try:
         data = yaml.safe_load(source)
     except yaml.YAMLError:

@@ -17,6 +17,9 @@ from .recipe import read
 
 # The channel the toy's gate says fired: empty approval accepts (Gate.outcome).
 FIRED = "gate_after"
+# The toy's word for a run paused at its gate (LoopKind.phases), a word runs/ never names.
+COUNTED = "counted"
+PHASES = {COUNTED: "waiting: counted to its gate, a person decides whether to go on"}
 
 
 def start(run: Run, row: NodeRun) -> None:
@@ -102,5 +105,6 @@ def _finish(run: Run, row: NodeRun, attempt: int, spec, it: Iteration, output: s
                 iteration=it,
                 fired=[FIRED],
             )
+            locked.set_phase(COUNTED)  # the toy's own word while a person decides
             return False
         return True

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
+from recipes import editing
 from recipes.validation import validate_source
 from runs import services
 from runs.actor import Actor
@@ -19,7 +20,9 @@ from tests.conftest import wait_for, wait_run
 
 from .conftest import TOY_SOURCE
 
-RUNS = Path(__file__).resolve().parents[2] / "runs"
+ROOT = Path(__file__).resolve().parents[2]
+# The kernel and the catalogue: a kind plugs in without a line of either naming it.
+UNTOUCHED = ("runs", "recipes")
 worker = pytest.mark.worker
 
 
@@ -171,6 +174,29 @@ def test_it_shows_in_the_inbox(toy_worker, toy_recipe, operator, viewer, client)
 
 
 @worker
+def test_its_own_status_word_shows_on_pages_api_and_inbox(
+    toy_worker, toy_recipe, operator, viewer, client
+):
+    """At its gate the toy says `counted` (its phase, a word of its own): the kernel's
+    status stays `paused`, and every surface shows the toy's word."""
+    run = start(toy_recipe, operator)
+    gate_at(run, 2)
+    wait_for(lambda: run.refresh_from_db() or run.phase == "counted", message="the toy's word")
+    assert (run.status, run.status_word) == ("paused", "counted")
+    assert "a person decides whether to go on" in run.status_meaning
+    client.force_login(viewer)
+    page = client.get(reverse("run_detail", args=[run.pk])).content.decode()
+    assert "counted" in page
+    listed = client.get(reverse("run_list") + "?status=counted").content.decode()
+    assert f"Run {run.pk}" in listed or f"/runs/{run.pk}/" in listed
+    answer = client_for(operator).get(f"/api/runs/{run.pk}")
+    assert answer.status_code == 200
+    assert (answer.body["status"], answer.body["phase"]) == ("counted", "counted")
+    inbox = client.get(reverse("inbox")).content.decode()
+    assert f"Run {run.pk}</a>" in inbox and "counted" in inbox
+
+
+@worker
 def test_it_is_cancelled_and_resumed(toy_worker, toy_recipe, operator):
     actor = Actor.operator(operator, "console")
     run = start(toy_recipe, operator)
@@ -192,13 +218,29 @@ def test_it_is_cancelled_and_resumed(toy_worker, toy_recipe, operator):
 # --- the kernel ----------------------------------------------------------------------------
 
 
-def test_no_line_of_runs_mentions_the_toy():
+@pytest.mark.parametrize("package", UNTOUCHED)
+def test_no_line_of_the_kernel_or_the_catalogue_mentions_the_toy(package):
     word = re.compile(r"\btoy", re.IGNORECASE)
     mentions = [
-        f"{path.relative_to(RUNS.parent)}:{number}"
-        for path in sorted(RUNS.rglob("*"))
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / package).rglob("*"))
         if path.is_file() and "__pycache__" not in path.parts
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
         if word.search(line)
     ]
     assert mentions == []
+
+
+# --- the catalogue -------------------------------------------------------------------------
+
+
+def test_its_source_is_shell_to_an_editor_though_it_declares_none(toy_recipe, editor, shell_author):
+    """The toy says nothing of shell parts: its whole source counts as one, so an editor
+    without the shell permission changes none of it (recipes.shell_parts fails closed)."""
+    changed = TOY_SOURCE.replace("rounds: 4", "rounds: 5")
+    with pytest.raises(editing.ShellNotAllowed) as refused:
+        editing.save_source(toy_recipe, changed, user=editor)
+    assert refused.value.where == ["source"]
+    editing.save_source(toy_recipe, changed, user=shell_author)
+    toy_recipe.refresh_from_db()
+    assert toy_recipe.current_version.number == 2 and "rounds: 5" in toy_recipe.source

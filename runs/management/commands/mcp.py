@@ -1,6 +1,9 @@
 """manage.py mcp [--user NAME]: the orchestration MCP server on stdin/stdout (the tools of
-runs.orchestration: list, read and decide gates, start and cancel runs). Over HTTP the
-same server answers at /mcp with an API token."""
+runs.orchestration: list and read runs and gates, decide gates, start and cancel runs),
+for a person's or an orchestrating agent's MCP client outside any run. Over HTTP the same
+server answers at /mcp with an API token. Not `manage.py loop mcp`
+(runs/loop_commands/mcp.py): that one serves a running agent its own call's tools, from
+inside the agent's process."""
 
 import anyio
 from django.contrib.auth import get_user_model
@@ -11,7 +14,12 @@ from runs.orchestration.tools import Caller, CallerOf, build_server
 
 
 class Command(BaseCommand):
-    help = "Serve the orchestration MCP tools over stdio, acting as --user."
+    help = (
+        "Orchestrate the console over MCP on stdin/stdout: list and read runs and gates, "
+        "decide gates, start and cancel runs, acting as --user (for an MCP client outside "
+        "any run; over HTTP the same server is /mcp). Not `manage.py loop mcp`, which "
+        "serves a running agent the tools of its own call."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument(

@@ -18,72 +18,80 @@ from runs.models import Run
 from runs.resuming import continue_point, resume_restarts
 from runs.serializers import run_summary
 
+# The actions on one run, named by its id.
+RUN_ACTIONS = {
+    "status": "Show a run: its nodes, progress and the gate it waits at",
+    "cancel": "Cancel a run (the agent is stopped)",
+    "resume": (
+        "Resume a failed or cancelled run: what did not finish runs again from its "
+        "start, a loop from iteration 1 (`run fork` goes on from an iteration instead)"
+    ),
+    "approve": "Approve the gate a run waits at (or iterate, with --comment)",
+    "reject": "Reject the gate a run waits at",
+}
+
+
+def _add_start(sub) -> None:
+    start = sub.add_parser(
+        "start",
+        help="Start a run of a recipe (slug or YAML path)",
+        description="Start a run. Prints its id, or with --wait follows it to the end "
+        "or the first gate (exit 0 only when it completed).",
+    )
+    start.add_argument("recipe", help="a recipe's slug, or the path of a recipe YAML file")
+    start.add_argument("--message", "-m", default="", help="what the run is about")
+    start.add_argument(
+        "--input",
+        "-i",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a declared input (repeat for several)",
+    )
+    start.add_argument("--workdir", default="", help="an existing or new directory to work in")
+    start.add_argument("--wait", action="store_true", help="wait until terminal or paused")
+    start.add_argument("--timeout", type=float, default=3600, help="seconds to wait (with --wait)")
+    start.add_argument(
+        "--force",
+        action="store_true",
+        help="let a recipe file replace a recipe created or edited in the console",
+    )
+    cli_history.add_budget_arguments(start)
+
+
+def _add_decision_options(approve, reject) -> None:
+    approve.add_argument(
+        "--comment", default="", help="feedback: at a loop gate, asks for another iteration"
+    )
+    approve.add_argument(
+        "--decision", default="", help="the choice, at an approval with declared decisions"
+    )
+    approve.add_argument(
+        "--record-only",
+        action="store_true",
+        help="record the decision and leave the run paused; `run resume ID` goes on with it",
+    )
+    reject.add_argument("--reason", default="", help="why; kept on the run")
+
 
 class Command(JsonErrorsCommand):
     help = "Start and steer runs from the command line."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-        start = sub.add_parser(
-            "start",
-            help="Start a run of a recipe (slug or YAML path)",
-            description="Start a run. Prints its id, or with --wait follows it to the end "
-            "or the first gate (exit 0 only when it completed).",
-        )
-        start.add_argument("recipe", help="a recipe's slug, or the path of a recipe YAML file")
-        start.add_argument("--message", "-m", default="", help="what the run is about")
-        start.add_argument(
-            "--input",
-            "-i",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="a declared input (repeat for several)",
-        )
-        start.add_argument("--workdir", default="", help="an existing or new directory to work in")
-        start.add_argument("--wait", action="store_true", help="wait until terminal or paused")
-        start.add_argument(
-            "--timeout", type=float, default=3600, help="seconds to wait (with --wait)"
-        )
-        start.add_argument(
-            "--force",
-            action="store_true",
-            help="let a recipe file replace a recipe created or edited in the console",
-        )
-        cli_history.add_budget_arguments(start)
-        helps = {
-            "status": "Show a run: its nodes, progress and the gate it waits at",
-            "cancel": "Cancel a run (the agent is stopped)",
-            "resume": (
-                "Resume a failed or cancelled run: what did not finish runs again from its "
-                "start, a loop from iteration 1 (`run fork` goes on from an iteration instead)"
-            ),
-            "approve": "Approve the gate a run waits at (or iterate, with --comment)",
-            "reject": "Reject the gate a run waits at",
-        }
-        for name, text in helps.items():
+        _add_start(sub)
+        for name, text in RUN_ACTIONS.items():
             p = sub.add_parser(name, help=text, description=text + ".")
             p.add_argument("run_id", type=int, help="the run's id")
         cli_history.add_arguments(sub)
-        for p in sub.choices.values():
+        for p in sub.choices.values():  # every action, its own options after these
             p.add_argument("--json", action="store_true", help="print JSON, as the API does")
             p.add_argument(
                 "--user",
                 default="",
                 help="act as this account (default: the account named like your OS user)",
             )
-        sub.choices["approve"].add_argument(
-            "--comment", default="", help="feedback: at a loop gate, asks for another iteration"
-        )
-        sub.choices["approve"].add_argument(
-            "--decision", default="", help="the choice, at an approval with declared decisions"
-        )
-        sub.choices["approve"].add_argument(
-            "--record-only",
-            action="store_true",
-            help="record the decision and leave the run paused; `run resume ID` goes on with it",
-        )
-        sub.choices["reject"].add_argument("--reason", default="", help="why; kept on the run")
+        _add_decision_options(sub.choices["approve"], sub.choices["reject"])
         sub.choices["status"].add_argument(
             "--wait", action="store_true", help="wait until terminal or paused"
         )
@@ -109,7 +117,8 @@ class Command(JsonErrorsCommand):
         if options.get("json"):
             self.stdout.write(json.dumps(data, indent=2, cls=NinjaJSONEncoder))
             return
-        self.stdout.write(f"run {run.pk}: {run.status}" + (f" — {run.error}" if run.error else ""))
+        shown = f"run {run.pk}: {run.status_word}"
+        self.stdout.write(shown + (f" — {run.error}" if run.error else ""))
         for node in data["nodes"]:
             progress = (
                 f" ({node['iterations']}/{node['max_iterations']})"
@@ -187,7 +196,9 @@ class Command(JsonErrorsCommand):
             ) from exc
         if not options["wait"]:
             self.stdout.write(
-                json.dumps({"id": run.pk, "status": run.status}) if options["json"] else str(run.pk)
+                json.dumps({"id": run.pk, "status": run.status_word})
+                if options["json"]
+                else str(run.pk)
             )
             return
         self._wait(run, options)

@@ -1,5 +1,5 @@
 # What the book defines elsewhere: the imports, and a `model` (here the console's demo agent).
-from recipes.python import Agent, AgentResult, LoopWorkflow
+from loops.python import Agent, AgentResult, LoopWorkflow
 from runs.providers.demo import DemoProvider
 
 model = DemoProvider(delay=0)

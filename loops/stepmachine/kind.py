@@ -1,0 +1,99 @@
+"""What the step machine plugs into the kernel (runs.kinds), registered from
+`StepMachineConfig.ready()`."""
+
+from __future__ import annotations
+
+from runs.fork import Continuation
+from runs.kinds import LoopKind
+
+from . import demo, forking, machine, runner, start, surfaces, sweep, tasks, turns  # noqa: F401  (tasks: registers the Celery task)
+from .format import parse_planeai
+from .spec import MACHINE_KIND, RECIPE_KIND, SCHEMA, SESSION_KIND
+
+
+def is_step_machine(data) -> bool:
+    schema = data.get("schema") if isinstance(data, dict) else None
+    return isinstance(schema, str) and schema.strip() == SCHEMA
+
+
+class StepMachineKind(LoopKind):
+    name = RECIPE_KIND
+    label = "Step machine"
+    nodes = {MACHINE_KIND: runner.start}
+    iterations = {SESSION_KIND: turns.run_turn}
+    phases = machine.PHASES
+    sweep_passes = (sweep.resend_lost_ticks, sweep.mark_stale_machines)
+    run_parts = surfaces.RUN_PARTS
+    urls = surfaces.URLS
+    api_router = surfaces.API_ROUTER
+    api_prefix = surfaces.API_PREFIX
+    loop_commands = surfaces.LOOP_COMMANDS
+    own_worktrees = True
+    rerun_keeps_workdir = True
+    resume_refused = (
+        "A step-machine run cannot be resumed (its sessions and handoffs belong to "
+        "that run): re-run it instead."
+    )
+    loop_rows = surfaces.LOOP_ROWS
+    needs_a_person = surfaces.NEEDS_A_PERSON
+
+    def reads(self, source):
+        if not is_step_machine(source.mapping):
+            return None
+        return parse_planeai(
+            source.mapping, source.lines, provider_check=source.options.provider_check
+        )
+
+    def shell_parts(self, spec) -> dict[str, str]:
+        """A step machine runs shell only in `gates.run`: the commands as the recipe writes
+        them (templates of recipe text, rendered when the step runs)."""
+        return {
+            f"steps.{step.id}.gates.{index}.{gate.name}": gate.command
+            for step in spec.steps
+            for index, gate in enumerate(step.gates)
+        }
+
+    def slug_in(self, source):
+        if "schema" not in source.text or not is_step_machine(source.mapping):
+            return None  # the text test spares decoding every other recipe file
+        recipe_id = source.mapping.get("id")
+        return recipe_id if isinstance(recipe_id, str) else ""
+
+    def declared_slug(self, spec):
+        return spec.id  # a step-machine recipe is known by its id
+
+    def start_options(self, chosen=""):
+        return start.form_options(chosen)
+
+    def check_repository(self, path):
+        start.check_repository(path)
+
+    def check_start(self, *args, **options):
+        return start.check_run_start(*args, **options)
+
+    def created(self, run, start_now):
+        return start.created(run, start_now)
+
+    def gate_decided(self, run, gate, node_run, status, actor):
+        runner.gate_decided(run, gate, node_run, status, actor)
+
+    def derived_status(self, run, *, finished):
+        return machine.derived_status(run, finished=finished)
+
+    def continuations(self):
+        return {SESSION_KIND: Continuation(forking.check, forking.carry)}  # its session turns
+
+    def run_context(self, run):
+        return surfaces.run_context(run)
+
+    def event_sentence(self, event):
+        return surfaces.event_sentence(event)
+
+    def person_action(self, run):
+        return surfaces.person_action(run)
+
+    def plays(self, request):
+        return demo.plays_role(request)
+
+    def demo_turn(self, provider, request, on_chunk):
+        return demo.role_turn(provider, request, on_chunk)

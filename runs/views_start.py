@@ -1,0 +1,57 @@
+"""Starting a run from a recipe: the start form (its inputs, budget and the options the
+recipe's kind adds). The catalogue shows recipes; starting one is the kernel's."""
+
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
+
+from console.permissions import operator_required
+from recipes.models import Recipe
+from recipes.views import current_spec
+from runs import services
+from runs.start_form import StartRunForm, uses_message
+
+
+def _start_options(request, recipe) -> dict:
+    """What the recipe's kind adds to the start form (LoopKind.start_options)."""
+    chosen = request.POST.get("repository") or request.GET.get("repository") or ""
+    return recipe.loop_kind.start_options(chosen)
+
+
+@require_http_methods(["GET", "POST"])
+@operator_required
+def recipe_start(request, slug):
+    recipe = get_object_or_404(Recipe.objects.select_related("current_version"), slug=slug)
+    spec = current_spec(recipe)
+    declared = dict(getattr(spec, "inputs", {}) or {})
+    options = _start_options(request, recipe)
+    needs_message = recipe.loop_kind.asks_message or uses_message(recipe.source)
+    form = StartRunForm(
+        request.POST or None,
+        declared=declared,
+        needs_message=needs_message,
+        budget=getattr(spec, "budget", None),
+        **options,
+    )
+    if request.method == "POST" and form.is_valid():
+        try:
+            run = services.start_run(
+                recipe,
+                actor=request.actor,
+                message=form.cleaned_data.get("message", ""),
+                inputs=form.raw_inputs(),
+                budget=form.raw_budget(),
+                budget_replaces_recipe=True,  # the form showed the recipe's limits
+                repository=form.repository if options else "",
+            )
+        except services.InputError as exc:
+            form.add_input_errors(exc.errors)
+        except services.NotAllowed:
+            raise PermissionDenied from None
+        except services.ServiceError as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect(run)
+    return render(
+        request, "recipes/start.html", {"recipe": recipe, "form": form, "step_machine": options}
+    )

@@ -1,0 +1,112 @@
+"""Where step-machine recipes are found, as seed 003 says: the current repository's
+`.planeai/loops/` (and a run's own repository's), the design's user folder, the bundled
+ones; `loop recipe ls` shows what is there now, `loop create` uses it without a sync."""
+
+import json
+
+import pytest
+from django.core.management import call_command
+
+from recipes.models import Recipe
+from runs.models import Run
+from tests.stepmachine.conftest import git
+
+pytestmark = pytest.mark.django_db
+
+ONLY_HERE = """\
+schema: planeai.loop.recipe.v1
+id: {id}
+name: {name}
+steps:
+  - {{id: hello, kind: loop.event, event_kind: hello}}
+"""
+
+
+def project(tmp_path, recipe_id="only-here", name="Only here"):
+    repository = tmp_path / "project"
+    loops = repository / ".planeai" / "loops"
+    loops.mkdir(parents=True)
+    git("init", "-q", "-b", "main", cwd=repository)
+    (loops / "whatever.yaml").write_text(ONLY_HERE.format(id=recipe_id, name=name))
+    git("add", ".", cwd=repository)
+    git("commit", "-q", "-m", "loops", cwd=repository)
+    return repository
+
+
+def ls(capsys) -> dict:
+    call_command("loop", "recipe", "ls", "--json")
+    return {row["id"]: row for row in json.loads(capsys.readouterr().out)}
+
+
+def test_the_current_repositorys_recipes_are_listed_and_created_without_a_sync(
+    tmp_path, monkeypatch, capsys, operator
+):
+    repository = project(tmp_path)
+    monkeypatch.chdir(repository / ".planeai")  # anywhere inside the repository
+    row = ls(capsys)["only-here"]
+    assert (row["origin"], row["valid"], row["synced"]) == ("project", True, "not synced")
+    assert row["name"] == "Only here"
+
+    call_command("loop", "create", "--recipe", "only-here", "--dry-run", "--json")
+    assert json.loads(capsys.readouterr().out)["created"] is False
+    assert not Recipe.objects.filter(slug="only-here").exists()  # a dry run loads nothing
+
+    call_command("loop", "create", "--recipe", "only-here", "--user", operator.username)
+    capsys.readouterr()
+    run = Run.objects.get()
+    assert run.recipe.slug == "only-here" and run.recipe.origin == "project"
+    assert run.workdir == str(repository.resolve())
+    assert ls(capsys)["only-here"]["synced"] == "synced"
+
+    # An edit on disk shows at once; the next create loads it.
+    loops = repository / ".planeai" / "loops"
+    (loops / "whatever.yaml").write_text(ONLY_HERE.format(id="only-here", name="Edited"))
+    row = ls(capsys)["only-here"]
+    assert (row["name"], row["synced"]) == ("Edited", "changed since sync")
+
+
+def test_a_runs_repository_given_by_path_is_scanned_too(tmp_path, capsys, operator):
+    repository = project(tmp_path, "given-repo")
+    call_command(
+        "loop", "create", "--recipe", "given-repo", "--repository", str(repository),
+        "--user", operator.username,
+    )  # fmt: skip
+    assert Run.objects.get().recipe.slug == "given-repo"
+
+
+def test_the_designs_user_folder_is_read(tmp_path, settings, capsys):
+    settings.LOOP_PLANEAI_USER_DIR = tmp_path / "planeai-loops"
+    settings.LOOP_PLANEAI_USER_DIR.mkdir()
+    (settings.LOOP_PLANEAI_USER_DIR / "mine.yaml").write_text(
+        ONLY_HERE.format(id="from-user-folder", name="Mine")
+    )
+    row = ls(capsys)["from-user-folder"]
+    assert (row["origin"], row["synced"]) == ("user", "not synced")
+    call_command("recipe", "sync")
+    capsys.readouterr()
+    assert Recipe.objects.get(slug="from-user-folder").origin == "user"
+    assert ls(capsys)["from-user-folder"]["synced"] == "synced"
+    assert ls(capsys)["no-mistakes-demo"]["origin"] == "builtin"
+
+
+def test_a_link_or_a_pipe_an_agent_left_in_the_loops_folder_is_not_read(tmp_path):
+    """`isolation: project` lets an agent write the repository, `.planeai/loops` included:
+    a link there to a secret must not become a recipe's source, a pipe must not block."""
+    import os
+
+    from recipes import sync
+
+    repository = project(tmp_path)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("THE-SECRET\n")
+    loops = repository / ".planeai" / "loops"
+    (loops / "planted.yaml").symlink_to(secret)
+    os.mkfifo(loops / "pipe.yaml")
+    assert sync.sync_slug("planted", (str(repository),)).action == "unreadable"
+    # A pipe is no recipe file (recipes.layout.recipe_files); were it swapped in between,
+    # read_source would refuse it without blocking.
+    assert sync.sync_slug("pipe", (str(repository),)) is None
+    with pytest.raises(OSError):
+        sync.read_source(loops / "pipe.yaml")
+    assert not Recipe.objects.filter(source__contains="THE-SECRET").exists()
+    assert sync.sync_slug("only-here", (str(repository),)).action == "created"
