@@ -25,7 +25,10 @@ nodes:
 
 def test_list_shows_kind_version_validity(client, viewer, bundled):
     body = login(client, viewer).get(reverse("recipe_list")).content.decode()
-    assert "guided-refine" in body and "workflow" in body and "v1" in body and "valid" in body
+    assert "guided-refine" in body and "v1" in body and "valid" in body
+    # Each kind by the name its kind gives itself, not its stored word (`planeai`).
+    assert "<td>Workflow</td>" in body and "<td>Step machine</td>" in body
+    assert "<td>planeai</td>" not in body
     assert "Start run" not in body
 
 
