@@ -23,17 +23,34 @@ def project_dirs() -> list[Path]:
     return [Path(p).expanduser() for p in settings.LOOP_RECIPE_DIRS]
 
 
-def planeai_dirs(repositories: tuple = ()) -> list[Path]:
-    """`.planeai/loops/` of each repository step-machine runs may work in, first one first:
-    `repositories` (a run's own, given by the caller), the current one (the repository the
-    command is run from, as the design finds project recipes), then LOOP_REPOSITORIES.
-    Project recipes of the highest precedence, as the design places them."""
+def repository_roots(repositories: tuple = ()) -> list[Path]:
+    """The repositories runs may work in, first one first: `repositories` (a run's own,
+    given by the caller), the current one (the repository the command is run from), then
+    LOOP_REPOSITORIES. A kind may keep recipes in them (LoopKind.repository_recipe_folders:
+    a step machine's `.planeai/loops/`), of the highest precedence."""
     roots = [Path(p).expanduser().resolve() for p in repositories]
     here = current_repository()
     if here is not None:
         roots.append(here)
     roots += [Path(p).expanduser().resolve() for p in settings.LOOP_REPOSITORIES]
-    return _unique([root / ".planeai" / "loops" for root in roots])
+    return _unique(roots)
+
+
+def repository_recipe_dirs(repositories: tuple = ()) -> list[Path]:
+    """Each kind's recipe folders in those repositories, first one first."""
+    from recipes import readers
+
+    roots = repository_roots(repositories)
+    return _unique(
+        [folder for kind in readers.readers() for folder in kind.repository_recipe_folders(roots)]
+    )
+
+
+def kinds_user_dirs() -> list[Path]:
+    """The user folders the kinds' own designs keep recipes in (a step machine's)."""
+    from recipes import readers
+
+    return _unique([folder for kind in readers.readers() for folder in kind.user_recipe_folders()])
 
 
 def current_repository() -> Path | None:
@@ -49,11 +66,6 @@ def current_repository() -> Path | None:
 
 def user_dir() -> Path:
     return Path(settings.LOOP_USER_RECIPE_DIR).expanduser()
-
-
-def planeai_user_dir() -> Path:
-    """The step-machine design's user folder (`~/.config/planeai/loops`)."""
-    return Path(settings.LOOP_PLANEAI_USER_DIR).expanduser()
 
 
 def _unique(dirs: list[Path]) -> list[Path]:

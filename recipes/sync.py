@@ -16,7 +16,13 @@ from django.utils.text import slugify
 from recipes import editing
 from recipes.layout import recipe_files, workflow_folder
 from recipes.models import Recipe
-from recipes.sources import BUILTIN_DIR, planeai_dirs, planeai_user_dir, project_dirs, user_dir
+from recipes.sources import (
+    BUILTIN_DIR,
+    kinds_user_dirs,
+    project_dirs,
+    repository_recipe_dirs,
+    user_dir,
+)
 
 
 @dataclass
@@ -69,17 +75,18 @@ def declared_id(path: Path) -> str:
 
 def discover(repositories: tuple = ()) -> dict[str, Found]:
     """Every recipe file by slug, the highest precedence winning; `repositories`: a run's own
-    repositories, whose `.planeai/loops/` come first (recipes.sources.planeai_dirs)."""
+    repositories, whose kinds' folders come first (recipes.sources.repository_recipe_dirs:
+    a step machine's `.planeai/loops/`)."""
     found: dict[str, Found] = {}
     sources = [
         (Recipe.Origin.BUILTIN, [BUILTIN_DIR]),
-        (Recipe.Origin.USER, list(dict.fromkeys([user_dir(), planeai_user_dir()]))),
+        (Recipe.Origin.USER, list(dict.fromkeys([user_dir(), *kinds_user_dirs()]))),
         # Like PATH, the first folder listed in LOOP_RECIPE_DIRS wins; visiting the list
         # backwards lets it overwrite the ones listed after it.
         # A project folder may be a repository root: its recipes are in .archon/workflows.
         (Recipe.Origin.PROJECT, [workflow_folder(p) for p in reversed(project_dirs())]),
-        # A repository's own .planeai/loops comes last, so it wins over everything.
-        (Recipe.Origin.PROJECT, list(reversed(planeai_dirs(repositories)))),
+        # A repository's own recipe folders come last, so they win over everything.
+        (Recipe.Origin.PROJECT, list(reversed(repository_recipe_dirs(repositories)))),
     ]
     for origin, folders in sources:
         for folder in folders:

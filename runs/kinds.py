@@ -123,6 +123,15 @@ class LoopKind:
         (recipes.shell_parts: an editor without the shell permission cannot change it)."""
         return None
 
+    def user_recipe_folders(self) -> list:
+        """Folders of the user's where the kind's own design keeps recipes (Paths)."""
+        return []
+
+    def repository_recipe_folders(self, roots: list) -> list:
+        """Folders inside those repositories where the kind's design keeps recipes, of the
+        highest precedence (recipes.sync.discover)."""
+        return []
+
     def slug_in(self, source) -> str | None:
         """The slug a recipe file of this kind names itself by, read without validating it
         (a sync names the row by it), or None when the source is not of this kind or names

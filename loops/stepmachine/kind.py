@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from django.conf import settings
+
 from runs.fork import Continuation
 from runs.kinds import LoopKind
 
@@ -52,6 +56,12 @@ class StepMachineKind(LoopKind):
             for step in spec.steps
             for index, gate in enumerate(step.gates)
         }
+
+    def user_recipe_folders(self):
+        return [Path(settings.LOOP_PLANEAI_USER_DIR).expanduser()]  # ~/.config/planeai/loops
+
+    def repository_recipe_folders(self, roots):
+        return [root / ".planeai" / "loops" for root in roots]
 
     def slug_in(self, source):
         if "schema" not in source.text or not is_step_machine(source.mapping):
