@@ -73,6 +73,11 @@ class RecipeSource:
         return self._yaml[2]
 
     @property
+    def decoded(self) -> bool:
+        """Whether a kind asked for the YAML (so its problems belong to the answer)."""
+        return "_yaml" in self.__dict__  # cached_property keeps its value there
+
+    @property
     def mapping(self) -> dict | None:
         """The decoded YAML when it is a mapping of fields, the shape every YAML kind has."""
         return self.data if isinstance(self.data, dict) else None
@@ -105,12 +110,11 @@ def load_recipe(
 
 
 def _with_yaml_problems(recipe: RecipeSource, result: LoadResult) -> LoadResult:
-    if "_yaml" not in recipe.__dict__ or not recipe.yaml_problems:
+    if not recipe.decoded or not recipe.yaml_problems:
         return result  # not read as YAML, or read cleanly
     # A value YAML could not read shows up as null below; keep only the YAML reason.
     broken = {p.path for p in recipe.yaml_problems}
     rest = [p for p in result.errors if p.path not in broken]
-    if result.errors is not recipe.yaml_problems:
-        result.errors = sort_problems([*recipe.yaml_problems, *rest])
+    result.errors = sort_problems([*recipe.yaml_problems, *rest])
     result.spec = None
     return result

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from recipes import readers
 from recipes.formats.repo_config import read_config
 from recipes.formats.resources import Resources
 from recipes.layout import (
@@ -38,8 +39,6 @@ def repository_roots(repositories: tuple = ()) -> list[Path]:
 
 def repository_recipe_dirs(repositories: tuple = ()) -> list[Path]:
     """Each kind's recipe folders in those repositories, first one first."""
-    from recipes import readers
-
     roots = repository_roots(repositories)
     return _unique(
         [folder for kind in readers.readers() for folder in kind.repository_recipe_folders(roots)]
@@ -48,8 +47,6 @@ def repository_recipe_dirs(repositories: tuple = ()) -> list[Path]:
 
 def kinds_user_dirs() -> list[Path]:
     """The user folders the kinds' own designs keep recipes in (a step machine's)."""
-    from recipes import readers
-
     return _unique([folder for kind in readers.readers() for folder in kind.user_recipe_folders()])
 
 

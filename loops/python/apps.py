@@ -15,10 +15,9 @@ class PythonLoopsConfig(AppConfig):
 
         from runs import kinds
 
-        from . import __name__ as package
         from .kind import PythonKind
 
         kinds.register(PythonKind())
         # Python recipes written before the kinds had a folder import `recipes.python`: the
         # same module under its old name, so their runs (and the files) still load.
-        sys.modules.setdefault(OLD_NAME, sys.modules[package])
+        sys.modules.setdefault(OLD_NAME, sys.modules[self.name])
