@@ -39,6 +39,9 @@ def keep_lease(renew: Callable[[], bool] | None, every: float = FLUSH_SECONDS):
                         return  # cancelled or taken over: the work's own write will fail
                 except Exception:  # a missed beat must not kill the work
                     log.warning("could not renew a lease", exc_info=True)
+                    # A dropped connection stays broken in this thread until closed: the
+                    # next beat opens a new one instead of failing until the lease lapses.
+                    connections.close_all()
         finally:
             connections.close_all()  # this thread's own database connection
 
