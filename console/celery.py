@@ -51,11 +51,18 @@ def keep_secrets_in_pool(**_) -> None:
 def keep_database_connections(**_) -> None:
     """With connections kept between tasks (CELERY_DB_REUSE_MAX), a health check before
     each task's first query would be one more round trip per task: workers check a
-    connection only after an error instead (below). Runs before the pool forks."""
+    connection only after an error instead (below). Runs before the pool forks.
+
+    The main process runs no task, yet Django's system checks (run by Celery as the worker
+    starts) query the database from it (runs/checks.py): Celery's own fix-up closes that
+    connection here only when connections are not kept, so it is closed here, or the main
+    process would hold an idle connection for the worker's life."""
     from django.conf import settings
+    from django.db import connections
 
     if not settings.CELERY_DB_REUSE_MAX:
         return
+    connections.close_all()
     for database in settings.DATABASES.values():
         database["CONN_HEALTH_CHECKS"] = False
 
