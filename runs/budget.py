@@ -17,7 +17,7 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from recipes.formats.budget import LABELS, LIMITS
-from runs import dispatch
+from runs import dispatch, kinds
 from runs.models.node import HOLD
 
 WARN_AT = Decimal("0.8")
@@ -210,9 +210,9 @@ def resume_held_work(run) -> list[str]:
     """Give back what the stop held (the caller holds the run's lock and has moved the run
     back to running): each held node starts the iteration it was about to start, or goes
     back to its worker. The scheduler then advances what finished meanwhile."""
-    from runs.executor import group as group_exec
     from runs.models import NodeRun
 
+    kind = kinds.of_run(run)
     resumed = []
     for row in NodeRun.objects.select_for_update().filter(run=run, state__has_key=HOLD):
         hold = row.release_hold()
@@ -220,11 +220,9 @@ def resume_held_work(run) -> list[str]:
             if not row.requeue_held(run):
                 continue  # it ended meanwhile (cancelled with its run): nothing to give back
         else:
-            begin = {"feedback": hold["feedback"], "after_gate": hold["after_gate"]}
-            if row.kind == NodeRun.Kind.LOOP_GROUP:
-                started = group_exec.begin_next(run, row, hold["number"], **begin)
-            else:
-                started = row.start_iteration(run, hold["number"], **begin)
+            started = kind.begin_iteration(
+                run, row, hold["number"], feedback=hold["feedback"], after_gate=hold["after_gate"]
+            )
             if started is None:
                 continue  # it ended meanwhile: nothing started
         resumed.append(row.node_id)

@@ -10,7 +10,6 @@ from django.db.models import Exists, OuterRef
 from runs import kinds
 from runs.actor import Actor
 from runs.errors import Conflict, NotFound, StarterCannotApprove
-from runs.executor import group as group_exec
 from runs.executor.spec import SpecError, node_spec, spec_for
 from runs.executor.state import lock_run, max_iterations_error
 from runs.models import Gate, NodeRun, Run, RunEvent
@@ -168,10 +167,10 @@ def apply_kernel_decision(run: Run, gate: Gate, row: NodeRun, status: str, actor
         number = row.iteration_count + 1
         if row.iteration_count >= loop.max_iterations:
             row.fail(run, max_iterations_error(row.node_id, loop))
-        elif row.kind == NodeRun.Kind.LOOP_GROUP:
-            group_exec.begin_next(run, row, number, feedback=gate.comment, after_gate=True)
         else:
-            row.start_iteration(run, number, feedback=gate.comment, after_gate=True)
+            kinds.of_run(run).begin_iteration(
+                run, row, number, feedback=gate.comment, after_gate=True
+            )
 
 
 def fail_rejected(run: Run, gate: Gate, row: NodeRun, actor: Actor) -> None:

@@ -7,12 +7,11 @@ What is carried (copies marked `carried_from`, shown as history, never executed)
   (and a loop_group's body rows);
 - the forked node's iterations up to and including that one.
 
-How the forked node goes on is its kind's business, a `Continuation` per NodeRun kind: the
-kernel's own in CONTINUATIONS (a workflow `loop` starts iteration k+1 in its threaded
-session, a `loop_group` begins its next body iteration), a loop kind's from its
-`LoopKind.continuations` (runs.kinds; a Python agent lets its workflow replay to the fork
-point). A row kind without one cannot be forked (a clear Conflict says so); the copying
-helpers below are shared.
+How the forked node goes on is its kind's business, a `Continuation` per NodeRun kind from
+its `LoopKind.continuations` (runs.kinds; a workflow `loop` starts iteration k+1 in its
+threaded session, a Python agent lets its workflow replay to the fork point). A row kind
+without one cannot be forked (a clear Conflict says so); the copying helpers below are
+shared.
 """
 
 from __future__ import annotations
@@ -58,13 +57,10 @@ class Continuation:
     edits_prompt: bool = False
 
 
-CONTINUATIONS: dict[str, Continuation] = {}
-
-
 def _candidates(row_kind: str) -> list[tuple[str, Continuation]]:
-    """Who continues a row of this kind: the kernel's, then each loop kind's (its
-    `continuations` hook, read when asked: kinds register once the apps are ready)."""
-    found = [("", CONTINUATIONS[row_kind])] if row_kind in CONTINUATIONS else []
+    """Who continues a row of this kind: each loop kind's (its `continuations` hook, read
+    when asked: kinds register once the apps are ready)."""
+    found = []
     for kind in kinds.all_kinds():
         given = kind.continuations().get(row_kind)
         if given is not None:
@@ -146,10 +142,10 @@ def _keeps_workdir(run: Run) -> bool:
 def check_fork_point(run: Run, node: str, number: int) -> None:
     """Refuse (NotFound / Conflict) an iteration that cannot be forked, as the fork would."""
     point = _fork_point(run, node, number, "", "")
-    if continuation_for(point.row, run) is None:
+    continuation = continuation_for(point.row, run)
+    if continuation is None:
         raise _refuse_kind(point.row)
-    if point.row.kind != NodeRun.Kind.AGENT and "." in point.row.node_id:
-        _check_workflow(point)
+    continuation.check(point)  # what its kind refuses, with no feedback or prompt yet
 
 
 def _fork_point(run: Run, node: str, number: int, feedback: str, prompt: str) -> ForkPoint:
@@ -314,74 +310,13 @@ def copy_history(new: Run, point: ForkPoint, copy: NodeRun) -> int:
     return len(copy_iterations(new, earlier, {point.row.pk: copy}))
 
 
-# --- workflow loops and loop_groups --------------------------------------------------------
-
-
-def _check_workflow(point: ForkPoint) -> None:
-    if "." in point.row.node_id:
-        raise Conflict(
-            f"'{point.row.node_id}' runs inside a loop_group: fork from the group's "
-            "iteration instead."
-        )
-
-
-def _check_group(point: ForkPoint) -> None:
-    _check_workflow(point)
-    if point.prompt:
-        raise InputError(
-            {"prompt": "a loop_group has no prompt of its own; give feedback to steer it"}
-        )
-
-
-def _carry_loop(new: Run, point: ForkPoint, counts: dict) -> None:
-    state = {"session_id": point.it.session_id or point.row.state.get("session_id")}
-    if point.prompt:  # the template for the rest of the loop ($LOOP_USER_INPUT etc. apply)
-        state["prompt_template"] = point.prompt
-    copy = continue_node(new, point, **state)
-    counts["iterations"] = copy_history(new, point, copy)
-    _start(new)
-    copy.start_iteration(
-        new, point.number + 1, feedback=point.feedback, after_gate=bool(point.feedback)
-    )
-    _advance(new)
-
-
-def _carry_group(new: Run, point: ForkPoint, counts: dict) -> None:
-    from runs.executor import group as group_exec
-
-    group = point.row
-    body = NodeRun.objects.filter(
-        run=point.old,
-        node_id__startswith=group.node_id + ".",
-        generation=group.generation,
-        iteration__lte=point.number,
-    ).order_by("iteration", "id")
-    sessions = dict(group.state.get("sessions") or {})
-    for row in body:  # the sessions as they were after iteration k
-        if (row.state or {}).get("session_id"):
-            sessions[row.node_id.split(".", 1)[1]] = row.state["session_id"]
-    copy = continue_node(new, point, sessions=sessions, phase="body")
-    copy_nodes(new, body)
-    counts["iterations"] = copy_history(new, point, copy)
-    _start(new)
-    group_exec.begin_next(
-        new, copy, point.number + 1, feedback=point.feedback, after_gate=bool(point.feedback)
-    )
-    _advance(new)
-
-
-def _start(new: Run) -> None:
+def start_fork(new: Run) -> None:
     """The fork runs from here (it was made pending, under its lock)."""
     if not new.start():
         raise Conflict(f"the fork (run {new.pk}) is {new.status}, not waiting to start")
 
 
-def _advance(new: Run) -> None:
+def advance_fork(new: Run) -> None:
     from runs import dispatch
 
     dispatch.send_on_commit("advance_run", new.pk)  # nodes that were not carried start
-
-
-# The kernel's own: a YAML workflow's loops.
-CONTINUATIONS["loop"] = Continuation(_check_workflow, _carry_loop, edits_prompt=True)
-CONTINUATIONS["loop_group"] = Continuation(_check_group, _carry_group)

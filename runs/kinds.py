@@ -72,7 +72,7 @@ class LoopKind:
     read_order: ClassVar[int] = 0
     # Its format is YAML: what YAML could not read is reported with the kind's own problems.
     reads_yaml: ClassVar[bool] = True
-    # Node kind -> start a node of it: (run, node_run) -> None (executor.steps.start_node).
+    # Node kind -> start a node of it: (run, node_run) -> None (executor.handover.start_node).
     nodes: ClassVar[Mapping[str, Callable]] = {}
     # Node kind -> run one pending iteration of such a node: (iteration) -> None.
     iterations: ClassVar[Mapping[str, Callable]] = {}
@@ -177,6 +177,16 @@ class LoopKind:
     def check_decision(self, run, gate, action: str, comment: str) -> None:
         """Before a decision is recorded: raise a services error to refuse it."""
 
+    def begin_iteration(self, run, node_run, number: int, *, feedback="", after_gate=False):
+        """Start iteration `number` of a looping node (after a gate's feedback, or when a
+        budget stop is lifted): the new Iteration, or None when the node ended meanwhile."""
+        return node_run.start_iteration(run, number, feedback=feedback, after_gate=after_gate)
+
+    def advance_within(self, run, spec) -> None:
+        """Under the run's lock, each time the scheduler advances the run and before it
+        walks the run's graph: move on what runs inside its nodes (a workflow's loop_group
+        bodies and child runs). The default has nothing inside."""
+
     def derived_status(self, run, *, finished: bool):
         """(status, error) or (status, error, phase) when the kind says its runs' status
         (a phase one of `phases`), else None: the kernel derives it from the run's nodes
@@ -255,8 +265,8 @@ def of_run(run) -> LoopKind:
 
 
 def for_node(node_kind: str) -> LoopKind:
-    """The kind that runs nodes (or iterations) of `node_kind` (runs.executor.steps.
-    start_node, runs.executor.loop.run_iteration); UnknownKind when no kind does."""
+    """The kind that runs nodes (or iterations) of `node_kind` (runs.executor.handover);
+    UnknownKind when no kind does."""
     try:
         return _node_kinds[node_kind]
     except KeyError:

@@ -16,7 +16,7 @@ from redis.exceptions import RedisError
 
 from console.redact import plain_cause
 from runs import dispatch
-from runs.executor import group, loop, scheduler, steps
+from runs.executor import handover, scheduler
 from runs.executor import sweep as sweeper
 from runs.executor.broker import keep_worker_alive_on_broker_loss
 from runs.executor.state import lock_run, on_fresh_connection
@@ -58,22 +58,15 @@ def advance_run(run_id: int) -> None:
 
 @shared_task(name="runs.tasks.start_node")
 def start_node(node_run_id: int) -> None:
-    fail_run_on_engine_error(NodeRun, node_run_id, steps.start_node, node_run_id)
+    fail_run_on_engine_error(NodeRun, node_run_id, handover.start_node, node_run_id)
 
 
 @shared_task(name="runs.tasks.run_iteration")
 def run_iteration(iteration_id: int) -> None:
     def run_one(pk: int) -> None:
-        fail_run_on_engine_error(Iteration, pk, loop.run_iteration, pk)
+        fail_run_on_engine_error(Iteration, pk, handover.run_iteration, pk)
 
     dispatch.chain(iteration_id, run_one)
-
-
-@shared_task(name="runs.tasks.finish_group_iteration")
-def finish_group_iteration(group_row_id: int, number: int) -> None:
-    fail_run_on_engine_error(
-        NodeRun, group_row_id, group.finish_group_iteration, group_row_id, number
-    )
 
 
 @shared_task(name="runs.tasks.sweep")

@@ -94,10 +94,10 @@ def bundled(db):
 
 def requires_runtime(name: str):
     """A mark that skips the test, saying why, when the workers cannot find the script
-    runtime `name` (`uv`, `bun`) the way they look for it (runs.executor.script). `make dev`
+    runtime `name` (`uv`, `bun`) the way they look for it (loops.workflow.script). `make dev`
     installs bun from the npm registry when npm is there; without it the tests of
     `runtime: bun` are skipped, not failed."""
-    from runs.executor.script import find_runtime
+    from loops.workflow.script import find_runtime
 
     return pytest.mark.skipif(
         find_runtime(name) is None,

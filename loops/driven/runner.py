@@ -1,6 +1,6 @@
 """A worker executes a driven recipe's host node: the host's turn, with its loop tools.
 
-Called by runs.executor.steps.start_node once the node is claimed. The turn is an Iteration
+Called by runs.executor.handover.start_node once the node is claimed. The turn is an Iteration
 of the host's row; the node's lease is kept through one NodeLease by a helper thread while
 the turn runs and by every sign of life (the host's output, a tool call, a pipeline step's
 output). When the turn ends, a loop

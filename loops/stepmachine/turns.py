@@ -1,5 +1,5 @@
 """One turn of a role's session, on a worker: the kernel's `run_iteration` hands iterations
-of `session` rows here (runs.executor.loop).
+of `session` rows here (runs.executor.handover).
 
 The agent gets the console's tools for its run and role (`record_handoff`) in
 `AgentRequest.tools`: CLI agents reach them through the channel their provider serves

@@ -1,8 +1,9 @@
 """`loop_group` nodes: a sealed body of nodes re-run in full each iteration.
 
-The scheduler runs the body's layers (rows `group.node` with the group's iteration); when
-every body node is terminal it enqueues `finish_group_iteration`, which checks completion
-(until_bash runs here, outside any transaction) and then settles like a loop iteration.
+The kernel's scheduler runs the body's layers (rows `group.node` with the group's
+iteration) when `advance_bodies` asks it to; when every body node is terminal it enqueues
+`finish_group_iteration` (tasks.py), which checks completion here (until_bash runs outside
+any transaction) and then settles like a loop iteration.
 """
 
 from __future__ import annotations
@@ -14,16 +15,19 @@ from decimal import Decimal
 from django.db import transaction
 
 from console.redact import plain_cause
+from runs import dispatch
 from runs.engine.completion import detect_signal
 from runs.engine.dag import layers
 from runs.engine.variables import VariableError
+from runs.executor.context import build_context, step_sandbox
+from runs.executor.scheduler import process_scope
+from runs.executor.spec import node_spec, spec_for
+from runs.executor.state import lock_run
+from runs.executor.stream import OutputStream
 from runs.models import Iteration, NodeRun, Run
 
-from .context import build_context, step_sandbox
 from .loop import _until_bash, settle_loop
-from .spec import node_spec, spec_for
-from .state import lock_run
-from .stream import OutputStream
+from .spec import FINISH_GROUP_TASK
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,22 @@ def start_group(run: Run, spec, node, row: NodeRun) -> None:
         row.save(update_fields=["max_iterations", "lease_expires_at", "state"])
         run.append_event("loop_started", row.node_id, max_iterations=node.loop_group.max_iterations)
         row.start_iteration(run, 1)
+
+
+def advance_bodies(run: Run, spec) -> None:
+    """Under the run's lock, as the scheduler advances it: start what is ready in each
+    running group's body; a body that has ended has its completion checked."""
+    for group in NodeRun.objects.filter(
+        run=run, iteration=0, kind=NodeRun.Kind.LOOP_GROUP, status=NodeRun.Status.RUNNING
+    ):
+        phase = group.state.get("phase")
+        if process_scope(run, spec, group) and phase in ("body", "checking"):
+            # Sent again while "checking" in case its message was lost (the sweep
+            # advances stalled runs); the check's own claim makes a duplicate harmless.
+            if phase == "body":
+                group.state["phase"] = "checking"
+                group.save(update_fields=["state"])
+            dispatch.send_on_commit(FINISH_GROUP_TASK, group.pk, group.iteration_count)
 
 
 def begin_next(run: Run, row: NodeRun, number: int, *, feedback: str = "", after_gate=False):
@@ -73,7 +93,7 @@ def terminal_body_id(group_spec) -> str:
     return max(ends, key=order.index) if ends else group_spec.nodes[-1].id
 
 
-def finish_group_iteration(group_row_id: int, number: int) -> None:
+def finish_iteration(group_row_id: int, number: int) -> None:
     group = NodeRun.objects.select_related("run__recipe_version", "run__recipe").get(
         pk=group_row_id
     )
@@ -206,4 +226,4 @@ def body_usage(rows) -> dict:
     return totals
 
 
-__all__ = ["start_group", "finish_group_iteration", "begin_next", "remember_session"]
+__all__ = ["start_group", "advance_bodies", "finish_iteration", "begin_next", "remember_session"]

@@ -1,6 +1,7 @@
 """What the YAML workflow plugs into the kernel (runs.kinds), registered from
-`WorkflowConfig.ready()`. Its nodes and iterations run on the kernel's own executor
-(runs.executor), so besides reading its format it keeps the kernel's defaults."""
+`WorkflowConfig.ready()`: its format, its nodes (steps.py: bash, script and prompt steps,
+approvals, cancel; loop.py, group.py, subrun.py), its loop iterations, the passes of the
+sweep and the forks of its loops. Gates keep the kernel's meaning of a decision."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import json
 
 from recipes.shell_parts import inline_provider_parts
 from runs.decisions import check_room_to_iterate
-from runs.executor import loop, steps
 from runs.kinds import LoopKind
+from runs.models import NodeRun
 
+from . import forking, group, loop, steps, subrun, sweep
 from .format import read_workflow
 from .spec import NODE_KINDS
 
@@ -34,9 +36,9 @@ def _node_shell_parts(nodes, prefix: str, parts: dict[str, str]) -> None:
 class WorkflowKind(LoopKind):
     name = "workflow"
     label = "Workflow"
-    # Its nodes and loop iterations run on the kernel's executor.
-    nodes = dict.fromkeys(NODE_KINDS, steps.start_workflow_node)
-    iterations = {"loop": loop.run_loop_iteration}
+    nodes = dict.fromkeys(NODE_KINDS, steps.start)
+    iterations = {NodeRun.Kind.LOOP: loop.run_loop_iteration}
+    sweep_passes = (sweep.expired_group_checks, sweep.waiting_parents)
     read_order = 100  # it reads any YAML mapping: every other kind is asked first
     decides_later = True
 
@@ -52,3 +54,17 @@ class WorkflowKind(LoopKind):
 
     def check_decision(self, run, gate, action, comment):
         check_room_to_iterate(run, gate, action, comment)
+
+    def begin_iteration(self, run, node_run, number, *, feedback="", after_gate=False):
+        if node_run.kind == NodeRun.Kind.LOOP_GROUP:  # its body runs again
+            return group.begin_next(run, node_run, number, feedback=feedback, after_gate=after_gate)
+        return super().begin_iteration(
+            run, node_run, number, feedback=feedback, after_gate=after_gate
+        )
+
+    def advance_within(self, run, spec):
+        group.advance_bodies(run, spec)
+        subrun.advance_waiting(run, spec)
+
+    def continuations(self):
+        return forking.CONTINUATIONS

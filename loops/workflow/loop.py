@@ -1,5 +1,6 @@
-"""`loop` nodes: each iteration a full agent session, claimed, recorded and cancellable on
-its own, one `run_iteration` task each (runs/dispatch.py may chain quick ones)."""
+"""A workflow's `loop` nodes: each iteration a full agent session, claimed, recorded and
+cancellable on its own, one `run_iteration` task each (runs/dispatch.py may chain quick
+ones; runs.executor.handover reads the iteration and hands it here)."""
 
 from __future__ import annotations
 
@@ -7,23 +8,20 @@ import logging
 from dataclasses import dataclass
 
 from django.db import InterfaceError, OperationalError, transaction
-from django.db.models import OuterRef, Subquery
 
 from console.redact import plain_cause
-from runs import kinds
 from runs.engine.completion import detect_signal, gate_text, until_field_met
 from runs.engine.deadlines import GateDeadline
 from runs.engine.variables import VarContext, VariableError, substitute, substitute_shell
+from runs.executor.agent import StepFailed, prepare_prompt, request_for, run_call
+from runs.executor.context import build_context, step_env, step_sandbox
+from runs.executor.spec import node_spec, spec_for
+from runs.executor.state import lock_run, max_iterations_error, on_fresh_connection
+from runs.executor.stream import OutputStream
 from runs.models import Gate, Iteration, NodeRun, Run, batched
 from runs.providers import registry
 from runs.providers.base import Cancelled, ProviderError
 from runs.sandbox import run_process
-
-from .agent import StepFailed, prepare_prompt, request_for, run_call
-from .context import build_context, step_env, step_sandbox
-from .spec import node_spec, spec_for
-from .state import lock_run, max_iterations_error, on_fresh_connection
-from .stream import OutputStream
 
 log = logging.getLogger(__name__)
 
@@ -51,14 +49,6 @@ def start_loop(run: Run, spec, node, row: NodeRun) -> None:
         row.save(update_fields=["max_iterations", "lease_expires_at", "state"])
         run.append_event("loop_started", row.node_id, max_iterations=node.loop.max_iterations)
         row.start_iteration(run, 1)
-
-
-def run_iteration(iteration_id: int) -> None:
-    it = _pending_iteration(iteration_id)
-    if it is None:
-        return  # duplicate delivery or cancelled
-    row_kind = it.node_run.kind
-    kinds.for_node(row_kind).iterations[row_kind](it)  # its kind's: a workflow's run_loop_iteration
 
 
 def run_loop_iteration(it: Iteration) -> None:
@@ -96,17 +86,6 @@ def run_loop_iteration(it: Iteration) -> None:
         on_fresh_connection(_iteration_failed, it, error, stream)
         return
     on_fresh_connection(_iteration_done, it, node, outcome, fired)
-
-
-def _pending_iteration(iteration_id: int) -> Iteration | None:
-    """One read: the iteration, its node, its run and recipe version, and the previous
-    iteration's output ($LOOP_PREV_OUTPUT), whatever the run's history."""
-    return (
-        Iteration.objects.select_related("node_run", "run__recipe_version", "run__recipe")
-        .annotate(previous_output=_previous_output())
-        .filter(pk=iteration_id, status=Iteration.Status.PENDING)
-        .first()
-    )
 
 
 @dataclass(frozen=True)
@@ -181,17 +160,6 @@ def _signals(loop, outcome) -> list[str]:
     if loop.until_field and until_field_met(outcome.payload, loop.until_field):
         fired.append("until_field")
     return fired
-
-
-def _previous_output():
-    """$LOOP_PREV_OUTPUT as a subquery: the previous iteration's cleaned output (empty on
-    the first iteration and on the first one after a gate, which the caller decides)."""
-    previous = Iteration.objects.filter(
-        node_run=OuterRef("node_run"),
-        generation=OuterRef("generation"),
-        number=OuterRef("number") - 1,
-    ).order_by()
-    return Subquery(previous.values("output")[:1])
 
 
 def _until_bash(script: str, ctx, run, stream: OutputStream, sandbox) -> bool:

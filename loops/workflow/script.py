@@ -16,10 +16,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from runs.executor.agent import StepFailed
+from runs.executor.context import build_context, step_env, step_sandbox
 from runs.sandbox import run_process
-
-from .agent import StepFailed
-from .context import build_context, step_env, step_sandbox
 
 DEFAULT_TIMEOUT_MS = 120_000
 # PEP 723 inline metadata: `# /// script` ... `dependencies = [...]` ... `# ///`.

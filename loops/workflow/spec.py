@@ -27,6 +27,9 @@ from recipes.formats.spec_parts import (
 )
 from runs.engine import dag
 
+# The Celery task that checks a loop_group's iteration once its body has ended (tasks.py).
+FINISH_GROUP_TASK = "workflow.finish_group_iteration"
+
 __all__ = [
     "ApprovalSpec",
     "DecisionSpec",

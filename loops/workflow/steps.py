@@ -1,5 +1,6 @@
-"""Start a node: run bash, script and prompt steps, open approval gates, cancel, set up
-loops and child runs."""
+"""A YAML workflow's nodes, once the kernel has claimed one (runs.executor.handover):
+run bash, script and prompt steps, open approval gates, cancel, set up loops, loop_groups
+and child runs."""
 
 from __future__ import annotations
 
@@ -8,10 +9,15 @@ import time
 from django.conf import settings
 from django.db import transaction
 
-from runs import kinds
 from runs.actor import ENGINE
 from runs.engine.deadlines import GateDeadline
 from runs.engine.variables import VariableError, substitute, substitute_shell
+from runs.executor.agent import StepFailed, prepare_prompt, request_for, run_call
+from runs.executor.context import build_context, step_env, step_sandbox
+from runs.executor.handover import fail_node
+from runs.executor.spec import node_spec, spec_for
+from runs.executor.state import lock_run
+from runs.executor.stream import FLUSH_SECONDS, OutputStream
 from runs.models import Gate, NodeRun, Run
 from runs.models.agent_call import record_call
 from runs.providers import registry
@@ -21,49 +27,18 @@ from runs.sandbox import run_process
 from . import group as group_exec
 from . import loop as loop_exec
 from . import subrun
-from .agent import StepFailed, prepare_prompt, request_for, run_call
-from .context import build_context, step_env, step_sandbox
 from .script import run_script
-from .spec import SpecError, node_spec, spec_for
-from .state import lock_run
-from .stream import FLUSH_SECONDS, OutputStream
 
 
-def start_node(node_run_id: int) -> None:
-    if not NodeRun.objects.claim(node_run_id):
-        return  # a duplicate delivery, or the node was cancelled
-    row = NodeRun.objects.select_related("run__recipe_version", "run__recipe").get(pk=node_run_id)
-    run = row.run
-    try:
-        spec = spec_for(run)
-        node = node_spec(spec, row.node_id)
-    except (SpecError, KeyError) as exc:
-        _fail(row, f"cannot load node: {exc}")
-        return
-    try:
-        starts = kinds.for_node(node.kind).nodes[node.kind]
-    except LookupError as exc:
-        _fail(row, f"cannot start node: {exc}")
-        return
-    with transaction.atomic():
-        locked = lock_run(run.pk)
-        if locked.is_terminal:
-            return
-        locked.append_event(
-            "node_started", row.node_id, kind=row.kind, iteration=row.iteration or None
-        )
-    starts(run, row)  # its kind's runner (runs.kinds): the workflow's is start_workflow_node
-
-
-def start_workflow_node(run: Run, row: NodeRun) -> None:
-    """A YAML workflow's node (runs the kernel's executor; loops/workflow/kind.py registers
-    it for each of the workflow's node kinds)."""
-    spec = spec_for(run)  # cached per version: start_node has just read it
+def start(run: Run, row: NodeRun) -> None:
+    """A YAML workflow's node, claimed (WorkflowKind registers it for each of the
+    workflow's node kinds)."""
+    spec = spec_for(run)  # cached per version: the kernel's start_node has just read it
     node = node_spec(spec, row.node_id)
     if node.kind in NodeRun.STEPS:
         _run_step(run, spec, node, row)
     elif node.kind == NodeRun.Kind.WORKFLOW:
-        subrun.start_workflow_node(run, spec, node, row)
+        subrun.start_children(run, spec, node, row)
     elif node.kind == NodeRun.Kind.LOOP:
         loop_exec.start_loop(run, spec, node, row)
     elif node.kind == NodeRun.Kind.LOOP_GROUP:
@@ -91,17 +66,6 @@ def start_workflow_node(run: Run, row: NodeRun) -> None:
             row.refresh_from_db()
             row.complete(run, node.cancel or "")
             run.cancel(ENGINE, f"cancelled by node '{row.node_id}'", error=node.cancel or "")
-
-
-def _fail(row: NodeRun, error: str, stream: OutputStream | None = None) -> None:
-    with transaction.atomic():
-        run = lock_run(row.run_id)
-        row.refresh_from_db()
-        printed = {}
-        if stream is not None:  # everything the step printed, not only what was flushed
-            printed = {"output": stream.text, "stderr": stream.stderr, **stream.fields()}
-        if not run.is_terminal:
-            row.fail(run, error, attempt=row.attempts, columns=printed)
 
 
 def retry_delay_seconds(node) -> float:
@@ -138,7 +102,7 @@ def _run_step(run: Run, spec, node, row: NodeRun) -> None:
                 except Cancelled:
                     return
                 continue
-            _fail(row, str(exc), stream)
+            fail_node(row, str(exc), stream)
             return
         with transaction.atomic():
             locked = lock_run(run.pk)

@@ -2,10 +2,10 @@
 
 The node starts its children through `services.start_run` and then waits holding no worker
 and no lease. Each child that ends sends its parent an `advance_run` (Run.set_status), and
-the scheduler calls `advance` here under the parent's lock: start the next children the
+the scheduler calls `advance_waiting` here under the parent's lock: start the next children the
 window (`max_parallel`) allows, and once every child has ended, reduce their outcomes by
 the join rule into the node's output and status. The sweep re-sends that message if it
-was lost (sweep.waiting_parents). Children are ordinary runs: their gates are in the inbox.
+was lost (sweep.waiting_parents, the workflow's sweep pass). Children are ordinary runs: their gates are in the inbox.
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from runs import outputs
 from runs.actor import Actor
 from runs.engine.variables import VariableError, render_value, substitute
 from runs.errors import ServiceError
+from runs.executor.context import build_context, run_dirs
+from runs.executor.spec import SpecError, node_spec, spec_for
+from runs.executor.state import lock_run
 from runs.models import NodeRun, Run
-
-from .context import build_context, run_dirs
-from .spec import SpecError, spec_for
-from .state import lock_run
 
 MAX_DEPTH = 5
 FAILED_MARK = "archon_failed"  # the peer's marker for a failed child's slot, kept for its files
@@ -32,7 +31,7 @@ class SubrunError(Exception):
     pass
 
 
-def start_workflow_node(run: Run, spec, node, row: NodeRun) -> None:
+def start_children(run: Run, spec, node, row: NodeRun) -> None:
     with transaction.atomic():
         run = lock_run(run.pk)
         row.refresh_from_db()
@@ -114,6 +113,15 @@ def _redrive_unfinished(run: Run, row: NodeRun) -> None:
             except ServiceError:
                 continue
             run.append_event("child_run_resumed", row.node_id, child=child.pk)
+
+
+def advance_waiting(run: Run, spec) -> None:
+    """Under the run's lock, as the scheduler advances it: each `workflow:` node that waits
+    for its children goes on (`advance`)."""
+    for waiting in NodeRun.objects.filter(
+        run=run, iteration=0, kind=NodeRun.Kind.WORKFLOW, status=NodeRun.Status.RUNNING
+    ):
+        advance(run, spec, node_spec(spec, waiting.node_id), waiting)
 
 
 def advance(run: Run, spec, node, row: NodeRun) -> None:
@@ -241,4 +249,4 @@ def _join(run: Run, node, row: NodeRun, ended: list[Run]) -> None:
     row.complete(run, output, results, columns=kept, **summary)
 
 
-__all__ = ["advance", "children", "result_of", "start_workflow_node"]
+__all__ = ["advance", "advance_waiting", "children", "result_of", "start_children"]

@@ -10,15 +10,14 @@ import logging
 
 from django.db import transaction
 
-from runs import dispatch
+from runs import kinds
 from runs.engine.conditions import ConditionError, evaluate, parse_condition
 from runs.engine.dag import trigger_decision
 from runs.engine.variables import VariableError, substitute
 from runs.models import NodeRun, Run
 
-from . import subrun
 from .context import build_context
-from .spec import SpecError, node_spec, scope_layers, scope_nodes, spec_for
+from .spec import SpecError, scope_layers, scope_nodes, spec_for
 from .state import lock_run
 
 log = logging.getLogger(__name__)
@@ -35,44 +34,32 @@ def advance_run(run_id: int) -> None:
             run.fail(f"recipe version does not load: {exc}")
             return
         run.start()
-        for group in NodeRun.objects.filter(
-            run=run, iteration=0, kind="loop_group", status=NodeRun.Status.RUNNING
-        ):
-            phase = group.state.get("phase")
-            if _process_scope(run, spec, group) and phase in ("body", "checking"):
-                # Sent again while "checking" in case its message was lost (the sweep
-                # advances stalled runs); the check's own claim makes a duplicate harmless.
-                if phase == "body":
-                    group.state["phase"] = "checking"
-                    group.save(update_fields=["state"])
-                dispatch.send_on_commit("finish_group_iteration", group.pk, group.iteration_count)
-        for waiting in NodeRun.objects.filter(
-            run=run, iteration=0, kind="workflow", status=NodeRun.Status.RUNNING
-        ):
-            subrun.advance(run, spec, node_spec(spec, waiting.node_id), waiting)
-        run.update_status(finished=_process_scope(run, spec, None))
+        kinds.of_run(run).advance_within(run, spec)  # a workflow's loop_group bodies, children
+        run.update_status(finished=process_scope(run, spec, None))
 
 
-def _scope_rows(run: Run, group: NodeRun | None) -> dict[str, NodeRun]:
-    if group is None:
+def _scope_rows(run: Run, within: NodeRun | None) -> dict[str, NodeRun]:
+    if within is None:
         rows = NodeRun.objects.filter(run=run, iteration=0).order_by("generation")
     else:
         rows = NodeRun.objects.filter(
             run=run,
-            iteration=group.iteration_count,
-            generation=group.generation,
-            node_id__startswith=group.node_id + ".",
+            iteration=within.iteration_count,
+            generation=within.generation,
+            node_id__startswith=within.node_id + ".",
         )
     return {row.node_id: row for row in rows}
 
 
-def _process_scope(run: Run, spec, group: NodeRun | None) -> bool:
-    """Start what is ready in the first unfinished layer. True when every node is terminal."""
-    group_id = group.node_id if group else None
-    prefix = f"{group_id}." if group_id else ""
-    nodes = {n.id: n for n in scope_nodes(spec, group_id)}
-    rows = _scope_rows(run, group)
-    for layer in scope_layers(spec, group_id):
+def process_scope(run: Run, spec, within: NodeRun | None) -> bool:
+    """Start what is ready in the first unfinished layer of the run's graph, or of the body
+    of the node `within` (a workflow's loop_group, at its current iteration). True when
+    every node of it is terminal."""
+    scope_id = within.node_id if within else None
+    prefix = f"{scope_id}." if scope_id else ""
+    nodes = {n.id: n for n in scope_nodes(spec, scope_id)}
+    rows = _scope_rows(run, within)
+    for layer in scope_layers(spec, scope_id):
         layer_done = True
         for short_id in layer:
             node = nodes[short_id]
@@ -82,8 +69,8 @@ def _process_scope(run: Run, spec, group: NodeRun | None) -> bool:
                     run=run,
                     node_id=prefix + short_id,
                     kind=node.kind,
-                    iteration=group.iteration_count if group else 0,
-                    generation=group.generation if group else 0,
+                    iteration=within.iteration_count if within else 0,
+                    generation=within.generation if within else 0,
                 )
                 rows[row.node_id] = row
             if row.status == NodeRun.Status.PENDING and row.queued_at is None:

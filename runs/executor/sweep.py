@@ -6,8 +6,9 @@ and is sent again, until its recorded attempt count reaches LOOP_MAX_ATTEMPTS, w
 fails. Pending work that nobody claimed for a while is sent again (claims make duplicates
 harmless). A gate holds no lease and no message, so a gate may wait for weeks, unless its
 recipe gave it a deadline (`gate_timeout`): then `overdue_gates` reminds, rejects or fails
-as `on_timeout` says, acting as "the sweep". Other apps add passes of their own
-(`runs.kinds.sweep_passes`: a step machine between ticks holds no lease, and its
+as `on_timeout` says, acting as "the sweep". Kinds and other apps add passes of their own
+(`runs.kinds.sweep_passes`: a workflow's loop_group check and its `workflow:` nodes waiting
+for children hold no lease; a step machine between ticks holds none either, and its
 `resend_lost_ticks` pass wakes one whose wake-up was lost; notifications re-sends a
 delivery whose message was lost). docs/architecture.md ("What wakes each kind") says, per
 kind, what wakes it and which pass repairs a lost wake-up.
@@ -44,15 +45,14 @@ def sweep(now=None) -> dict:
     counts: Counter = Counter()
     passes = (
         lambda: expired_iterations(now, counts),
-        lambda: expired_group_checks(now, counts),
         lambda: expired_steps(now, counts),
         lambda: lost_messages(stale, now, counts),
         lambda: stalled_runs(stale, counts),
-        lambda: waiting_parents(stale, counts),
         lambda: overdue_gates(now, counts),
     )
-    # ... then the passes loop kinds and other apps registered (runs.kinds: a step
-    # machine's lost ticks and stale machines, notifications' lost deliveries).
+    # ... then the passes loop kinds and other apps registered (runs.kinds: a workflow's
+    # lost group checks and waiting parents, a step machine's lost ticks and stale
+    # machines, notifications' lost deliveries).
     registered = (
         lambda sweep_pass=sweep_pass: sweep_pass(now, stale, counts)
         for sweep_pass in kinds.sweep_passes()
@@ -77,7 +77,7 @@ def take_back(row, act) -> None:
             act(run)
 
 
-def _lost(attempts: int) -> str:
+def lost(attempts: int) -> str:
     return f"worker lost {attempts} times (attempt limit {settings.LOOP_MAX_ATTEMPTS})"
 
 
@@ -89,28 +89,11 @@ def expired_iterations(now, counts: Counter) -> None:
             if it.attempts < settings.LOOP_MAX_ATTEMPTS:
                 counts["requeued"] += it.requeue(run, now)
                 return
-            error = _lost(it.attempts)
+            error = lost(it.attempts)
             if it.fail(run, error, expired_before=now):
                 if not run.is_terminal:
                     row = NodeRun.objects.get(pk=it.node_run_id)
                     row.fail(run, f"iteration {it.number} failed: {error}")
-                counts["failed"] += 1
-
-        take_back(it, act)
-
-
-def expired_group_checks(now, counts: Counter) -> None:
-    """A loop_group's completion check whose worker vanished: check again, or fail."""
-    for it in Iteration.objects.expired(now).filter(node_run__kind="loop_group"):
-
-        def act(run, it=it):
-            if it.checks < settings.LOOP_MAX_ATTEMPTS:
-                counts["requeued"] += it.release_check(now)
-                return
-            error = f"completion check: {_lost(it.checks)}"
-            if it.fail(run, error, expired_before=now):
-                if not run.is_terminal:
-                    NodeRun.objects.get(pk=it.node_run_id).fail(run, error)
                 counts["failed"] += 1
 
         take_back(it, act)
@@ -123,7 +106,7 @@ def expired_steps(now, counts: Counter) -> None:
         def act(run, row=row):
             if row.workers_lost < settings.LOOP_MAX_ATTEMPTS:
                 counts["requeued"] += row.requeue(run, now)
-            elif row.fail(run, _lost(row.workers_lost), attempt=row.attempts, expired_before=now):
+            elif row.fail(run, lost(row.workers_lost), attempt=row.attempts, expired_before=now):
                 counts["failed"] += 1
 
         take_back(row, act)
@@ -158,23 +141,6 @@ def stalled_runs(stale, counts: Counter) -> None:
     ):
         dispatch.send_now("advance_run", run_id)
         counts["advanced"] += 1
-
-
-def waiting_parents(stale, counts: Counter) -> None:
-    """A `workflow:` node waits for its children holding no lease, so `stalled_runs` never
-    sees it: when a child ended a while ago and its parent has not counted it (the message
-    from the child was lost), advance the parent."""
-    from .subrun import children
-
-    for row in NodeRun.objects.filter(
-        kind="workflow", iteration=0, status=NodeRun.Status.RUNNING, run__status__in=Run.ACTIVE
-    ):
-        ended = [c for c in children(row).values() if c.is_terminal]
-        if len(ended) > (row.state or {}).get("seen", 0) and all(
-            c.finished_at and c.finished_at < stale for c in ended
-        ):
-            dispatch.send_now("advance_run", row.run_id)
-            counts["advanced"] += 1
 
 
 def overdue_gates(now, counts: Counter) -> None:

@@ -323,10 +323,9 @@ class Iteration(models.Model):
         return bool(claimed)
 
     def release_check(self, now) -> bool:
-        """The check's worker vanished: let the check be claimed (and sent) again."""
-        if Iteration.objects.filter(
-            pk=self.pk, status=self.Status.RUNNING, lease_expires_at__lt=now
-        ).update(lease_expires_at=None):
-            dispatch.send_on_commit("finish_group_iteration", self.node_run_id, self.number)
-            return True
-        return False
+        """The check's worker vanished: let the check be claimed again (the caller sends it)."""
+        return bool(
+            Iteration.objects.filter(
+                pk=self.pk, status=self.Status.RUNNING, lease_expires_at__lt=now
+            ).update(lease_expires_at=None)
+        )

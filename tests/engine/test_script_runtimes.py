@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
+from loops.workflow.script import command_line, find_runtime
 from recipes.loader import load_recipe
 from runs import services
 from runs.actor import ENGINE
 from runs.executor.agent import StepFailed
-from runs.executor.script import command_line, find_runtime
 from tests.conftest import wait_run
 
 

@@ -6,9 +6,9 @@ from decimal import Decimal
 from django.test import Client
 
 from console.models import ApiToken
+from loops.workflow.group import body_usage
 from runs import services
 from runs.actor import ENGINE
-from runs.executor.group import body_usage
 from runs.models import Iteration, NodeRun
 from tests.conftest import wait_run
 

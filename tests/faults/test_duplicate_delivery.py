@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 from django.db import connection
 
+from loops.workflow.tasks import finish_group_iteration
 from runs import dispatch, services, tasks
 from runs.actor import ENGINE, Actor
 from runs.executor.sweep import sweep
@@ -137,7 +138,7 @@ def test_every_task_delivered_twice_runs_once(
     for slug in SLUGS:
         run = drive(services.start_run(bundled[slug], actor=ENGINE, message="twice"), broker)
         assert_done_once(run, agent_calls)
-    assert {"advance_run", "start_node", "run_iteration", "finish_group_iteration"} <= set(
+    assert {"advance_run", "start_node", "run_iteration", "workflow.finish_group_iteration"} <= set(
         broker.seen
     )
 
@@ -153,7 +154,7 @@ def test_lost_messages_are_sent_again_by_the_sweep(
             services.start_run(bundled[slug], actor=ENGINE, message="lossy"), broker, sweeps=100
         )
         assert_done_once(run, agent_calls)
-    assert {"advance_run", "start_node", "run_iteration", "finish_group_iteration"} <= set(
+    assert {"advance_run", "start_node", "run_iteration", "workflow.finish_group_iteration"} <= set(
         broker.lost
     )
 
@@ -171,7 +172,7 @@ def test_redelivery_after_the_run_ended_changes_nothing(
         tasks.start_node(node.pk)
         if node.kind == "loop_group":
             for number in range(1, node.iteration_count + 1):
-                tasks.finish_group_iteration(node.pk, number)
+                finish_group_iteration(node.pk, number)
     for it in Iteration.objects.filter(run=run):
         tasks.run_iteration(it.pk)
     tasks.advance_run(run.pk)

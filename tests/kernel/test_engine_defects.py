@@ -30,7 +30,7 @@ nodes:
 
 
 class SweepingClock:
-    """Stands in for the `time` module of runs.executor.steps while a step waits for its
+    """Stands in for the `time` module of loops.workflow.steps while a step waits for its
     retry: each sleep advances a virtual clock and runs the sweep as it would look when
     that sleep ended. So the sweep sees every moment of the wait, in order, whatever the
     machine's load: the race is played out exactly, not hoped for."""
@@ -58,7 +58,7 @@ def test_a_retry_delay_longer_than_the_lease_keeps_the_step(
     """The step waits 3 s before its retry with a 1 s lease, and the sweep looks at every
     moment of that wait: the lease is renewed, so the step is never taken back and its
     result stands."""
-    from runs.executor import steps
+    from loops.workflow import steps
 
     settings.LOOP_LEASE_SECONDS = 1
     clock = SweepingClock()
@@ -76,8 +76,8 @@ def test_a_retry_delay_longer_than_the_lease_keeps_the_step(
 
 
 def test_the_retry_delay_is_bounded(make_recipe, settings):
+    from loops.workflow.steps import retry_delay_seconds
     from runs.executor.spec import node_spec, spec_for
-    from runs.executor.steps import retry_delay_seconds
 
     settings.LOOP_MAX_RETRY_DELAY_SECONDS = 2
     run = services.start_run(make_recipe(RETRYING_STEP, "flaky"), actor=ENGINE, message="bounded")

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from runs.executor.loop import COMPLETE, FAIL, GATE, GO_ON, next_move
+from loops.workflow.loop import COMPLETE, FAIL, GATE, GO_ON, next_move
 
 
 def loop(*, interactive=False, signal_completes=False, max_iterations=3):

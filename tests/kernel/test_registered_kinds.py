@@ -1,4 +1,4 @@
-"""The three loop kinds plug into the kernel through runs.kinds, registered from their
+"""The four loop kinds plug into the kernel through runs.kinds, registered from their
 AppConfig.ready(); the kernel's execution side asks the registry and imports none of them."""
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from runs import dispatch, kinds, services
 from runs.executor.sweep import sweep
 
 ROOT = Path(__file__).resolve().parents[2]
-KIND_PACKAGES = ("loops.stepmachine", "loops.python", "loops")
+KIND_PACKAGES = ("loops",)
 # Where the kernel once named a kind, and now asks the registry.
 ASKS_THE_REGISTRY = [
-    "runs/executor/steps.py",
-    "runs/executor/loop.py",
+    "runs/executor/handover.py",
+    "runs/executor/scheduler.py",
     "runs/executor/sweep.py",
+    "runs/budget.py",
     "runs/services.py",
     "runs/decisions.py",
     "runs/models/run.py",
@@ -84,13 +85,21 @@ def test_driven_loops_provide_their_hooks():
     assert set(kind.continuations()) == {"driven", "pipeline_step"}
 
 
-def test_a_workflow_reads_its_format_and_runs_on_the_kernel_s_executor():
+def test_a_workflow_provides_its_hooks():
     kind = kinds.get("workflow")
     assert overrides(kind, "reads") and overrides(kind, "shell_parts")
     assert not overrides(kind, "gate_decided") and not overrides(kind, "derived_status")
+    for hook in ("begin_iteration", "advance_within", "check_decision"):
+        assert overrides(kind, hook), hook
     for node_kind in ("bash", "prompt", "loop", "loop_group", "approval", "workflow"):
-        assert kinds.for_node(node_kind) is kind  # on the kernel's executor
+        assert kinds.for_node(node_kind) is kind
     assert set(kind.iterations) == {"loop"}
+    assert set(kind.continuations()) == {"loop", "loop_group"}
+    assert len(kind.sweep_passes) == 2
+    # Sent under the workflow's own name; the kernel-era name still runs what was queued.
+    name = "workflow.finish_group_iteration"
+    assert dispatch.task(name).name == name
+    assert dispatch.task("runs.tasks.finish_group_iteration")
     with pytest.raises(kinds.UnknownKind):
         kinds.for_node("no-such-node-kind")
 

@@ -61,7 +61,7 @@ def test_a_check_whose_worker_vanished_is_sent_again(broker, guided_run):  # noq
     it.refresh_from_db()
     assert counts["requeued"] == 1
     assert it.status == "running" and it.lease_expires_at is None
-    assert ("finish_group_iteration", (group.pk, 1)) in broker.sent
+    assert ("workflow.finish_group_iteration", (group.pk, 1)) in broker.sent
 
 
 def test_a_check_that_lost_its_worker_too_often_fails_the_group(

@@ -14,7 +14,7 @@ from recipes.editing import create_recipe
 from recipes.models import Recipe
 from runs import dispatch, services
 from runs.actor import ENGINE
-from runs.executor import scheduler, steps
+from runs.executor import handover, scheduler
 from runs.models import Iteration, NodeRun
 from runs.providers.base import AgentResult as ProviderResult
 
@@ -64,7 +64,7 @@ def test_a_connection_dropped_at_the_end_of_a_call_does_not_fail_the_run(monkeyp
         SOURCE, slug="one-writer", origin=Recipe.Origin.PROJECT, source_path=str(path)
     )
     run = services.start_run(recipe, actor=ENGINE, message="Write")
-    tasks = {"advance_run": scheduler.advance_run, "start_node": steps.start_node}
+    tasks = {"advance_run": scheduler.advance_run, "start_node": handover.start_node}
     while sent:
         name, args = sent.pop(0)
         tasks[name](*args)
@@ -103,7 +103,7 @@ def test_a_connection_dropped_before_the_provider_is_looked_up(monkeypatch, tmp_
         source, slug="slow-writer", origin=Recipe.Origin.PROJECT, source_path=str(path)
     )
     run = services.start_run(recipe, actor=ENGINE, message="Write")
-    tasks = {"advance_run": scheduler.advance_run, "start_node": steps.start_node}
+    tasks = {"advance_run": scheduler.advance_run, "start_node": handover.start_node}
     while sent:
         name, args = sent.pop(0)
         tasks[name](*args)

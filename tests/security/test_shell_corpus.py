@@ -312,8 +312,8 @@ def _script_node(runtime: str, ref: str):
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("runtime", ["uv", "python without uv", BUN])
 def test_script_nodes_get_values_as_data_and_run_nothing(tmp_path, settings, source, runtime):
+    from loops.workflow.script import command_line
     from runs.executor.context import _bound, step_env
-    from runs.executor.script import command_line
     from runs.sandbox import for_run, run_process
 
     if runtime == "python without uv":
@@ -369,8 +369,8 @@ LITERAL_WRITERS = {
 @pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("runtime", ["uv", BUN])
 def test_a_value_in_a_script_string_literal_is_read_as_data(tmp_path, source, runtime):
+    from loops.workflow.script import command_line
     from runs.executor.context import _bound, step_env
-    from runs.executor.script import command_line
     from runs.sandbox import for_run, run_process
 
     ref, make_ctx = SOURCES[source]

@@ -176,7 +176,7 @@ def offline_broker(monkeypatch):
             """Deliver what was sent, as a worker would, until nothing is left (the tasks
             named in `skip` are kept aside in `self.skipped`)."""
             from loops.stepmachine import runner
-            from runs.executor import scheduler, steps
+            from runs.executor import handover, scheduler
 
             while self.sent:
                 name, args = self.sent.pop(0)
@@ -185,7 +185,7 @@ def offline_broker(monkeypatch):
                     continue
                 task = {
                     "advance_run": scheduler.advance_run,
-                    "start_node": steps.start_node,
+                    "start_node": handover.start_node,
                     "stepmachine.tick_machine": runner.tick,
                 }[name]
                 task(*args)
