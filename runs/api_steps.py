@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 
-from django.db.models.fields.json import KT
 from ninja import Field, Query, Router, Schema
 
 from console.api_errors import errors
@@ -24,6 +23,7 @@ from runs.api import (
 )
 from runs.models import NodeRun
 from runs.output_reads import api_output, api_prompt, api_stderr, bounded_page
+from runs.queries import with_usage
 
 router = Router()
 
@@ -110,10 +110,6 @@ def list_steps(request, filters: Query[StepFilters], run_id: int = RunId):
         rows = rows.filter(node_id=filters.node)
     if filters.cursor:
         rows = rows.filter(id__gt=filters.cursor)
-    rows = rows.annotate(
-        used_in=KT("state__tokens_in"),
-        used_out=KT("state__tokens_out"),
-        used_cost=KT("state__cost_usd"),
-    )
+    rows = with_usage(rows)
     page, more = bounded_page(rows, filters.limit, "output", "prompt", "stderr")
     return {"items": [step_dict(row) for row in page], "next_cursor": page[-1].pk if more else None}

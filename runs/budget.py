@@ -70,13 +70,12 @@ class LimitState:
 
 
 def usage_totals(run_ids: list[int], *, own_only: bool = False) -> dict[int, dict]:
-    """What each run spent, in two grouped queries for all of them: what counts against a
-    budget and what a run's page shows (its iterations, a loop_group iteration carrying
-    the sum of its body steps, and its top-level agent steps; `own_only` leaves out what a
-    fork carried over, as the budget does). The run list (`queries._attach_usage`:
-    iterations only) and /metrics (`metrics.provider_usage`) sum usage their own way.
-    Per run: tokens_in, tokens_out, cost_usd (None when nothing reported them),
-    `unpriced` (usage with no known price) and `iterations` (not pending)."""
+    """What each run spent, in one grouped query for all of them: what counts against a
+    budget and what a run's page shows. Every agent call is an iteration (a prompt step's
+    too, NodeRun.SINGLE_CALLS), so usage is the iterations' sum; `own_only` leaves out what
+    a fork carried over, as the budget does. Per run: tokens_in, tokens_out, cost_usd (None
+    when nothing reported them), `unpriced` (usage with no known price) and `iterations`
+    (loops' iterations, not pending: what the `iterations` limit counts)."""
     totals = {
         pk: {
             "tokens_in": None,
@@ -90,12 +89,9 @@ def usage_totals(run_ids: list[int], *, own_only: bool = False) -> dict[int, dic
     from runs.models import Iteration, NodeRun
 
     iterations = Iteration.objects.filter(run_id__in=run_ids)
-    steps = NodeRun.objects.filter(
-        run_id__in=run_ids, iteration=0, kind__in=[NodeRun.Kind.PROMPT, NodeRun.Kind.COMMAND]
-    )
     if own_only:
         iterations = iterations.filter(carried_from__isnull=True)
-        steps = steps.filter(carried_from__isnull=True)
+    of_loops = ~Q(status=Iteration.Status.PENDING) & ~Q(node_run__kind__in=NodeRun.SINGLE_CALLS)
     for row in (
         iterations.values("run_id")
         .annotate(
@@ -103,7 +99,7 @@ def usage_totals(run_ids: list[int], *, own_only: bool = False) -> dict[int, dic
             sum_out=Sum("tokens_out"),
             sum_cost=Sum("cost_usd"),
             unpriced=Count("id", filter=Q(tokens_in__isnull=False, cost_usd__isnull=True)),
-            count=Count("id", filter=~Q(status=Iteration.Status.PENDING)),
+            count=Count("id", filter=of_loops),
         )
         .order_by()
     ):
@@ -115,17 +111,6 @@ def usage_totals(run_ids: list[int], *, own_only: bool = False) -> dict[int, dic
             unpriced=row["unpriced"],
             iterations=row["count"],
         )
-    for run_id, tokens_in, tokens_out, cost in steps.values_list(
-        "run_id", "state__tokens_in", "state__tokens_out", "state__cost_usd"
-    ):
-        total = totals[run_id]
-        if tokens_in is not None:
-            total["tokens_in"] = (total["tokens_in"] or 0) + int(tokens_in)
-            total["tokens_out"] = (total["tokens_out"] or 0) + int(tokens_out or 0)
-        if cost is not None:
-            total["cost_usd"] = (total["cost_usd"] or 0) + Decimal(str(cost))
-        elif tokens_in is not None:
-            total["unpriced"] += 1
     return totals
 
 

@@ -2,8 +2,10 @@
 numeric field of the structured output, the duration, the tokens or the cost), drawn as a
 server-side SVG (no script needed to read it) and given as JSON by the API.
 
-Built on Iteration rows only, so every loop kind has a chart. One query for a whole run
-(1,000 iterations cost one query), one for the inbox's sparklines.
+Built on Iteration rows only, so every loop kind has a chart: a loop's, not a prompt step's
+one call (NodeRun.SINGLE_CALLS). One query for a whole run (1,000 iterations cost one
+query), and one more for a run with a loop_group (what the calls in each group iteration's
+body spent, which is that iteration's usage); one for the inbox's sparklines.
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from django.db.models import F, Window
+from django.db.models import F, Sum, Window
 from django.db.models.functions import RowNumber
 
-from runs.models import Iteration
+from runs.models import Iteration, NodeRun
 
 BUILTIN = {"duration": "duration (s)", "tokens": "tokens", "cost": "cost (USD)"}
 FIELD_PREFIX = "field:"
@@ -117,6 +119,7 @@ COLUMNS = (
     "cost_usd",
     "structured",
     "carried_from_id",
+    "node_run__kind",
 )
 
 
@@ -191,14 +194,43 @@ BOX = {
 
 def run_chart(run, *, metrics: dict | None = None, node: str | None = None) -> list[Series]:
     """Every loop of the run (or `node`), each charting metrics[node] (or its default)."""
-    rows = Iteration.objects.filter(run=run)
+    rows = Iteration.objects.filter(run=run).exclude(node_run__kind__in=NodeRun.SINGLE_CALLS)
     if node:
         rows = rows.filter(node_id=node)
-    found = _group(list(rows.order_by("id").values(*COLUMNS)))
+    found = _group(_with_body_usage(run, list(rows.order_by("id").values(*COLUMNS))))
     for series in found:
         _choose(series, (metrics or {}).get(series.node_id))
         _layout(series, WIDTH, HEIGHT, PAD_LEFT, PAD_RIGHT, PAD_Y)
     return found
+
+
+def _with_body_usage(run, rows: list[dict]) -> list[dict]:
+    """A loop_group iteration's tokens and cost are its body's calls' (each a prompt step's
+    iteration, on rows `group.step` of that group iteration): summed onto it here."""
+    if not any(row["node_run__kind"] == NodeRun.Kind.LOOP_GROUP for row in rows):
+        return rows
+    calls = (
+        Iteration.objects.filter(
+            run=run, node_run__kind__in=NodeRun.SINGLE_CALLS, node_run__iteration__gt=0
+        )
+        .values("node_id", "node_run__generation", "node_run__iteration")
+        .annotate(tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost=Sum("cost_usd"))
+        .order_by()
+    )
+    body: dict[tuple, dict] = {}
+    for call in calls:
+        key = (call["node_id"].split(".", 1)[0], call["node_run__generation"])
+        spent = body.setdefault((*key, call["node_run__iteration"]), {})
+        for name in ("tokens_in", "tokens_out"):
+            if call[name] is not None:
+                spent[name] = spent.get(name, 0) + call[name]
+        if call["cost"] is not None:
+            spent["cost_usd"] = spent.get("cost_usd", 0) + call["cost"]
+    for row in rows:
+        spent = body.get((row["node_id"], row["generation"], row["number"]))
+        if spent:
+            row.update(spent)
+    return rows
 
 
 def metrics_from(query) -> dict:

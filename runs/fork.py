@@ -264,15 +264,17 @@ def carry_finished_nodes(new: Run, point: ForkPoint) -> list[str]:
     if not done:
         return []
     node_map = copy_nodes(new, done)
+    wanted = Q()
+    for row in done:
+        wanted |= Q(node_run_id=row.pk, generation=row.generation)
     groups = [row for row in done if row.kind == NodeRun.Kind.LOOP_GROUP]
     if groups:
         body = Q()
         for group in groups:
             body |= Q(node_id__startswith=group.node_id + ".", generation=group.generation)
-        copy_nodes(new, NodeRun.objects.filter(run=point.old).filter(body))
-    wanted = Q()
-    for row in done:
-        wanted |= Q(node_run_id=row.pk, generation=row.generation)
+        body_map = copy_nodes(new, NodeRun.objects.filter(run=point.old).filter(body))
+        node_map |= body_map
+        wanted |= Q(node_run_id__in=list(body_map))  # its body steps' agent calls
     copy_iterations(new, Iteration.objects.filter(wanted).order_by("id"), node_map)
     return [row.node_id for row in done]
 

@@ -91,9 +91,9 @@ def inbox() -> dict:
 
 
 def inbox_loop_rows() -> Q:
-    """The node rows the inbox shows as a running run's loops: the workflow's loops and
-    loop_groups, and what each kind counts as one (`LoopKind.loop_rows`)."""
-    rows = Q(kind__in=["loop", "loop_group"])
+    """The node rows the inbox shows as a running run's loops: what each kind counts as one
+    (`LoopKind.loop_rows`: a workflow's loops and loop_groups, ...)."""
+    rows = Q(pk__in=[])
     for kind, own in kinds.each("loop_rows"):
         rows |= Q(run__recipe__kind=kind.name) & own
     return rows

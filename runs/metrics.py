@@ -14,7 +14,6 @@ from datetime import timedelta
 from django.db import connection, transaction
 from django.db.models import Count, DecimalField, DurationField, ExpressionWrapper, F, Q, Sum
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -23,7 +22,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import CollectorRegistry
 
 from runs import kinds
-from runs.models import Gate, Iteration, NodeRun, Run
+from runs.models import Gate, Iteration, Run
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +111,8 @@ def _money():
 
 
 def provider_usage():
-    """Tokens and cost per provider: agent iterations (a loop_group's iteration only sums
-    its body steps, which are counted as steps) and single agent steps."""
+    """Tokens and cost per provider: every agent call is an iteration (a prompt step's
+    too), under the provider its node names."""
     usage: dict[str, list] = {}
 
     def add(provider, tokens_in, tokens_out, cost):
@@ -123,27 +122,12 @@ def provider_usage():
         entry[2] += float(cost or 0)
 
     per_iteration = (
-        Iteration.objects.exclude(node_run__kind="loop_group")
-        .annotate(provider=KeyTextTransform("provider", "node_run__state"))
+        Iteration.objects.annotate(provider=KeyTextTransform("provider", "node_run__state"))
         .order_by()
         .values_list("provider")
         .annotate(Sum("tokens_in"), Sum("tokens_out"), Sum("cost_usd"))
     )
     for row in per_iteration:
-        add(*row)
-    steps = (
-        NodeRun.objects.filter(kind__in=["prompt", "command"])
-        .annotate(
-            provider=KeyTextTransform("provider", "state"),
-            t_in=Cast(KeyTextTransform("tokens_in", "state"), _money()),
-            t_out=Cast(KeyTextTransform("tokens_out", "state"), _money()),
-            cost=Cast(KeyTextTransform("cost_usd", "state"), _money()),
-        )
-        .order_by()
-        .values_list("provider")
-        .annotate(Sum("t_in"), Sum("t_out"), Sum("cost"))
-    )
-    for row in steps:
         add(*row)
     tokens = CounterMetricFamily(
         "loop_provider_tokens", "Tokens used, per provider.", labels=["provider", "direction"]

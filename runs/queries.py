@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from django.db import connection, transaction
-from django.db.models import Count, Exists, OuterRef, Q, Sum
+from django.db.models import Count, Exists, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Left, Length, Right
 
 from recipes.models import Recipe
@@ -125,6 +125,19 @@ class NodeRow:
     children: list[Run] = field(default_factory=list)  # a workflow node's child runs
 
 
+def with_usage(rows):
+    """Node rows with what their iterations (every agent call is one) add up to:
+    `used_in`, `used_out`, `used_cost` (None when none reported it)."""
+
+    def spent(column: str) -> Subquery:
+        calls = Iteration.objects.filter(node_run=OuterRef("pk")).order_by().values("node_run")
+        return Subquery(calls.annotate(total=Sum(column)).values("total")[:1])
+
+    return rows.annotate(
+        used_in=spent("tokens_in"), used_out=spent("tokens_out"), used_cost=spent("cost_usd")
+    )
+
+
 def _with_output_tail(rows):
     """Rows without their full output: its length and its last NODE_OUTPUT_SHOWN chars."""
     return rows.defer("output", "stderr").annotate(
@@ -147,7 +160,7 @@ def with_output_ends(iterations):
 
 def nodes(run: Run, *, after: int | None = None) -> dict:
     """A page of the run's top-level nodes in order, from the one after id ``after``."""
-    rows = _with_output_tail(run.nodes.filter(iteration=0)).order_by("id")
+    rows = with_usage(_with_output_tail(run.nodes.filter(iteration=0))).order_by("id")
     if after:
         rows = rows.filter(pk__gt=after)
     page, more = take_page(rows, NODES_PAGE)
@@ -164,7 +177,8 @@ def nodes(run: Run, *, after: int | None = None) -> dict:
                 iteration__gte=first,
             )
         body = defaultdict(lambda: defaultdict(list))
-        for row in _with_output_tail(run.nodes.filter(wanted)).order_by("iteration", "id"):
+        body_rows = with_usage(_with_output_tail(run.nodes.filter(wanted)))
+        for row in body_rows.order_by("iteration", "id"):
             body[row.node_id.split(".", 1)[0]][row.iteration].append(row)
         for group in groups:
             per_iteration = body[group.row.node_id]

@@ -12,10 +12,11 @@ from runs.fork import (
     advance_fork,
     continue_node,
     copy_history,
+    copy_iterations,
     copy_nodes,
     start_fork,
 )
-from runs.models import NodeRun, Run
+from runs.models import Iteration, NodeRun, Run
 
 from . import group as group_exec
 
@@ -62,7 +63,9 @@ def _carry_group(new: Run, point: ForkPoint, counts: dict) -> None:
         if (row.state or {}).get("session_id"):
             sessions[row.node_id.split(".", 1)[1]] = row.state["session_id"]
     copy = continue_node(new, point, sessions=sessions, phase="body")
-    copy_nodes(new, body)
+    body_map = copy_nodes(new, body)
+    calls = Iteration.objects.filter(node_run_id__in=list(body_map)).order_by("id")
+    copy_iterations(new, calls, body_map)  # the body steps' agent calls
     counts["iterations"] = copy_history(new, point, copy)
     start_fork(new)
     group_exec.begin_next(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from decimal import Decimal
 
 from django.db import transaction
 
@@ -26,7 +25,7 @@ from runs.executor.state import lock_run
 from runs.executor.stream import OutputStream
 from runs.models import Iteration, NodeRun, Run
 
-from .loop import _until_bash, settle_loop
+from .loop import settle_loop, until_bash_met
 from .spec import FINISH_GROUP_TASK
 
 log = logging.getLogger(__name__)
@@ -182,7 +181,7 @@ def _fired(it: Iteration, spec, group: NodeRun, group_spec, body: _Body):
             ctx = build_context(run, spec, body.terminal or group)
             stream = OutputStream(Iteration, it.pk, it.attempts, run.pk)
             sandbox = step_sandbox(run, spec, node_spec(spec, group.node_id))
-            if _until_bash(group_spec.until_bash, ctx, run, stream, sandbox):
+            if until_bash_met(group_spec.until_bash, ctx, run, stream, sandbox):
                 fired.append("until_bash")
         except VariableError as exc:
             return fired, f"until_bash: {exc}"
@@ -193,12 +192,12 @@ def _fired(it: Iteration, spec, group: NodeRun, group_spec, body: _Body):
 
 
 def _complete(run: Run, group: NodeRun, group_spec, it: Iteration, body: _Body, fired) -> None:
-    """The iteration ended well: complete it with its body's output and usage, and let the
-    loop rule decide (complete, gate, fail or go on)."""
+    """The iteration ended well: complete it with its body's output, and let the loop rule
+    decide (complete, gate, fail or go on). Its usage is its body steps' own iterations'
+    (steps.py), not counted again here."""
     terminal, kept = body.terminal, body.kept
     if not it.complete(
         run,
-        **body_usage(body.rows.values()),
         output=body.output,
         raw_output=body.raw,
         structured=terminal.structured if terminal else None,
@@ -211,19 +210,6 @@ def _complete(run: Run, group: NodeRun, group_spec, it: Iteration, body: _Body, 
     if group.status == NodeRun.Status.RUNNING and group.iteration_count > it.number:
         group.state = {**group.state, "phase": "body"}
         group.save(update_fields=["state"])
-
-
-def body_usage(rows) -> dict:
-    """Tokens and cost of one group iteration: the sum of what its body steps reported
-    (None where none of them did)."""
-    totals = {"tokens_in": None, "tokens_out": None, "cost_usd": None}
-    for row in rows:
-        for name in totals:
-            value = (row.state or {}).get(name)
-            if value is not None:
-                value = Decimal(value) if name == "cost_usd" else int(value)
-                totals[name] = (totals[name] or 0) + value
-    return totals
 
 
 __all__ = ["start_group", "advance_bodies", "finish_iteration", "begin_next", "remember_session"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+from django.db.models import Q
+
 from recipes.shell_parts import inline_provider_parts
 from runs.decisions import check_room_to_iterate
 from runs.kinds import LoopKind
@@ -39,6 +41,7 @@ class WorkflowKind(LoopKind):
     nodes = dict.fromkeys(NODE_KINDS, steps.start)
     iterations = {NodeRun.Kind.LOOP: loop.run_loop_iteration}
     sweep_passes = (sweep.expired_group_checks, sweep.waiting_parents)
+    loop_rows = Q(kind__in=[NodeRun.Kind.LOOP, NodeRun.Kind.LOOP_GROUP])
     read_order = 100  # it reads any YAML mapping: every other kind is asked first
     decides_later = True
 

@@ -146,7 +146,7 @@ def _ask(it: Iteration, spec, node, turn: _Turn, stream: OutputStream) -> tuple:
     if (
         loop.until_bash
         and not fired
-        and _until_bash(loop.until_bash, turn.ctx, run, stream, step_sandbox(run, spec, node))
+        and until_bash_met(loop.until_bash, turn.ctx, run, stream, step_sandbox(run, spec, node))
     ):
         fired.append("until_bash")
     return outcome, fired
@@ -162,7 +162,9 @@ def _signals(loop, outcome) -> list[str]:
     return fired
 
 
-def _until_bash(script: str, ctx, run, stream: OutputStream, sandbox) -> bool:
+def until_bash_met(script: str, ctx, run, stream: OutputStream, sandbox) -> bool:
+    """Whether an `until_bash` check (a loop's, a loop_group's) exits 0, run in `sandbox`;
+    its output is not kept, but each chunk proves the work is still this worker's."""
     command, values = substitute_shell(script, ctx)
     result = run_process(
         ["bash", "-c", command],

@@ -1,10 +1,16 @@
 """A YAML workflow's nodes, once the kernel has claimed one (runs.executor.handover):
 run bash, script and prompt steps, open approval gates, cancel, set up loops, loop_groups
-and child runs."""
+and child runs.
+
+A prompt or command step (a loop_group's body steps too) is a one-iteration node: its agent
+call is an Iteration of its row (each attempt claims it again), which keeps the prompt, the
+answer, the usage and the timing as every agent call's does; the row keeps the answer later
+steps read ($node.output). Usage has that one place (runs.budget.usage_totals)."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
@@ -16,10 +22,9 @@ from runs.executor.agent import StepFailed, prepare_prompt, request_for, run_cal
 from runs.executor.context import build_context, step_env, step_sandbox
 from runs.executor.handover import fail_node
 from runs.executor.spec import node_spec, spec_for
-from runs.executor.state import lock_run
+from runs.executor.state import lock_run, on_fresh_connection
 from runs.executor.stream import FLUSH_SECONDS, OutputStream
-from runs.models import Gate, NodeRun, Run
-from runs.models.agent_call import record_call
+from runs.models import Gate, Iteration, NodeRun, Run
 from runs.providers import registry
 from runs.providers.base import Cancelled, ProviderError
 from runs.sandbox import run_process
@@ -91,7 +96,7 @@ def _run_step(run: Run, spec, node, row: NodeRun) -> None:
     for attempt in range(1, attempts + 1):
         stream.reset()
         try:
-            output, structured, extra, outcome = _execute(run, spec, node, row, stream)
+            output, structured, extra, call = _execute(run, spec, node, row, stream)
         except Cancelled:
             return
         except (StepFailed, VariableError, ProviderError) as exc:
@@ -111,10 +116,10 @@ def _run_step(run: Run, spec, node, row: NodeRun) -> None:
             row.refresh_from_db()
             printed = {"state": {**row.state, **extra}, "stderr": stream.stderr, **stream.fields()}
             owned = row.status == NodeRun.Status.RUNNING and row.attempts == stream.attempt
-            if outcome is not None and owned:  # the run's lock keeps it so until we commit
-                record_call(
-                    locked, row.node_id, row.iteration or None, outcome.result, outcome.provider
-                )
+            if call is not None:  # the call's end first: the run's lock keeps `owned` so
+                if not (owned and call.iteration.complete(locked, call.outcome)):
+                    return
+                printed.update(call.outcome.fields)  # the answer's file, as its iteration's
             if row.complete(locked, output, structured, attempt=stream.attempt, columns=printed):
                 if "." in row.node_id and extra.get("session_id"):
                     group_exec.remember_session(row, extra["session_id"])
@@ -123,7 +128,7 @@ def _run_step(run: Run, spec, node, row: NodeRun) -> None:
 
 def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
     if node.kind == NodeRun.Kind.SCRIPT:
-        return (*run_script(run, spec, node, row, stream), None)  # no agent call to record
+        return (*run_script(run, spec, node, row, stream), None)  # no agent call
     ctx = build_context(run, spec, row)
     if node.kind == NodeRun.Kind.BASH:
         script, values = substitute_shell(node.bash, ctx, node.start_checks)
@@ -144,8 +149,27 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
             raise StepFailed(f"bash exited with status {result.exit_code}")
         # What later steps read as $node.output is what the row keeps (LOOP_MAX_OUTPUT_BYTES).
         return stream.keep_text(result.output.rstrip("\n")), None, {"script": script}, None
+    return _ask(run, spec, node, row, ctx)
+
+
+@dataclass(frozen=True)
+class AnsweredCall:
+    """A step's agent call that returned: its iteration ends with the step."""
+
+    iteration: Iteration
+    outcome: object  # runs.executor.agent.AgentOutcome
+
+
+def _ask(run: Run, spec, node, row: NodeRun, ctx):
+    """A prompt or command step's agent call, as the row's next iteration: its output
+    streams into the iteration, whose lease is the row's (the claimed node holds it)."""
     provider = registry.resolve(node.provider or _group_default(spec, row, "provider"), spec)
     prompt = prepare_prompt(substitute(node.prompt, ctx), provider, node.output_format)
+    session_id = _group_session(spec, row)
+    named = getattr(provider, "name", "") or "default"
+    it = on_fresh_connection(_begin_call, row, prompt, session_id, named)
+    holder = (NodeRun, row.pk, row.attempts)
+    stream = OutputStream(Iteration, it.pk, it.attempts, run.pk, holder=holder)
     request = request_for(
         run,
         node,
@@ -153,24 +177,54 @@ def _execute(run: Run, spec, node, row: NodeRun, stream: OutputStream):
         spec=spec,
         model=node.model or _group_default(spec, row, "model"),
         node_id=row.node_id,
-        iteration=row.iteration,
+        iteration=row.iteration,  # a loop_group's body step: the group's iteration
         schema=node.output_format,
-        session_id=_group_session(spec, row),
+        session_id=session_id,
         ctx=ctx,
     )
-    outcome = run_call(provider, request, stream)
-    result = outcome.result
+    try:
+        outcome = run_call(provider, request, stream)
+    except (StepFailed, ProviderError) as exc:
+        on_fresh_connection(_call_failed, it, str(exc), stream)
+        raise
     extra = {
         "prompt": prompt,
         "raw": outcome.raw,
-        "session_id": result.session_id,
-        # A body step of a loop_group has no Iteration row: its usage is kept here.
-        "tokens_in": result.tokens_in,
-        "tokens_out": result.tokens_out,
-        "cost_usd": str(result.cost_usd) if result.cost_usd is not None else None,
-        "provider": getattr(provider, "name", "") or "default",
+        "session_id": outcome.result.session_id,
     }
-    return outcome.text, outcome.payload, extra, outcome
+    return outcome.text, outcome.payload, extra, AnsweredCall(it, outcome)
+
+
+def _begin_call(row: NodeRun, prompt: str, session_id: str | None, provider: str) -> Iteration:
+    """The row's one iteration, started here for this attempt: made by the first attempt,
+    numbered after the loop_group round it runs in (1 outside a group), and claimed again
+    by each retry, or by the attempt after a lost worker (whose call ends failed first).
+    The row names its `provider` (the metrics add usage up per provider)."""
+    with transaction.atomic():
+        run = lock_run(row.run_id, with_recipe=False)
+        if run.is_terminal:
+            raise Cancelled(f"the run is {run.status}")
+        row.refresh_from_db(fields=["state"])
+        NodeRun.objects.filter(pk=row.pk).update(state={**row.state, "provider": provider})
+        it = row.iterations.filter(generation=row.generation).first()
+        if it is None:
+            it = row.start_iteration(run, max(row.iteration, 1), here=True)
+        else:
+            if it.status == Iteration.Status.RUNNING:
+                it.fail(run, "its worker was lost; the step asks again")
+            it.reopen()
+        if it is None or not it.start(run, prompt, session_id, leased=False):
+            raise Cancelled("the step was cancelled")
+        return it
+
+
+def _call_failed(it: Iteration, error: str, stream: OutputStream) -> None:
+    """The call failed: its iteration keeps what the agent printed (the node fails, or
+    tries again, after)."""
+    printed = stream.text
+    with transaction.atomic():
+        run = lock_run(it.run_id, with_recipe=False)
+        it.fail(run, error, raw_output=printed, output=printed, **stream.fields())
 
 
 def _group_default(spec, row: NodeRun, attr: str):

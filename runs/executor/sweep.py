@@ -107,6 +107,7 @@ def expired_steps(now, counts: Counter) -> None:
             if row.workers_lost < settings.LOOP_MAX_ATTEMPTS:
                 counts["requeued"] += row.requeue(run, now)
             elif row.fail(run, lost(row.workers_lost), attempt=row.attempts, expired_before=now):
+                row.end_open_calls(run, lost(row.workers_lost))
                 counts["failed"] += 1
 
         take_back(row, act)

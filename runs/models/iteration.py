@@ -293,6 +293,16 @@ class Iteration(models.Model):
         dispatch.send_on_commit("run_iteration", self.pk)
         return True
 
+    def reopen(self) -> bool:
+        """A failed attempt of a step's one call goes back to pending, for the step's next
+        attempt to claim (`start`, which counts it)."""
+        if not Iteration.objects.filter(pk=self.pk, status=self.Status.FAILED).update(
+            status=self.Status.PENDING, finished_at=None
+        ):
+            return False
+        self.status, self.finished_at = self.Status.PENDING, None
+        return True
+
     def resend_if_stale(self, stale_before, now) -> bool:
         if Iteration.objects.filter(
             pk=self.pk, status=self.Status.PENDING, queued_at__lt=stale_before

@@ -47,6 +47,10 @@ class NodeRun(models.Model):
 
     # Steps a worker runs once.
     STEPS = (Kind.BASH, Kind.PROMPT, Kind.COMMAND, Kind.SCRIPT)
+    # Steps whose one agent call is an iteration of their own row, one per attempt: not a
+    # loop's iterations (the budget's `iterations` limit and the convergence charts count
+    # loops').
+    SINGLE_CALLS = (Kind.PROMPT, Kind.COMMAND)
     TERMINAL = {Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.CANCELLED}
     UNFINISHED = [Status.PENDING, Status.RUNNING, Status.PAUSED]
     WAKES = "wakes"  # in `state`: claims that followed a decision, not a lost worker
@@ -116,6 +120,10 @@ class NodeRun(models.Model):
         included: its claims, less those that followed a gate's decision (`wake`). The
         sweep's attempt limit (LOOP_MAX_ATTEMPTS) counts these, not the gates passed."""
         return self.attempts - (self.state or {}).get(self.WAKES, 0)
+
+    @property
+    def is_single_call(self) -> bool:
+        return self.kind in self.SINGLE_CALLS
 
     @property
     def is_terminal(self) -> bool:
@@ -197,6 +205,16 @@ class NodeRun(models.Model):
         run.append_event("node_failed", self.node_id, error=error, **data)
         dispatch.send_on_commit("advance_run", run.pk)
         return True
+
+    def end_open_calls(self, run, error: str) -> None:
+        """Fail this row's iterations still running under its own lease (a prompt step's
+        agent call holds none of its own): the row ended without them."""
+        from .iteration import Iteration
+
+        for it in self.iterations.filter(
+            status=Iteration.Status.RUNNING, lease_expires_at__isnull=True
+        ):
+            it.fail(run, error)
 
     def skip(self, run, reason: str) -> bool:
         if not self._move(

@@ -61,12 +61,19 @@ def history(bundled, operator):
             tokens_out=20,
             cost_usd=Decimal("0.25"),
         )
-    NodeRun.objects.create(
+    summary = NodeRun.objects.create(
+        run=done, node_id="summary", kind="prompt", status="completed", state={"provider": "claude"}
+    )
+    Iteration.objects.create(  # a prompt step's one agent call
         run=done,
+        node_run=summary,
         node_id="summary",
-        kind="prompt",
+        number=1,
         status="completed",
-        state={"provider": "claude", "tokens_in": 7, "tokens_out": 3, "cost_usd": "0.5"},
+        started_at=now,
+        tokens_in=7,
+        tokens_out=3,
+        cost_usd=Decimal("0.5"),
     )
     other = NodeRun.objects.create(run=waiting, node_id="refine", kind="loop", status="paused")
     decided = Gate.objects.create(
@@ -111,9 +118,9 @@ def test_the_numbers_follow_the_database(client, admin_user, history):
     assert value(families, "loop_runs", status="completed") == 1
     assert value(families, "loop_runs", status="paused") == 1
     assert value(families, "loop_runs", status="failed") == 0
-    assert value(families, "loop_iterations_started", "loop_iterations_started_total") == 2
+    assert value(families, "loop_iterations_started", "loop_iterations_started_total") == 3
     finished = "loop_iterations_finished_total"
-    assert value(families, "loop_iterations_finished", finished, status="completed") == 1
+    assert value(families, "loop_iterations_finished", finished, status="completed") == 2
     assert value(families, "loop_iterations_finished", finished, status="failed") == 1
     wait = "loop_gate_wait_seconds"
     assert value(families, wait, wait + "_count") == 1
@@ -170,6 +177,6 @@ def test_a_scrape_costs_the_same_queries_however_much_history(client, admin_user
     with CaptureQueriesContext(connection) as big:
         families = scrape(client)
     assert len(big.captured_queries) == len(small.captured_queries) <= 15
-    assert value(families, "loop_iterations_started", "loop_iterations_started_total") == 2
+    assert value(families, "loop_iterations_started", "loop_iterations_started_total") == 3
     finished = "loop_iterations_finished_total"
-    assert value(families, "loop_iterations_finished", finished, status="completed") == 1001
+    assert value(families, "loop_iterations_finished", finished, status="completed") == 1002

@@ -1,14 +1,14 @@
-"""Every body step of every loop_group iteration is kept with its prompt and usage, listed
-by the API and shown on the run page (not only the latest iterations)."""
-
-from decimal import Decimal
+"""Every body step of every loop_group iteration is kept with its prompt and usage (its
+agent call, an iteration of its row), listed by the API and shown on the run page (not
+only the latest iterations)."""
 
 from django.test import Client
 
 from console.models import ApiToken
-from loops.workflow.group import body_usage
 from runs import services
 from runs.actor import ENGINE
+from runs.budget import usage_totals
+from runs.chart import run_chart
 from runs.models import Iteration, NodeRun
 from tests.conftest import wait_run
 
@@ -57,18 +57,34 @@ def test_unknown_step_filter_is_refused(live_worker, make_scripted_recipe, viewe
     assert response.status_code == 422 and "nod" in response.json()["detail"]
 
 
-def test_a_group_iteration_carries_the_usage_of_its_body_steps():
-    rows = [
-        NodeRun(state={"tokens_in": 100, "tokens_out": 20, "cost_usd": "0.0100"}),
-        NodeRun(state={"tokens_in": 50, "tokens_out": 5, "cost_usd": None}),
-        NodeRun(state={"script": "echo"}),  # a bash step reports nothing
-    ]
-    assert body_usage(rows) == {
-        "tokens_in": 150,
-        "tokens_out": 25,
-        "cost_usd": Decimal("0.0100"),
-    }
-    assert body_usage([NodeRun(state={})]) == dict.fromkeys(
-        ("tokens_in", "tokens_out", "cost_usd"), None
+def test_every_agent_call_is_one_iteration_and_counted_once(live_worker, bundled, settings):
+    """A body step's call is an iteration of its own row (one per step and group
+    iteration); the group's iteration carries no usage of its own, so the run's totals,
+    the API's steps and the chart count each call once."""
+    settings.LOOP_DEMO_DELAY = 0
+    run = wait_run(
+        services.start_run(bundled["writer-reviewer"], actor=ENGINE, message="copy"),
+        "completed",
+        "failed",
     )
-    assert Iteration._meta.get_field("cost_usd").decimal_places == 6
+    assert run.status == "completed", run.error
+    calls = Iteration.objects.filter(run=run, node_run__kind="prompt")
+    body_rows = NodeRun.objects.filter(run=run, kind="prompt")
+    assert calls.count() == body_rows.count() > 0
+    # numbered after the group's round the step ran in
+    assert all(row.iterations.get().number == row.iteration for row in body_rows)
+    assert all(call.prompt and call.tokens_in for call in calls)
+    assert all("tokens_in" not in row.state for row in body_rows)
+    groups = Iteration.objects.filter(run=run, node_run__kind="loop_group")
+    assert not groups.exclude(tokens_in=None).exists()  # counted on the calls, not again here
+
+    spent = sum(c.tokens_in + c.tokens_out for c in calls)
+    totals = usage_totals([run.pk])[run.pk]
+    assert totals["tokens_in"] + totals["tokens_out"] == spent
+    assert totals["iterations"] == groups.count()  # the limit counts loops' iterations
+    (series,) = run_chart(run)
+    assert series.node_id == "draft-loop"
+    per_group = {p.number: p.values["tokens"] for p in series.points}
+    for number, tokens in per_group.items():
+        in_body = calls.filter(node_run__iteration=number)
+        assert tokens == sum(c.tokens_in + c.tokens_out for c in in_body)

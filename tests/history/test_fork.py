@@ -137,7 +137,11 @@ def test_fork_a_loop_group_from_a_group_iteration(live_worker, make_scripted_rec
     original = services.start_run(make_scripted_recipe(GROUP), actor=ENGINE)
     wait_run(original)
     assert original.status == "completed", original.error
-    assert original.iterations.count() == 3
+    assert original.iterations.filter(node_id="refine").count() == 3
+    # ... and each of the draft's calls is an iteration of its own row (one per group
+    # iteration, numbered after it), as every agent call is
+    drafts = original.iterations.filter(node_id="refine.draft")
+    assert sorted(drafts.values_list("number", flat=True)) == [1, 2, 3]
     fork = services.fork_run(original, cli, node="refine", iteration=1, feedback="shorter")
     wait_run(fork)
     assert fork.status == "completed", fork.error
@@ -146,6 +150,8 @@ def test_fork_a_loop_group_from_a_group_iteration(live_worker, make_scripted_rec
     assert its[0].carried_from_id is not None and its[1].feedback == "shorter"
     body_one = fork.nodes.filter(node_id="refine.draft", iteration=1).get()
     assert body_one.carried_from_id is not None and body_one.output == "d1"
+    carried_call = body_one.iterations.get()  # the step's agent call comes with it
+    assert carried_call.carried_from_id is not None and carried_call.number == 1
     drafts = [c for c in calls(fork)]
     assert [c["iteration"] for c in drafts] == [2, 3]
     assert "Feedback: shorter" in drafts[0]["prompt"]

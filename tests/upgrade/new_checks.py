@@ -15,7 +15,8 @@ from django.test import Client
 
 from console.models import ApiToken
 from recipes.models import Recipe
-from runs.models import Gate, NodeRun, Run
+from runs.budget import usage_totals
+from runs.models import Gate, Iteration, NodeRun, Run
 
 CHECKS_MARK = "UPGRADE-CHECKS "
 MADE: dict = globals().get("MADE", {})  # set by the line the test puts before this text
@@ -95,6 +96,32 @@ def pinned_versions_load() -> dict:
     return why
 
 
+def seen_usage(api: Client) -> dict:
+    """A loop_group's prompt steps after the upgrade: each step's call an iteration of its
+    own with the usage its state kept, the group's iteration no longer a second count."""
+    group = MADE["group"]
+    totals = usage_totals([group["run"]])[group["run"]]
+    steps = api.get(f"/api/runs/{group['run']}/steps").json()["items"]
+    return {
+        "totals": [totals["tokens_in"], totals["tokens_out"], str(totals["cost_usd"])],
+        "calls": {
+            node: list(
+                Iteration.objects.filter(node_run_id=pk).values_list(
+                    "number", "status", "prompt", "tokens_in", "tokens_out"
+                )
+            )
+            for node, pk in group["steps"].items()
+        },
+        "states": [sorted(NodeRun.objects.get(pk=pk).state) for pk in group["steps"].values()],
+        "group_iteration": list(
+            Iteration.objects.filter(node_run_id=group["group"]).values_list(
+                "tokens_in", "cost_usd"
+            )
+        ),
+        "api_steps": {s["node"]: [s["tokens_in"], s["tokens_out"]] for s in steps},
+    }
+
+
 def look() -> dict:
     browser, api = clients()
     workflow = MADE["workflow"]
@@ -114,6 +141,7 @@ def look() -> dict:
         "recipe_kinds": dict(Recipe.objects.values_list("pk", "kind")),
         "fork_form": seen_fork_form(browser),
         "pinned_versions_load": pinned_versions_load(),
+        "usage": seen_usage(api),
     }
 
 

@@ -6,7 +6,8 @@ It makes one recipe of each kind from the release's bundled files (through its
 `recipes.editing.create_recipe`), then runs of each kind as its workers would have left
 them, written with the ORM (no worker runs): the statuses a step machine set, a driven
 run's pipeline steps (`agent` rows without max_iterations), a Python run's agents, an
-iteration and a gate. Its last line is IDS_MARK and a JSON object of what it made.
+iteration and a gate, and a loop_group's prompt steps whose usage their rows' state kept
+(and the group's iteration carried as a sum). Its last line is IDS_MARK and a JSON object of what it made.
 
 It imports only what the release and the code after it share (`recipes.editing`) and
 reaches every model by its app label, so that little of it changes when the release it
@@ -156,6 +157,42 @@ def workflow_run(recipe) -> dict:
     return {"run": run.pk, "loop_row": loop.pk, "iteration": it.pk, "gate": gate.pk}
 
 
+def group_run(recipe) -> dict:
+    """A finished writer-reviewer run: one loop_group iteration whose two body prompt steps
+    kept their usage in their state, the group's iteration carrying their sum."""
+    run = new_run(recipe)
+    group = row(run, "draft-loop", "loop_group", max_iterations=5)
+    Iteration.objects.create(
+        run=run,
+        node_run=group,
+        node_id="draft-loop",
+        number=1,
+        status="completed",
+        output="Scored 85.",
+        attempts=1,
+        started_at=at(2),
+        finished_at=at(20),
+        tokens_in=30,
+        tokens_out=12,
+        cost_usd="0.030000",
+    )
+    NodeRun.objects.filter(pk=group.pk).update(iteration_count=1)
+    steps = {}
+    for node, (tokens_in, tokens_out, cost) in {
+        "write": (10, 4, "0.01"),
+        "review": (20, 8, "0.02"),
+    }.items():
+        state = {"prompt": f"Ask {node}.", "raw": f"{node} said", "session_id": f"s-{node}"}
+        state |= {"tokens_in": tokens_in, "tokens_out": tokens_out, "cost_usd": cost}
+        step = row(
+            run, f"draft-loop.{node}", "prompt", iteration=1, output=f"{node} said", state=state
+        )
+        steps[node] = step.pk
+    row(run, "publish", "bash", output="Final review: Scored 85.")
+    move(run, "completed")
+    return {"run": run.pk, "group": group.pk, "steps": steps}
+
+
 def driven_run(recipe) -> dict:
     """A finished driven run: the host's turn drove one loop iteration, a pipeline of
     researcher then drafter, each step an iteration of the agent's own `agent` row."""
@@ -215,6 +252,7 @@ def make_everything() -> dict:
         "driven": bundled_recipe("launch-note.yaml"),
         "python": bundled_recipe("content_pipeline.py"),
         "driven_hooked": hooked_driven_recipe(),
+        "group": bundled_recipe("writer-reviewer.yaml"),
     }
     made = {
         "recipes": {kind: [r.pk, r.kind] for kind, r in recipes.items()},
@@ -222,6 +260,7 @@ def make_everything() -> dict:
         "workflow": workflow_run(recipes["workflow"]),
         "driven": driven_run(recipes["driven"]),
         "python": python_run(recipes["python"]),
+        "group": group_run(recipes["group"]),
     }
     made["statuses"] = dict(Run.objects.values_list("pk", "status"))
     return made

@@ -6,7 +6,8 @@ release holds (tests/upgrade/old_rows.py): a recipe of each kind, runs in the st
 step machine set, a driven run's pipeline steps, a Python run's agents, an iteration and a
 gate. Then this tree's code migrates the same database and reads it the way a person and a
 script do (tests/upgrade/new_checks.py): each run's page and API answer, the admin's run
-list, the rows the migrations rewrote, the fork form of a driven run's pipeline step.
+list, the rows the migrations rewrote (a prompt step's usage, now its call's iteration),
+the fork form of a driven run's pipeline step.
 
 Both halves run as `manage.py` processes on the venv's interpreter, each in its own tree,
 with an environment of their own: none of the suite's DJANGO_* / LOOP_* settings, its
@@ -21,6 +22,7 @@ import os
 import subprocess
 import sys
 import tarfile
+from decimal import Decimal
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -216,6 +218,23 @@ def test_the_kinds_rows_are_theirs_after_the_upgrade(upgraded):
     assert seen["recipe_kinds"] == {str(pk): kind for pk, kind in made["recipes"].values()}
     assert seen["gate"] == ["pending", True]
     assert seen["fork_form"] == {"status": 200, "form": True, "refused": False}
+
+
+def test_a_prompt_step_s_usage_becomes_its_call_s_iteration(upgraded):
+    """Every agent call is an iteration: a body step's usage moves from its state into an
+    iteration of its row; the group's iteration stops carrying the sum, so the run's total
+    is unchanged and counted once; the API's steps read it from there."""
+    usage = upgraded[1]["usage"]
+    tokens_in, tokens_out, cost = usage["totals"]
+    assert (tokens_in, tokens_out, Decimal(cost)) == (30, 12, Decimal("0.03"))
+    assert usage["calls"] == {
+        "write": [[1, "completed", "Ask write.", 10, 4]],
+        "review": [[1, "completed", "Ask review.", 20, 8]],
+    }
+    assert all("tokens_in" not in keys and "prompt" in keys for keys in usage["states"])
+    assert usage["group_iteration"] == [[None, None]]
+    assert usage["api_steps"]["draft-loop.write"] == [10, 4]
+    assert usage["api_steps"]["draft-loop.review"] == [20, 8]
 
 
 def test_a_python_run_of_the_release_still_loads(upgraded):
