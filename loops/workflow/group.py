@@ -48,12 +48,16 @@ def start_group(run: Run, spec, node, row: NodeRun) -> None:
 
 def advance_bodies(run: Run, spec) -> None:
     """Under the run's lock, as the scheduler advances it: start what is ready in each
-    running group's body; a body that has ended has its completion checked."""
+    running group's body; a body that has ended has its completion checked. A group claimed
+    but not started yet (`start_group` sets its phase with its first round) has no body to
+    run: walking it then would make body rows of a round 0 and run them."""
     for group in NodeRun.objects.filter(
         run=run, iteration=0, kind=NodeRun.Kind.LOOP_GROUP, status=NodeRun.Status.RUNNING
     ):
         phase = group.state.get("phase")
-        if process_scope(run, spec, group) and phase in ("body", "checking"):
+        if phase not in ("body", "checking"):
+            continue
+        if process_scope(run, spec, group):
             # Sent again while "checking" in case its message was lost (the sweep
             # advances stalled runs); the check's own claim makes a duplicate harmless.
             if phase == "body":
