@@ -25,25 +25,14 @@ from runs.executor.state import lock_run
 from runs.executor.stream import OutputStream
 from runs.models import Iteration, NodeRun, Run
 
-from .loop import settle_loop, until_bash_met
+from .loop import open_loop, settle_loop, until_bash_met
 from .spec import FINISH_GROUP_TASK
 
 log = logging.getLogger(__name__)
 
 
 def start_group(run: Run, spec, node, row: NodeRun) -> None:
-    with transaction.atomic():
-        run = lock_run(run.pk)
-        row.refresh_from_db()
-        if run.is_terminal or row.status != NodeRun.Status.RUNNING:
-            return
-        row.max_iterations = node.loop_group.max_iterations
-        row.lease_expires_at = None
-        row.state = {**row.state, "phase": "body", "sessions": {}}
-        # Not its status: the node's transitions own that (start_iteration below).
-        row.save(update_fields=["max_iterations", "lease_expires_at", "state"])
-        run.append_event("loop_started", row.node_id, max_iterations=node.loop_group.max_iterations)
-        row.start_iteration(run, 1)
+    open_loop(run, row, node.loop_group.max_iterations, {"phase": "body", "sessions": {}})
 
 
 def advance_bodies(run: Run, spec) -> None:

@@ -31,23 +31,29 @@ def declared_channels(loop) -> list[str]:
 
 
 def start_loop(run: Run, spec, node, row: NodeRun) -> None:
+    # Snapshot the prompt template: a paused run keeps the prompt it started with.
+    # ... and which provider the recipe names (the metrics add usage up per provider).
+    state = {
+        "prompt_template": node.loop.prompt,
+        "provider": node.provider or spec.provider or "default",
+    }
+    open_loop(run, row, node.loop.max_iterations, state)
+
+
+def open_loop(run: Run, row: NodeRun, max_iterations: int, state: dict) -> None:
+    """A claimed `loop` or `loop_group` node starts looping: it keeps its bound and `state`
+    (merged into its own), holds no lease of its own, and starts iteration 1."""
     with transaction.atomic():
         run = lock_run(run.pk)
         row.refresh_from_db()
         if run.is_terminal or row.status != NodeRun.Status.RUNNING:
             return
-        row.max_iterations = node.loop.max_iterations
+        row.max_iterations = max_iterations
         row.lease_expires_at = None
-        # Snapshot the prompt template: a paused run keeps the prompt it started with.
-        # ... and which provider the recipe names (the metrics add usage up per provider).
-        row.state = {
-            **row.state,
-            "prompt_template": node.loop.prompt,
-            "provider": node.provider or spec.provider or "default",
-        }
+        row.state = {**row.state, **state}
         # Not its status: the node's transitions own that (start_iteration below).
         row.save(update_fields=["max_iterations", "lease_expires_at", "state"])
-        run.append_event("loop_started", row.node_id, max_iterations=node.loop.max_iterations)
+        run.append_event("loop_started", row.node_id, max_iterations=max_iterations)
         row.start_iteration(run, 1)
 
 
