@@ -2,7 +2,7 @@
 
 import os
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.signals import (
     task_postrun,
     worker_init,
@@ -20,6 +20,35 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 app = Celery("console")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+class SweepWhenTheBrokerReturns(bootsteps.StartStopStep):
+    """Beat cannot send the sweep while the broker is down, and after an outage its next
+    tick may be a whole interval away: work lost in the outage (a killed worker's lease, a
+    message the broker dropped) would wait for it. The worker's consumer starts again each
+    time its broker connection comes back, and then sends one sweep itself."""
+
+    requires = {"celery.worker.consumer.tasks:Tasks"}
+
+    def __init__(self, parent, **kwargs):
+        super().__init__(parent, **kwargs)
+        self.connected_before = False
+
+    def start(self, parent) -> None:
+        if not self.connected_before:
+            self.connected_before = True  # the worker's start: beat's schedule covers it
+            return
+        import logging
+
+        from runs import dispatch
+
+        try:
+            dispatch.send_now("sweep")
+        except dispatch.BROKER_ERRORS as exc:  # gone again: beat's next tick sends it
+            logging.getLogger("console.worker").warning("sweep after reconnecting: %r", exc)
+
+
+app.steps["consumer"].add(SweepWhenTheBrokerReturns)
 
 
 @worker_init.connect

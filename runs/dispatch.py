@@ -58,6 +58,10 @@ def task(task_name: str):
     found = getattr(tasks, task_name, None)
     if hasattr(found, "delay"):
         return found
+    if task_name not in current_app.tasks:
+        # Outside a worker (the web process, a command) nothing has imported the apps'
+        # `tasks` modules yet: Celery's autodiscovery does, as a worker's start would.
+        current_app.autodiscover_tasks(force=True)
     try:
         return current_app.tasks[task_name]
     except KeyError:
@@ -91,6 +95,8 @@ def send_on_commit(task_name: str, *args) -> None:
 
 
 def _deliver_committed(task_name: str, *args) -> None:
+    """Send what committed rows say is due; the broker out of reach is not the work's error:
+    the sweep sends the message again from those rows."""
     try:
         deliver(task_name, *args)
     except BROKER_ERRORS as exc:
@@ -150,11 +156,12 @@ def chain(first_id: int, run_one: Callable[[int], None]) -> int:
                 run_one(next_id)
             except BaseException:
                 if queued.next_id is not None:
-                    send_now(CHAINED_TASK, queued.next_id)
+                    _deliver_committed(CHAINED_TASK, queued.next_id)
                 raise
         count += 1
         next_id = queued.next_id
         if next_id is not None and time.monotonic() >= deadline:
-            send_now(CHAINED_TASK, next_id)
+            # Its row is committed, like any message sent on commit: guarded the same way.
+            _deliver_committed(CHAINED_TASK, next_id)
             return count
     return count

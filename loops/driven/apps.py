@@ -13,12 +13,16 @@ class DrivenLoopsConfig(AppConfig):
     def ready(self):
         import sys
 
-        from runs import kinds
+        from runs import kinds, signals
 
         from . import example_hooks
         from .kind import DrivenKind
+        from .models import Loop
 
         kinds.register(DrivenKind())
+        signals.run_ended.connect(
+            Loop.close_with_run, weak=False, dispatch_uid="driven-loops-close"
+        )
         # Recipes written before the kinds had a folder name the example hooks by their old
         # module: the same module under that name (LOOP_HOOK_MODULES allows both).
         sys.modules.setdefault(OLD_EXAMPLE_HOOKS, example_hooks)

@@ -5,6 +5,13 @@ in-process, `manage.py loop tool` and MCP through the worker's socket). Calls of
 are taken one at a time. A refused call (an id outside the pool, a second start while a
 loop is open, an iterate or finish with none open) is a ToolError the host reads; the run
 goes on. Hooks run outside any transaction; each crumb is written with its transition.
+
+A call that changes a loop is recorded (a HostCall, in the transaction of the change). A
+turn resumed after its worker was lost (loops/driven/runner.py) takes over the lost turn's
+loops and record: `go_on_after_loss` re-runs the iteration that was in flight, the host is
+told what the lost attempt did, and the calls it makes again in the same order are answered
+from the record, not run again (`_replayed`); the first call that differs runs, and every
+one after it.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from runs.models import NodeRun
 from runs.providers.base import Cancelled
 
 from .hooks import HookError, Hooks, resolution
-from .models import Loop, LoopClosed, LoopIteration
+from .models import HostCall, Loop, LoopClosed, LoopIteration
 from .pipeline import StepError, run_pipeline
 
 START, ITERATE, FINISH = "core_start_loop", "core_iterate_loop", "core_finish_loop"
@@ -103,6 +110,12 @@ class LoopDriver:
         # Set when the run's budget stopped it: the host's node then waits (paused, no
         # lease) for a resume, while this turn ends on its own.
         self.budget_stopped = False
+        # The host's call being made (name, arguments) and its record once it changed a loop.
+        self.calling: tuple[str, dict] | None = None
+        self.entry: HostCall | None = None
+        # What this turn took over from a lost one, and how much of it was made again.
+        self.record = list(HostCall.objects.filter(host_iteration=host_iteration).order_by("seq"))
+        self.replayed = 0
         handlers = {START: self.start, ITERATE: self.iterate, FINISH: self.finish}
         context = ToolContext(
             run_id=run.pk, node_id=row.node_id, iteration_id=host_iteration.pk, role=row.node_id
@@ -110,7 +123,7 @@ class LoopDriver:
         self.toolbox = ToolBox(
             context,
             [
-                AgentTool(name, text, schema, self._serialised(handlers[name]))
+                AgentTool(name, text, schema, self._serialised(name, handlers[name]))
                 for name, text, schema in tool_specs(self.pool, self.max_iterations)
             ],
             on_activity=self.renew,
@@ -130,15 +143,93 @@ class LoopDriver:
             return False
         return True
 
-    def _serialised(self, handler):
+    def _serialised(self, name: str, handler):
         def call(ctx: ToolContext, args: dict):
             with self.lock:
+                recorded = self._replayed(name, args)
+                if recorded is not None:
+                    return recorded_answer(recorded)
+                self.calling, self.entry = (name, args), None
                 try:
                     return handler(args)
                 except Cancelled:
                     raise ToolError("the run was cancelled or taken over: stop here") from None
+                finally:
+                    self.calling = self.entry = None
 
         return call
+
+    # --- the record --------------------------------------------------------------------
+
+    def _replayed(self, name: str, args: dict) -> HostCall | None:
+        """The recorded call this one makes again (the next of the record, same name and
+        arguments), or None: it runs, and so does every call after it."""
+        if self.replayed < len(self.record):
+            entry = self.record[self.replayed]
+            if entry.name == name and entry.arguments == args:
+                self.replayed += 1
+                return entry
+            self.replayed = len(self.record)
+        return None
+
+    def _note(self, loop: Loop, iteration: int | None = None) -> None:
+        """Inside the transaction that changes `loop` for the host's call being made: its
+        record, written once (again only when a retried transaction lost the first)."""
+        if self.calling is None:
+            return  # not the host's call (a fork's iteration, the turn's end)
+        if self.entry is not None and HostCall.objects.filter(pk=self.entry.pk).exists():
+            if iteration is not None:
+                HostCall.objects.filter(pk=self.entry.pk).update(iteration=iteration)
+                self.entry.iteration = iteration
+            return
+        name, args = self.calling
+        turn = self.host_iteration
+        self.entry = HostCall.objects.create(
+            run_id=self.run.pk,
+            host_iteration=turn,
+            seq=HostCall.objects.filter(host_iteration=turn).count() + 1,
+            name=name,
+            arguments=args,
+            loop=loop,
+            iteration=iteration,
+        )
+
+    def go_on_after_loss(self) -> list[tuple[HostCall, dict | str]]:
+        """This turn took over from one whose worker was lost: the loop iteration that was
+        in flight runs again (the steps it finished are kept: pipeline.finished_steps), as
+        the recorded call that began it. Returns the record with what each call answered
+        (an answer, or a refusal's words), for the host's prompt."""
+        loop = self.open_loop()
+        if loop is not None:
+            running = loop.iterations.filter(status=LoopIteration.Status.RUNNING).first()
+            if running is not None or loop.iteration_count == 0:
+                with self.lock:
+                    self._again(loop, running)
+        self.record = list(
+            HostCall.objects.filter(host_iteration=self.host_iteration).order_by("seq")
+        )
+        told = []
+        for entry in self.record:
+            try:
+                told.append((entry, recorded_answer(entry)))
+            except ToolError as exc:
+                told.append((entry, str(exc)))
+        return told
+
+    def _again(self, loop: Loop, running: LoopIteration | None) -> None:
+        number = running.number if running is not None else None
+        began = [e for e in self.record if e.loop_id == loop.pk and e.iteration == number]
+        self.entry = began[-1] if began and began[-1].name != FINISH else None
+        self.calling = (self.entry.name, self.entry.arguments) if self.entry else None
+        try:
+            if running is not None:
+                self._run_iteration(loop, running.input, feedback=running.feedback, again=running)
+            else:  # opened, its first iteration not begun
+                self._run_iteration(loop, loop.input, feedback="")
+        except ToolError:
+            pass  # the loop failed and is closed: its record says so
+        finally:
+            self.calling = self.entry = None
 
     def open_loop(self) -> Loop | None:
         return Loop.objects.filter(
@@ -176,6 +267,7 @@ class LoopDriver:
                     input=value,
                     max_iterations=self.max_iterations,
                 )
+                self._note(loop)
         except IntegrityError:
             raise ToolError("another loop was opened meanwhile; iterate or finish it") from None
         try:
@@ -193,15 +285,7 @@ class LoopDriver:
         loop = self._require_open()
         if loop.iteration_count >= loop.max_iterations:
             self._close_as_asked(loop, Loop.Status.EXHAUSTED, result=loop.last_output)
-            return {
-                "loopId": loop.pk,
-                "status": loop.status,
-                "iteration": loop.iteration_count,
-                "iterations": loop.iteration_count,
-                "maxIterations": loop.max_iterations,
-                "canIterate": False,
-                "result": loop.result,
-            }
+            return closed_answer(ITERATE, loop)
         self._budget_allows()
         feedback = args.get("feedback") or ""
         value = (
@@ -216,12 +300,7 @@ class LoopDriver:
         result = args.get("result")
         result = loop.last_output if result is None else result
         self._close_as_asked(loop, Loop.Status.COMPLETED, result=result)
-        return {
-            "loopId": loop.pk,
-            "status": loop.status,
-            "iterations": loop.iteration_count,
-            "result": loop.result,
-        }
+        return closed_answer(FINISH, loop)
 
     def _budget_allows(self) -> None:
         """The kernel's budget check before a loop iteration (runs.budget): past a limit the
@@ -241,10 +320,12 @@ class LoopDriver:
 
     # --- the loop ----------------------------------------------------------------------
 
-    def _run_iteration(self, loop: Loop, value, *, feedback: str) -> dict:
+    def _run_iteration(self, loop: Loop, value, *, feedback: str, again=None) -> dict:
+        """Run an iteration of the pipeline: a new one, or `again` (the one a lost worker
+        left running) once more."""
         # The host's model call was a long wait, and the server may have dropped the session
         # meanwhile: each transaction runs again on a new connection (on_fresh_connection).
-        it = on_fresh_connection(self._begin_iteration, loop, value, feedback)
+        it = again or on_fresh_connection(self._begin_iteration, loop, value, feedback)
         context = {"loopId": loop.pk, "iteration": it.number}
         try:
             self.hooks.call("on_iteration_start", **context, input=value)
@@ -254,19 +335,15 @@ class LoopDriver:
         except HookError as exc:
             self._fail(loop, str(exc), it)
         on_fresh_connection(self._end_iteration, loop, it, output, shown, status, error)
-        return {
-            "loopId": loop.pk,
-            "iteration": it.number,
-            "maxIterations": loop.max_iterations,
-            "canIterate": loop.can_iterate,
-            "output": shown,
-        }
+        return iteration_answer(loop, it)
 
     def _begin_iteration(self, loop: Loop, value, feedback: str) -> LoopIteration:
         with transaction.atomic():
             run = self._locked_run()
             try:
-                return loop.begin_iteration(run, input=value, feedback=feedback)
+                it = loop.begin_iteration(run, input=value, feedback=feedback)
+                self._note(loop, it.number)
+                return it
             except LoopClosed:
                 raise ToolError(f"loop {loop.pk} is closed") from None
 
@@ -330,6 +407,7 @@ class LoopDriver:
         with transaction.atomic():
             run = lock_run(self.run.pk, with_recipe=False)
             loop.close(run, status, result=result, error=error)
+            self._note(loop)
         return hook_error
 
     def _close_as_asked(self, loop: Loop, status: str, *, result=None) -> None:
@@ -361,3 +439,58 @@ class LoopDriver:
         if run.is_terminal:
             raise Cancelled(f"the run is {run.status}")
         return run
+
+
+# --- what a call answered, read from the loop's rows (live, and replayed from the record) --
+
+
+def iteration_answer(loop: Loop, it: LoopIteration) -> dict:
+    """A start's or an iterate's answer: the iteration it ran (the loop was open after it)."""
+    return {
+        "loopId": loop.pk,
+        "iteration": it.number,
+        "maxIterations": loop.max_iterations,
+        "canIterate": it.number < loop.max_iterations,
+        "output": it.shown,
+    }
+
+
+def closed_answer(name: str, loop: Loop) -> dict:
+    """A finish's answer, or an iterate's past the cap (the loop closed as exhausted)."""
+    if name == FINISH:
+        keys = ("loopId", "status", "iterations", "result")
+    else:
+        keys = (
+            "loopId",
+            "status",
+            "iteration",
+            "iterations",
+            "maxIterations",
+            "canIterate",
+            "result",
+        )
+    answer = {
+        "loopId": loop.pk,
+        "status": loop.status,
+        "iteration": loop.iteration_count,
+        "iterations": loop.iteration_count,
+        "maxIterations": loop.max_iterations,
+        "canIterate": False,
+        "result": loop.result,
+    }
+    return {key: answer[key] for key in keys}
+
+
+def recorded_answer(entry: HostCall) -> dict:
+    """What a recorded call answered, from the rows it changed; a ToolError when it closed
+    its loop as failed (the words it was refused with)."""
+    loop = Loop.objects.get(pk=entry.loop_id)
+    failed = ToolError(f"loop {loop.pk} failed and is closed: {loop.error}")
+    if entry.iteration is not None:
+        it = loop.iterations.get(number=entry.iteration)
+        if it.answered:
+            return iteration_answer(loop, it)
+        raise failed
+    if loop.status == Loop.Status.FAILED or entry.name == START:
+        raise failed  # a start whose loop failed before its first iteration (on_init)
+    return closed_answer(entry.name, loop)

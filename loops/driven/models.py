@@ -8,6 +8,9 @@ its crumb to the run's log, with exactly the fields the crumb promises:
     loop:iteration:start  {loopId, iteration}
     loop:iteration:end    {loopId, iteration, output}
     loop:end              {loopId, status, iterations, result?}
+
+Each host tool call that changed a loop is a HostCall, written in the transaction of that
+change: the record a turn resumed after a lost worker replays (loops/driven/driver.py).
 """
 
 from __future__ import annotations
@@ -163,6 +166,16 @@ class Loop(models.Model):
         run.append_event("loop:end", self.agent, **crumb)
         return True
 
+    @classmethod
+    def close_with_run(cls, sender, *, run, status: str, **_) -> None:
+        """`runs.signals.run_ended`: a run that ends (failed after its worker was lost,
+        cancelled, completed without its host closing one) leaves none of its loops open, nor
+        their iterations running.
+        Inside the run's own transaction; no hook runs here (hooks run in the host's turn)."""
+        error = f"the run ended ({status}) before the loop did"
+        for loop in cls.objects.filter(run=run, status=cls.Status.OPEN):
+            loop.close(run, cls.Status.FAILED, error=error)
+
 
 class LoopClosed(Exception):
     def __init__(self, loop: Loop):
@@ -236,3 +249,43 @@ class LoopIteration(models.Model):
 
     def fail(self, error: str) -> None:
         self.finish(self.Status.FAILED, output=None, shown=None, error=error)
+
+    @property
+    def shown(self):
+        """What the host was given."""
+        return self.shown_output if self.replaced else self.output
+
+    @property
+    def answered(self) -> bool:
+        return self.status in (self.Status.COMPLETED, self.Status.RECOVERED)
+
+
+class HostCall(models.Model):
+    """A host's tool call that changed a loop: its name and arguments, the loop and the
+    iteration it ran. Written in the transaction of the loop's change, so the record holds
+    exactly the calls whose work is kept; what each answered is read back from the loop's
+    rows (LoopDriver.recorded_answer). A turn resumed after a lost worker takes over the
+    lost turn's record (loops/driven/runner.py) and answers the same calls, made again in
+    the same order, from it."""
+
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="+")
+    host_iteration = models.ForeignKey(
+        "runs.Iteration", on_delete=models.CASCADE, related_name="+", help_text="The turn."
+    )
+    seq = models.PositiveIntegerField()
+    name = models.CharField(max_length=40)
+    arguments = models.JSONField(default=dict, blank=True)
+    loop = models.ForeignKey(Loop, on_delete=models.CASCADE, related_name="calls")
+    iteration = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The loop iteration the call ran, if it ran one."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["host_iteration", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["host_iteration", "seq"], name="host_call_seq_unique")
+        ]
+
+    def __str__(self):
+        return f"{self.name} #{self.seq} of turn {self.host_iteration_id}"

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from runs import outputs
 from runs.executor.agent import StepFailed, prepare_prompt, request_for, run_call
 from runs.executor.state import lock_run, on_fresh_connection
 from runs.executor.stream import OutputStream
@@ -63,9 +64,40 @@ def begin_call(run_id: int, agent_id: str, prompt: str) -> Iteration:
 
 
 def run_pipeline(driver, loop, loop_iteration, value):
-    for agent_id in loop.pipeline:
-        value = run_step(driver, loop_iteration, agent_id, value)
-    return value
+    """The pipeline's output. Run again after a lost worker (loops/driven/driver.py:
+    go_on_after_loss), the steps this attempt of the iteration finished are not: their
+    outputs go on."""
+    kept = finished_steps(driver.spec, loop, loop_iteration)
+    for agent_id in loop.pipeline[len(kept) :]:
+        value = run_step(driver, loop_iteration, agent_id, kept[-1] if kept else value)
+        kept.append(value)
+    return kept[-1]
+
+
+def finished_steps(spec, loop, loop_iteration) -> list:
+    """The outputs of the pipeline's leading steps that this attempt of the iteration
+    finished, in order (a step whose call failed or was lost ran again after it)."""
+    noted = [s for s in loop_iteration.steps if s["attempt"] == loop_iteration.attempts]
+    done = Iteration.objects.filter(
+        pk__in=[s["iteration"] for s in noted], status=Iteration.Status.COMPLETED
+    ).in_bulk()
+    passed = []
+    for step in noted:
+        call = done.get(step["iteration"])
+        if call is None:
+            continue
+        if loop.pipeline[len(passed) : len(passed) + 1] != [step["agent"]]:
+            break
+        passed.append(_answer(spec.agents[step["agent"]], call))
+    return passed
+
+
+def _answer(agent, call: Iteration):
+    """What a finished step passed on: as run_step returns it."""
+    if agent.output_schema:
+        return call.structured
+    kept = outputs.path_of(call.output_file) if call.output_file else None
+    return kept.read_text(errors="replace") if kept is not None else call.output
 
 
 def run_step(driver, loop_iteration, agent_id: str, value):

@@ -57,3 +57,32 @@ def host_prompt(spec, run, *, shell_command: str = "") -> str:
 
 def step_prompt(agent, value) -> str:
     return agent.instructions.strip() + "\n\n## Input\n" + render_value(value) + "\n"
+
+
+def lost_attempt_note(told: list, open_loop=None) -> str:
+    """What a turn resumed after a lost worker is told first: the tool calls the lost
+    attempt made (each (HostCall, its answer or a refusal's words)), which stay done, and
+    how to go on. Calls made again in the same order are answered from this record."""
+    lines = [
+        "## An earlier attempt of this turn was interrupted",
+        "The worker running your turn was lost (not your doing). What it did stays done: "
+        "nothing below runs again.",
+    ]
+    if not told:
+        lines.append("It made no tool call that changed a loop.")
+    for number, (call, answer) in enumerate(told, 1):
+        arguments = json.dumps(call.arguments, ensure_ascii=False)
+        said = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
+        verb = "was refused" if isinstance(answer, str) else "answered"
+        lines.append(f"{number}. {call.name}({arguments}) {verb}:\n{render_value(said)}")
+    if open_loop is not None:
+        lines.append(
+            f"Loop {open_loop.pk} is open, after iteration {open_loop.iteration_count} of at "
+            f"most {open_loop.max_iterations}: judge its last output above, then iterate with "
+            "feedback or finish it; do not start another loop while it is open."
+        )
+    lines.append(
+        "Go on from there. A call above made again, in the same order, is answered from this "
+        "record instead of running again."
+    )
+    return "\n\n".join(lines) + "\n"

@@ -8,8 +8,12 @@ still open is closed (completed with its last output, or failed if the turn fail
 agents' rows end with the host's, and the node completes or fails: the scheduler derives
 the run's status as for any recipe.
 
-A worker lost mid-turn: the sweep gives the node back, and the next execution closes what
-the lost one left open (as failed) and starts a new turn; nothing is replayed.
+A worker lost mid-turn: the sweep gives the node back, and the next execution's turn goes
+on from the lost one's last durable point (`_begin_turn` takes over its loops and its record
+of tool calls, loops/driven/models.py: HostCall). The loop iteration that was in flight runs
+again, its finished steps kept (LoopDriver.go_on_after_loss); the host is told what the lost
+attempt did (prompts.lost_attempt_note), and the calls it makes again in the same order are
+answered from the record, not run again. Nothing else is run twice.
 
 A fork's first turn (loops/driven/forking.py) runs the forked loop's next iteration before the host
 is called, and tells the host where it is.
@@ -36,13 +40,13 @@ from runs.providers.command import CommandProvider
 
 from . import forking
 from .driver import LoopDriver
-from .hooks import HookError, Hooks
-from .models import Loop
-from .prompts import host_prompt
+from .models import HostCall, Loop
+from .prompts import host_prompt, lost_attempt_note
 from .spec import PIPELINE_STEP
 
 log = logging.getLogger(__name__)
-LOST = "the worker running the host was lost; its turn is not replayed"
+LOST = "the worker running the host was lost; this call runs again in the host's next turn"
+LOST_TURN = "the worker running the host was lost; turn {number} goes on from what this one did"
 
 
 def execute(run: Run, row: NodeRun) -> None:
@@ -52,8 +56,7 @@ def execute(run: Run, row: NodeRun) -> None:
         _fail_node(row, f"recipe version does not load: {exc}")
         return
     provider, told, prompt, problem = _host_prompt(run, spec)
-    _close_what_a_lost_worker_left(run, row, spec)
-    turn = _begin_turn(run, row, prompt)
+    turn, resumed = _begin_turn(run, row, prompt)
     if turn is None:
         return
     if problem is not None:
@@ -66,7 +69,10 @@ def execute(run: Run, row: NodeRun) -> None:
     # by every sign of life): a host that is busy but quiet, or a worker slowed by a
     # dropped connection or a loaded machine, is not taken for lost and run twice.
     with keep_lease(driver.still_ours):
-        if forking.pending(row):  # a fork's first turn: its loop goes on first
+        if resumed:  # a lost worker's turn: it goes on from its last durable point
+            told = _after_the_loss(driver, told)
+            prompt = None if told is None else _retold(driver, provider, told)
+        if prompt is not None and forking.pending(row):  # a fork's first turn: its loop first
             prompt = _after_the_fork(driver, provider, told)
         if prompt is not None:
             _host_turn(driver, provider, prompt)
@@ -86,6 +92,25 @@ def _host_prompt(run: Run, spec) -> tuple:
         return None, "", "", str(exc)
 
 
+def _after_the_loss(driver: LoopDriver, told: str) -> str | None:
+    """A turn resumed after a lost worker: the loop iteration in flight runs again, then the
+    host is told what the lost attempt did. What it is told, or None when the run was
+    cancelled meanwhile."""
+    try:
+        done = driver.go_on_after_loss()
+    except Cancelled:
+        driver.close_open(failed=True, error="the run was cancelled")
+        return None
+    return told + "\n" + lost_attempt_note(done, driver.open_loop())
+
+
+def _retold(driver: LoopDriver, provider, told: str) -> str:
+    """The turn's prompt, now that it is told more than when it began."""
+    prompt = prepare_prompt(told, provider, driver.spec.host_agent.output_schema)
+    Iteration.objects.filter(pk=driver.host_iteration.pk).update(prompt=prompt)
+    return prompt
+
+
 def _after_the_fork(driver: LoopDriver, provider, told: str) -> str | None:
     """A fork's first turn (loops/driven/forking.py): the forked loop's next iteration runs
     first, then the host is told where it is. Its prompt, or None when the run was
@@ -96,9 +121,7 @@ def _after_the_fork(driver: LoopDriver, provider, told: str) -> str | None:
     except Cancelled:
         driver.close_open(failed=True, error="the run was cancelled")
         return None
-    prompt = prepare_prompt(told, provider, driver.spec.host_agent.output_schema)
-    Iteration.objects.filter(pk=turn.pk).update(prompt=prompt)
-    return prompt
+    return _retold(driver, provider, told)
 
 
 def _host_turn(driver: LoopDriver, provider, prompt: str) -> None:
@@ -160,40 +183,34 @@ def _is_command(provider) -> bool:
     return isinstance(_unwrapped(provider), CommandProvider)
 
 
-def _close_what_a_lost_worker_left(run: Run, row: NodeRun, spec) -> None:
-    """An earlier execution of this node died: its loops end failed, its calls with it."""
-    kept = (forking.pending(row) or {}).get("loop")  # a fork's loop, not yet gone on
-    for loop in Loop.objects.filter(run=run, status=Loop.Status.OPEN).exclude(pk=kept):
-        try:
-            Hooks(dict(spec.loop.hooks)).call(
-                "on_finish", loopId=loop.pk, status="failed", iterations=loop.iteration_count
-            )
-        except HookError as exc:
-            log.warning("on_finish of loop %s: %s", loop.pk, exc)
-        with transaction.atomic():
-            locked = lock_run(run.pk, with_recipe=False)
-            loop.close(locked, Loop.Status.FAILED, error=LOST)
-    with transaction.atomic():
-        locked = lock_run(run.pk, with_recipe=False)
-        for it in Iteration.objects.filter(run=run, status=Iteration.Status.RUNNING):
-            it.fail(locked, LOST, output=it.raw_output)
-
-
-def _begin_turn(run: Run, row: NodeRun, prompt: str) -> Iteration | None:
+def _begin_turn(run: Run, row: NodeRun, prompt: str) -> tuple[Iteration | None, bool]:
+    """The host's new turn, and whether it goes on from turns a lost worker left running
+    (their loops and record of tool calls are now this turn's; what ran under them and
+    was still running ended failed, to run again)."""
     with transaction.atomic():
         locked = lock_run(run.pk, with_recipe=False)
         row.refresh_from_db()
         if locked.is_terminal or row.status != NodeRun.Status.RUNNING:
-            return None
+            return None, False
         # Between turns, like any loop: past a limit the node waits for a resume.
         if not budget.allows_next_iteration(locked, row, {"action": "node"}):
-            return None
+            return None, False
+        lost = list(
+            row.iterations.filter(status=Iteration.Status.RUNNING).values_list("pk", flat=True)
+        )
         done = row.iterations.filter(generation=row.generation).aggregate(n=Max("number"))["n"]
         # Run here, under the node's lease (the turn holds none of its own).
         turn = row.start_iteration(locked, (done or 0) + 1, here=True)
+        for it in Iteration.objects.filter(run=run, status=Iteration.Status.RUNNING).exclude(
+            pk=turn.pk
+        ):
+            error = LOST_TURN.format(number=turn.number) if it.pk in lost else LOST
+            it.fail(locked, error, output=it.raw_output)
         if not turn.start(locked, prompt, leased=False):
-            return None
-        return turn
+            return None, False
+        Loop.objects.filter(host_iteration__in=lost).update(host_iteration=turn)
+        HostCall.objects.filter(host_iteration__in=lost).update(host_iteration=turn)
+        return turn, bool(lost)
 
 
 def _turn_done(row: NodeRun, turn: Iteration, outcome) -> None:

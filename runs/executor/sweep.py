@@ -100,12 +100,16 @@ def expired_iterations(now, counts: Counter) -> None:
 
 
 def expired_steps(now, counts: Counter) -> None:
-    """Steps (bash, prompt, a node's start) whose worker vanished: run again, or fail."""
+    """Steps (bash, prompt, a node's start) whose worker vanished: run again, or fail. The
+    attempt limit counts lost progress, not lost workers: a unit that made durable progress
+    since its claim (NodeRun.progressed_since_claim) goes again with a fresh count; one lost
+    LOOP_MAX_ATTEMPTS times in a row with none fails."""
     for row in NodeRun.objects.expired(now):
 
         def act(run, row=row):
-            if row.workers_lost < settings.LOOP_MAX_ATTEMPTS:
-                counts["requeued"] += row.requeue(run, now)
+            progressed = row.progressed_since_claim(kinds.of_run(run).rows_outside_graph)
+            if progressed or row.workers_lost < settings.LOOP_MAX_ATTEMPTS:
+                counts["requeued"] += row.requeue(run, now, progressed=progressed)
             elif row.fail(run, lost(row.workers_lost), attempt=row.attempts, expired_before=now):
                 row.end_open_calls(run, lost(row.workers_lost))
                 counts["failed"] += 1

@@ -54,6 +54,9 @@ class NodeRun(models.Model):
     TERMINAL = {Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.CANCELLED}
     UNFINISHED = [Status.PENDING, Status.RUNNING, Status.PAUSED]
     WAKES = "wakes"  # in `state`: claims that followed a decision, not a lost worker
+    # In `state`: lost workers no longer counted, because the unit made durable progress
+    # between their claim and their loss (`progressed_since_claim`, `requeue`).
+    SPARED = "spared"
 
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="nodes")
     node_id = models.CharField(max_length=300)
@@ -116,10 +119,30 @@ class NodeRun(models.Model):
 
     @property
     def workers_lost(self) -> int:
-        """Executions of this node whose worker was lost, the one whose lease just ran out
-        included: its claims, less those that followed a gate's decision (`wake`). The
-        sweep's attempt limit (LOOP_MAX_ATTEMPTS) counts these, not the gates passed."""
-        return self.attempts - (self.state or {}).get(self.WAKES, 0)
+        """Executions of this node whose worker was lost with no progress made since, the
+        one whose lease just ran out included: its claims, less those that followed a
+        gate's decision (`wake`) and those spared by progress (`requeue`). The sweep's
+        attempt limit (LOOP_MAX_ATTEMPTS) counts these: lost progress, not lost workers."""
+        state = self.state or {}
+        return self.attempts - state.get(self.WAKES, 0) - state.get(self.SPARED, 0)
+
+    def progressed_since_claim(self, rows_outside_graph=()) -> bool:
+        """Durable progress since this row's last claim (`started_at`): an agent call
+        completed since, of this row or of the rows its kind runs under this row's lease
+        (`LoopKind.rows_outside_graph`: a driven host's pipeline steps, a Python
+        workflow's agent calls). Such a call is kept and not run again."""
+        from django.db.models import Q
+
+        from .iteration import Iteration
+
+        if self.started_at is None:
+            return False
+        return Iteration.objects.filter(
+            Q(node_run=self) | Q(node_run__kind__in=list(rows_outside_graph)),
+            run_id=self.run_id,
+            status=Iteration.Status.COMPLETED,
+            finished_at__gte=self.started_at,
+        ).exists()
 
     @property
     def is_single_call(self) -> bool:
@@ -366,8 +389,14 @@ class NodeRun(models.Model):
         self.queue(run)
         return True
 
-    def requeue(self, run, now) -> bool:
-        """Give an expired step back to pending and send it again."""
+    def requeue(self, run, now, *, progressed: bool = False) -> bool:
+        """Give an expired step back to pending and send it again. `progressed`: it made
+        durable progress since its claim, so its count of lost workers starts afresh."""
+        columns = {}
+        if progressed:
+            self.state = type(self).objects.values_list("state", flat=True).get(pk=self.pk)
+            spared = (self.state or {}).get(self.SPARED, 0) + self.workers_lost
+            columns["state"] = {**(self.state or {}), self.SPARED: spared}
         if not self._move(
             self.Status.PENDING,
             allowed=[self.Status.RUNNING],
@@ -375,6 +404,7 @@ class NodeRun(models.Model):
             expired_before=now,
             lease_expires_at=None,
             queued_at=now,
+            **columns,
         ):
             return False
         run.append_event("node_requeued", self.node_id, attempts=self.attempts)

@@ -3,6 +3,8 @@ failed and the agents stop; a failed driven run resumes with a new turn of its h
 
 from __future__ import annotations
 
+import pytest
+
 from loops.driven.models import Loop
 from runs import services
 from runs.actor import Actor
@@ -35,8 +37,18 @@ def test_cancelling_mid_pipeline_fails_the_open_loop(live_worker, start_driven, 
     run.refresh_from_db()
     assert run.status == "cancelled"
     assert loop.iteration_count == 1 and loop.iterations.get().status == "failed"
-    step = Iteration.objects.get(run=run, node_id="slow")
-    assert step.status == "cancelled" and "working" in step.output
+    # The loop ends with the run (in the cancel's own transaction); the step's output is
+    # kept once its worker has stopped the agent.
+    step = wait_for(
+        lambda: (
+            Iteration.objects.filter(run=run, node_id="slow", output__contains="working")
+            .exclude(status="running")
+            .first()
+        ),
+        60,
+        message="the slow step's output kept",
+    )
+    assert step.status == "cancelled"
     assert run.events.filter(kind="loop:end").get().data == {
         "loopId": loop.pk,
         "status": "failed",
@@ -58,3 +70,34 @@ def test_a_failed_driven_run_resumes_with_a_new_turn(live_worker, start_driven, 
     assert second.generation == first.generation + 1
     loop = Loop.objects.get(run=run)
     assert loop.host_iteration_id == second.pk and loop.status == "completed"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("ending", ["failed", "cancelled", "completed"])
+def test_a_run_that_ends_leaves_no_loop_open_nor_its_iteration_running(driven_run, ending):
+    """However a driven run ends (its worker lost three times and the sweep failing it,
+    a cancel, a completion the host did not close its loop before), its loops end with it
+    (issue 42)."""
+    from django.db import transaction
+
+    from loops.driven.models import LoopIteration
+
+    run, _, turn = driven_run
+    with transaction.atomic():
+        loop = Loop.open(
+            run,
+            host_iteration=turn,
+            agent="host",
+            pipeline=["drafter"],
+            input="x",
+            max_iterations=3,
+        )
+        loop.begin_iteration(run, input="x")
+    with transaction.atomic():
+        assert run.set_status(ending, error="the worker was lost 3 times")
+    assert not Loop.objects.filter(run=run, status=Loop.Status.OPEN).exists()
+    assert not LoopIteration.objects.filter(
+        loop__run=run, status=LoopIteration.Status.RUNNING
+    ).exists()
+    loop.refresh_from_db()
+    assert loop.status == "failed" and f"the run ended ({ending})" in loop.error

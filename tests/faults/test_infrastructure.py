@@ -13,7 +13,7 @@ from django.db import connection
 from runs import services
 from runs.actor import ENGINE
 from runs.models import Iteration
-from tests.conftest import wait_for
+from tests.conftest import wait_for, wait_run
 from tests.faults.conftest import (
     FaultEngine,
     RedisServer,
@@ -89,6 +89,39 @@ def test_runs_resume_after_redis_restarts(
     finally:
         engine.close()
         server.stop()
+
+
+@pytest.mark.worker  # a FaultEngine of its own starts the worker
+def test_a_worker_sweeps_when_its_broker_returns(
+    transactional_db, worker_env, monkeypatch, settings, tmp_path, bundled
+):
+    """No beat and nobody sweeping here: a run started while Redis was down lost its first
+    message, and the worker's own sweep once its broker connection came back sends it
+    again (issue 42: recovery does not wait for beat's next tick)."""
+    server = RedisServer(tmp_path).start()
+    engine = FaultEngine(server.url, worker_env, tmp_path, monkeypatch)
+    try:
+        worker = engine.start_worker(concurrency=1, LOOP_STALE_PENDING_SECONDS="1")
+        server.stop(signal.SIGKILL)
+        wait_for(
+            lambda: "Connection to broker lost" in worker.log_path.read_text(errors="replace"),
+            message="the worker to notice that Redis is gone",
+        )
+        run = services.start_run(bundled["counter-loop"], actor=ENGINE, message="in the outage")
+        # Its message was not sent: older than LOOP_STALE_PENDING_SECONDS, the sweep's to send.
+        wait_for(lambda: Iteration.objects.filter(run=run).count() == 0 and _older(run, 1.5))
+        server.start()
+        wait_run(run, "completed", timeout=90)
+    finally:
+        engine.close()
+        server.stop()
+
+
+def _older(run, seconds: float) -> bool:
+    from django.utils import timezone
+
+    run.refresh_from_db()
+    return (timezone.now() - run.created_at).total_seconds() > seconds
 
 
 def drop_connections() -> int:

@@ -177,8 +177,9 @@ def test_a_run_ends_as_it_would_have_despite_the_fault(kind, fault, fault_engine
     nothing_left_running(run)
     rows = list(Iteration.objects.filter(run=run))
     if kind == "driven" and fault in ("worker", "pool-child"):
-        # A driven run does not replay a lost host turn: the next execution closes what the
-        # lost one left open as failed (its host turn and the struck call) and starts anew.
+        # A driven run's next execution goes on from the lost host turn: it fails that turn
+        # and the struck call (run again, as a new iteration) and answers the host's repeated
+        # tool calls from the record (loops/driven/runner.py).
         assert struck is not None
         struck.refresh_from_db()
         assert struck.status == "failed" and "worker running the host was lost" in struck.error

@@ -96,3 +96,30 @@ def test_outside_a_chain_run_iteration_is_sent_like_any_task(broker):
         dispatch.send_on_commit("run_iteration", 5)
     dispatch.send_now("start_node", 6)
     assert broker.sent == [("run_iteration", (5,)), ("start_node", (6,))]
+
+
+def test_the_fast_path_s_send_with_the_broker_down_is_left_to_the_sweep(monkeypatch, caplog):
+    """The next iteration's row is committed: the broker being out of reach when the chain
+    hands it back (time is up, or the iteration raised) fails neither the task nor hides the
+    iteration's own error; the sweep re-sends it (issue 42)."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    def broker_down(task_name, *args, countdown=None):
+        raise RedisConnectionError("Connection refused")
+
+    monkeypatch.setattr(dispatch, "deliver", broker_down)
+    monkeypatch.setattr(dispatch, "CHAIN_SECONDS", 0)
+
+    def queues_the_next(pk):
+        with transaction.atomic():
+            dispatch.send_on_commit("run_iteration", pk + 1)
+
+    assert dispatch.chain(1, queues_the_next) == 1
+    assert "run_iteration(2,) not sent" in caplog.text
+
+    def queues_then_raises(pk):
+        queues_the_next(pk)
+        raise RuntimeError("the iteration's own error")
+
+    with pytest.raises(RuntimeError, match="own error"):
+        dispatch.chain(1, queues_then_raises)
