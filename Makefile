@@ -53,9 +53,19 @@ run: install
 
 ## The whole suite (PostgreSQL + Redis when DATABASE_URL / REDIS_URL are set), browser
 ## tests included: a Chromium is found on the machine or installed first.
-## TEST_WORKERS (default 4): pytest-xdist processes, each with its own database, queue,
-## Celery worker and data folder; TEST_WORKERS=0 runs serially (docs/performance.md).
-TEST_WORKERS ?= 4
+## TEST_WORKERS: pytest-xdist processes, each with its own database, queue, Celery worker
+## and data folder; TEST_WORKERS=0 runs serially (docs/performance.md). Unless given, 4 for
+## the suite or a folder of it; for PYTEST_ARGS naming only files (or tests in them, a
+## file.py::test), one per file up to 4, and none for one file: starting workers would cost
+## more than they save.
+empty :=
+space := $(empty) $(empty)
+# The paths among PYTEST_ARGS (a test's file for file.py::name); those not ending in .py
+# that exist are folders.
+TEST_PATHS = $(foreach word,$(PYTEST_ARGS),$(firstword $(subst ::,$(space),$(word))))
+TEST_FILES = $(sort $(filter %.py,$(TEST_PATHS)))
+TEST_FOLDERS = $(wildcard $(filter-out %.py,$(TEST_PATHS)))
+TEST_WORKERS ?= $(if $(and $(TEST_FILES),$(if $(TEST_FOLDERS),,yes)),$(if $(word 2,$(TEST_FILES)),$(if $(word 4,$(TEST_FILES)),4,$(words $(TEST_FILES))),0),4)
 test: dev
 	@mkdir -p $(LOOP_TEST_DATA)
 	@# A Chromium for the browser tests: the machine's, else installed (tests/find_chromium.py).

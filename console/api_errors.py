@@ -11,6 +11,7 @@ from ninja.errors import AuthenticationError, ValidationError
 from ninja.schema import DjangoGetter
 from pydantic import model_validator
 
+from console.auth import unauthenticated_words
 from runs.errors import InputError, NotAllowed, ServiceError
 
 log = logging.getLogger(__name__)
@@ -93,12 +94,9 @@ def install(api) -> None:
 
     @api.exception_handler(AuthenticationError)
     def unauthenticated(request, exc):
-        response = api.create_response(
-            request,
-            {"detail": "Authentication required: send 'Authorization: Bearer <token>'."},
-            status=401,
-        )
-        response["WWW-Authenticate"] = "Bearer"
+        detail, challenge = unauthenticated_words(request.headers)
+        response = api.create_response(request, {"detail": detail}, status=401)
+        response["WWW-Authenticate"] = challenge
         return response
 
     @api.exception_handler(ValidationError)

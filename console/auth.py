@@ -12,6 +12,20 @@ from console.models import ApiToken, TokenRefused
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS", "TRACE"}
 
+# Why a request is not logged in, as every surface taking a token says it (the API, its
+# docs, the live streams, /mcp): it sent no token, or one that does not work. An unknown
+# and a revoked token read the same, so the answer tells no one which secrets existed.
+NO_TOKEN = "Authentication required: send 'Authorization: Bearer <token>'."
+NOT_VALID = "Invalid API token: it is unknown or was revoked."
+
+
+def unauthenticated_words(headers) -> tuple[str, str]:
+    """The 401's detail and its WWW-Authenticate header (RFC 6750: a token sent and refused
+    is an `invalid_token`)."""
+    if bearer_secret(headers):
+        return NOT_VALID, 'Bearer error="invalid_token"'
+    return NO_TOKEN, "Bearer"
+
 
 def limit_to_scope(user, token: ApiToken):
     """Make ``user`` answer permission checks as ``token`` may: its role's permissions
@@ -117,6 +131,9 @@ def docs_login_required(view):
             return view(request, *args, **kwargs)
         if "text/html" in request.headers.get("Accept", ""):
             return redirect_to_login(request.get_full_path())
-        return JsonResponse({"detail": "Authentication required."}, status=401)
+        detail, challenge = unauthenticated_words(request.headers)
+        response = JsonResponse({"detail": detail}, status=401)
+        response["WWW-Authenticate"] = challenge
+        return response
 
     return wrapper

@@ -4,7 +4,8 @@ further attempts are refused for a while with a message saying so.
 It lives in an authentication backend, so the console's login page and the admin's are
 both covered, and a refused attempt never reaches the password check (nor counts again).
 Counters are kept in the "throttle" cache: Redis when the console has one, so every web
-process shares them.
+process shares them (and `manage.py unlock_login` lifts a lock there); in the web
+process's memory on the embedded default, where a restart lifts every lock.
 """
 
 from __future__ import annotations
@@ -28,15 +29,22 @@ def _cache():
     return caches["throttle"]
 
 
+def _account_key(username: str) -> str:
+    return "login:user:" + hashlib.sha256(username.strip().lower().encode()).hexdigest()[:32]
+
+
+def _address_key(address: str) -> str:
+    return f"login:addr:{address}"
+
+
 def _keys(request, username: str | None) -> list[tuple[str, int]]:
     """The counters an attempt touches, each with the failures it tolerates."""
     keys = []
     if username:
-        name = hashlib.sha256(username.strip().lower().encode()).hexdigest()[:32]
-        keys.append((f"login:user:{name}", settings.LOOP_LOGIN_FAILURES_PER_ACCOUNT))
+        keys.append((_account_key(username), settings.LOOP_LOGIN_FAILURES_PER_ACCOUNT))
     address = client_address(request) if request is not None else ""
     if address:
-        keys.append((f"login:addr:{address}", settings.LOOP_LOGIN_FAILURES_PER_ADDRESS))
+        keys.append((_address_key(address), settings.LOOP_LOGIN_FAILURES_PER_ADDRESS))
     return keys
 
 
@@ -92,11 +100,34 @@ def forget_failures(request, username: str | None) -> None:
     """A successful sign-in clears its account's count (not its address's)."""
     if not username:
         return
-    account_key = _keys(None, username)[0][0]
+    account_key = _account_key(username)
     try:
         _cache().delete_many([account_key, account_key + ":until"])
     except Exception:
         log.warning("login throttle unavailable", exc_info=True)
+
+
+def kept_in_process_memory() -> bool:
+    """Whether the counters live in the web process's own memory (no REDIS_URL: the
+    embedded default), where no other process, a `manage.py` command, can reach them."""
+    from django.core.cache.backends.locmem import LocMemCache
+
+    return isinstance(_cache(), LocMemCache)
+
+
+def lift(username: str = "", address: str = "") -> dict[str, int]:
+    """An administrator lifting a lock (`manage.py unlock_login`): forget the failed
+    sign-ins counted against an account (the name as typed at the login page) and an
+    address; per one named, how many were counted."""
+    keys = {}
+    if username:
+        keys[f"account '{username}'"] = _account_key(username)
+    if address:
+        keys[f"address {address}"] = _address_key(address)
+    cache = _cache()
+    counted = {what: cache.get(key) or 0 for what, key in keys.items()}
+    cache.delete_many([k for key in keys.values() for k in (key, key + ":until")])
+    return counted
 
 
 def spend(key: str, limit: int, window: int) -> int:

@@ -80,6 +80,11 @@ def problems_dict(result: LoadResult) -> dict:
     }
 
 
+def spec_name(spec, slug: str) -> str:
+    """A recipe's name as a loaded version says it (a run's page names its own version's)."""
+    return (getattr(spec, "name", "") or slug)[:200]
+
+
 def apply_result(recipe, result: LoadResult) -> None:
     """Copy what the source says about itself onto the row (name, description, kind)."""
     recipe.valid = result.ok
@@ -89,7 +94,7 @@ def apply_result(recipe, result: LoadResult) -> None:
         recipe.problems["repository_assistant"] = assistant
     recipe.kind = result.kind
     if result.spec is not None:
-        recipe.name = (getattr(result.spec, "name", "") or recipe.slug)[:200]
+        recipe.name = spec_name(result.spec, recipe.slug)
         recipe.description = getattr(result.spec, "description", "") or ""
     elif not recipe.name:
         recipe.name = recipe.slug

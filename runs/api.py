@@ -37,7 +37,7 @@ RunId = PathParam(..., ge=1, le=MAX_ID, description="The run's id")
 
 class RunStartIn(JsonObject):
     recipe: Text = Field(..., max_length=100, description="The recipe's slug")
-    message: Text = Field("", max_length=100_000)
+    message: Text = Field("", max_length=services.MESSAGE_LIMIT)
     inputs: dict[str, Any] = Field(default_factory=dict)
     budget: dict[str, Any] | None = Field(
         None, description="Limits for this run: cost_usd, tokens, wall_seconds, iterations"

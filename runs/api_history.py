@@ -79,7 +79,8 @@ class LimitOut(Schema):
     spent: str
     percent: int
     warning: bool
-    exceeded: bool
+    reached: bool = Field(description="All of it spent: no further iteration may start")
+    exceeded: bool = Field(description="Reached, and the run stopped by it (budget_exceeded)")
 
 
 class BudgetOut(Schema):

@@ -10,13 +10,13 @@ iteration finish and stops the run before the next one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from recipes.formats.budget import LABELS, LIMITS
+from recipes.formats.budget import LABELS, LIMITS, title
 from runs import dispatch, kinds
 from runs.models.node import HOLD
 
@@ -28,6 +28,9 @@ class LimitState:
     name: str
     limit: Decimal
     spent: Decimal
+    # The run stands stopped by its budget (budget_exceeded): a limit reached then is the
+    # one it exceeded. A run that finished at its limit used it up and exceeded nothing.
+    stopped: bool = False
 
     @property
     def label(self) -> str:
@@ -46,8 +49,23 @@ class LimitState:
         return WARN_AT <= self.fraction < 1
 
     @property
-    def exceeded(self) -> bool:
+    def reached(self) -> bool:
+        """All of it spent: no further iteration may start (`allows_next_iteration`)."""
         return self.spent >= self.limit
+
+    @property
+    def exceeded(self) -> bool:
+        """Reached, and the run was stopped by it (not merely finished at it)."""
+        return self.stopped and self.reached
+
+    @property
+    def flag(self) -> str:
+        """Where the limit stands, in the words every surface shows beside its meter."""
+        if self.exceeded:
+            return "limit reached"
+        if self.reached:
+            return "all used"
+        return "nearly spent" if self.warning else ""
 
     def shown(self, value: Decimal) -> str:
         if self.name == "cost_usd":
@@ -65,6 +83,7 @@ class LimitState:
             "spent": str(self.spent),
             "percent": self.percent,
             "warning": self.warning,
+            "reached": self.reached,
             "exceeded": self.exceeded,
         }
 
@@ -122,11 +141,13 @@ def spent(run) -> dict[str, Decimal]:
 def _used(totals: dict, run, now) -> dict[str, Decimal]:
     """What a limit is measured against, from `usage_totals`' totals of the run."""
     started = run.started_at or now
+    # A finished run's clock stopped with it: its wall time does not grow while it rests.
+    ended = run.finished_at or now
     return {
         "cost_usd": Decimal(totals["cost_usd"] or 0),
         "tokens": Decimal((totals["tokens_in"] or 0) + (totals["tokens_out"] or 0)),
         "iterations": Decimal(totals["iterations"]),
-        "wall_seconds": Decimal(int((now - started).total_seconds())),
+        "wall_seconds": Decimal(int((ended - started).total_seconds())),
     }
 
 
@@ -134,9 +155,12 @@ def limits(run, used: dict | None = None) -> list[LimitState]:
     """Each limit the run has, with what it spent; empty without a budget (no query)."""
     if not run.budget:
         return []
+    from runs.models import Run
+
     used = used if used is not None else spent(run)
+    stopped = run.status == Run.Status.BUDGET_EXCEEDED
     return [
-        LimitState(name, Decimal(str(run.budget[name])), used[name])
+        LimitState(name, Decimal(str(run.budget[name])), used[name], stopped)
         for name in LIMITS
         if name in run.budget
     ]
@@ -153,6 +177,13 @@ def attach_limits(runs) -> None:
     for pk, totals in usage_totals(list(with_budget), own_only=True).items():
         run = with_budget[pk]
         run.budget_limits = limits(run, _used(totals, run, now))
+
+
+def error_words(key: str, message: str) -> str:
+    """A limit refused, as every page says it: "Iterations: must be ..." (`key` as the
+    services name it, "budget.iterations", or the bare limit)."""
+    name = key.removeprefix("budget.")
+    return f"{title(name) if name in LIMITS else name}: {message}"
 
 
 def stop_message(state: LimitState) -> str:
@@ -173,9 +204,10 @@ def allows_next_iteration(run, row, hold: dict, columns: dict | None = None) -> 
             return True
         states = limits(run)
         _warn_once(run, [s for s in states if s.warning])
-        over = next((s for s in states if s.exceeded), None)
+        over = next((s for s in states if s.reached), None)
         if over is None:
             return True
+        over = replace(over, stopped=True)  # what it says from now on: stopped by this limit
         run.stop_at_budget(stop_message(over), **over.as_dict(), node=row.node_id)
     # The node waits (paused, no lease) and keeps what it will do on resume.
     row.hold_for_budget(hold, columns)

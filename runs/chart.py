@@ -1,6 +1,8 @@
 """Convergence of each loop of a run: per iteration, a chosen number (the score or any
 numeric field of the structured output, the duration, the tokens or the cost), drawn as a
-server-side SVG (no script needed to read it) and given as JSON by the API.
+server-side SVG (no script needed to read it) and given as JSON by the API. A line needs two
+iterations: a node called once (a pipeline's one-shot agent) has its one call's figures said
+in words instead (`Series.one_iteration`).
 
 Built on Iteration rows only, so every loop kind has a chart: a loop's, not a prompt step's
 one call (NodeRun.SINGLE_CALLS). One query for a whole run (1,000 iterations cost one
@@ -22,7 +24,9 @@ from runs.models import Iteration, NodeRun
 BUILTIN = {"duration": "duration (s)", "tokens": "tokens", "cost": "cost (USD)"}
 FIELD_PREFIX = "field:"
 SPARK_POINTS = 30
-WIDTH, HEIGHT, PAD_LEFT, PAD_RIGHT, PAD_Y = 640, 180, 56, 16, 22
+# The plot alone: its labels are the page's text beside it (runs/_chart.html), readable at
+# any width, and it stretches to its card's width at a fixed height (static/css/console.css).
+WIDTH, HEIGHT, PAD_LEFT, PAD_RIGHT, PAD_Y = 600, 160, 8, 8, 10
 SPARK_W, SPARK_H = 120, 26
 
 
@@ -39,6 +43,11 @@ class Point:
     @property
     def value(self):
         return self.values.get("_chosen")
+
+    @property
+    def duration_ms(self):
+        seconds = self.values.get("duration")
+        return None if seconds is None else seconds * 1000
 
 
 @dataclass
@@ -74,6 +83,11 @@ class Series:
     @property
     def last_number(self) -> int:
         return self.points[-1].number if self.points else 0
+
+    @property
+    def one_iteration(self) -> bool:
+        """One iteration so far: no line to draw; the page says its figures in words."""
+        return len(self.points) == 1
 
     @property
     def drawn(self) -> list[Point]:
@@ -177,19 +191,11 @@ def _layout(series: Series, width, height, pad_left, pad_right, pad_y) -> None:
         p.y = None
         if p.value is not None:
             p.y = round(pad_y + inner_h * (1 - (p.value - low) / (high - low)), 1)
-    series.path = " ".join(f"{p.x},{p.y}" for p in series.points if p.y is not None)
+    if len(drawn) > 1:  # one point is no line: nothing is drawn
+        series.path = " ".join(f"{p.x},{p.y}" for p in drawn)
 
 
-BOX = {
-    "width": WIDTH,
-    "height": HEIGHT,
-    "left": PAD_LEFT,
-    "right": WIDTH - PAD_RIGHT,
-    "top": PAD_Y,
-    "bottom": HEIGHT - PAD_Y,
-    "label_x": PAD_LEFT - 6,
-    "caption_y": HEIGHT - 4,
-}
+BOX = {"width": WIDTH, "height": HEIGHT, "bottom": HEIGHT - 1}
 
 
 def run_chart(run, *, metrics: dict | None = None, node: str | None = None) -> list[Series]:
@@ -288,6 +294,6 @@ def sparklines(loop_rows) -> dict[int, Series]:
             continue
         _choose(series, None)
         _layout(series, SPARK_W, SPARK_H, 2, 2, 3)
-        if series.path and len(series.drawn) > 1:  # one point is no line: nothing is drawn
+        if series.path:
             lines[pk] = series
     return lines

@@ -141,7 +141,7 @@ def do_budget(command, options) -> None:
     if not states:
         command.stdout.write("  no budget")
     for state in states:
-        flag = " — limit reached" if state.exceeded else " — nearly spent" if state.warning else ""
+        flag = f" — {state.flag}" if state.flag else ""
         command.stdout.write(f"  {state.words} ({state.percent} %){flag}")
     if run.status == "budget_exceeded":
         command.stdout.write(

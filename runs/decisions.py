@@ -80,7 +80,24 @@ def recorded_decisions(run: Run) -> list[Gate]:
     waiting = Gate.objects.filter(pk__in=recorded, node_run__status=NodeRun.Status.PAUSED)
     # ... and still the node's last gate (a node that went on may pause again at a new one)
     later = Gate.objects.filter(node_run_id=OuterRef("node_run_id"), pk__gt=OuterRef("pk"))
-    return list(waiting.exclude(Exists(later)).select_related("iteration"))
+    return list(waiting.exclude(Exists(later)).select_related("iteration", "decided_by"))
+
+
+RECORDED_OUTCOMES = {
+    Gate.Status.ACCEPTED: "Accepted",
+    Gate.Status.ITERATED: "Sent back for another iteration",
+    Gate.Status.REJECTED: "Rejected",
+}
+
+
+def recorded_words(gate: Gate) -> str:
+    """A decision recorded for later (`recorded_decisions`), as the run page and `run
+    status` say it; each adds how to carry it out there."""
+    if gate.decision:
+        what = f"Decided “{gate.decision_label}”"
+    else:
+        what = RECORDED_OUTCOMES.get(gate.status, gate.status)
+    return f"{what} at {gate.node_id} by {gate.decider or 'someone'}, recorded"
 
 
 OTHERS_APPROVE = (

@@ -10,6 +10,7 @@ from collections import defaultdict
 
 from django.db import connection
 from django.db.models import Q
+from django.urls import reverse
 
 from runs import kinds
 from runs.models import Gate, NodeRun, Run
@@ -39,6 +40,15 @@ def capped_status_counts() -> list[tuple[str, str]]:
     ]
 
 
+def shown_status_counts() -> tuple[list[tuple[str, str]], str]:
+    """The inbox's chips: the statuses some run shows (a chip per status no run has would
+    fill a phone's screen), and the total of all of them, "N+" when a count was capped."""
+    counts = capped_status_counts()
+    total = sum(int(count.rstrip("+")) for _, count in counts)
+    capped = any(count.endswith("+") for _, count in counts)
+    return [(word, count) for word, count in counts if count != "0"], f"{total}{'+' * capped}"
+
+
 def inbox() -> dict:
     gates = list(
         Gate.objects.filter(status=Gate.Status.PENDING)
@@ -46,18 +56,41 @@ def inbox() -> dict:
         .defer("node_run__output", "node_run__state")
         .order_by("created_at", "id")[:50]
     )
-    from runs import budget, chart
-
+    # A run stopped by its budget is not running: it waits for a person (`needs_a_person`).
     running = list(
-        Run.objects.filter(
-            status__in=[Run.Status.PENDING, Run.Status.RUNNING, Run.Status.BUDGET_EXCEEDED]
-        )
+        Run.objects.filter(status__in=[Run.Status.PENDING, Run.Status.RUNNING])
         .select_related("recipe", "started_by")
         .order_by("-id")[:20]
     )
+    attention = needs_a_person()
+    stopped = [run for run in attention if run.status == Run.Status.BUDGET_EXCEEDED]
+    with_progress(running + stopped, gates)
+    finished = list(
+        # Served by the partial index run_finished_recent (the same condition and order).
+        Run.objects.filter(status__in=sorted(Run.TERMINAL))
+        .select_related("recipe", "started_by")
+        .order_by("-finished_at", "-id")[:15]
+    )
+    status_counts, runs_total = shown_status_counts()
+    return {
+        "gates": gates,
+        "running": running,
+        "finished": finished,
+        "status_counts": status_counts,
+        "runs_total": runs_total,
+        "attention": attention,
+    }
+
+
+def with_progress(runs: list[Run], gates: list[Gate]) -> None:
+    """What the inbox shows of each run's progress (console/_inbox_progress.html): its loops
+    (`loop_rows`) with a sparkline each, and its budget's limits; a loop gate's sparkline.
+    A fixed number of queries for all of them."""
+    from runs import budget, chart
+
     loops_by_run = defaultdict(list)
     for row in (
-        NodeRun.objects.filter(run__in=[run.pk for run in running], iteration=0)
+        NodeRun.objects.filter(run__in=[run.pk for run in runs], iteration=0)
         .filter(inbox_loop_rows())
         .defer("output", "state")
         .order_by("id")
@@ -68,26 +101,12 @@ def inbox() -> dict:
     lines = chart.sparklines(loop_rows + gate_rows)
     for gate in gates:
         gate.sparkline = lines.get(gate.node_run_id)
-    for run in running:
+    for run in runs:
         run.loop_rows = loops_by_run[run.pk]
         run.iteration_word = kind_context(run).get("iteration_word", "iteration")
         for row in run.loop_rows:
             row.sparkline = lines.get(row.pk)
-    budget.attach_limits(running)
-    finished = list(
-        # Served by the partial index run_finished_recent (the same condition and order).
-        Run.objects.filter(status__in=sorted(Run.TERMINAL))
-        .select_related("recipe", "started_by")
-        .order_by("-finished_at", "-id")[:15]
-    )
-    status_counts = capped_status_counts()
-    return {
-        "gates": gates,
-        "running": running,
-        "finished": finished,
-        "status_counts": status_counts,
-        "attention": needs_a_person(),
-    }
+    budget.attach_limits(runs)
 
 
 def inbox_loop_rows() -> Q:
@@ -100,16 +119,24 @@ def inbox_loop_rows() -> Q:
 
 
 def needs_a_person() -> list[Run]:
-    """The runs a kind says wait for a person besides a gate (`LoopKind.needs_a_person`: a
-    step machine stopped blocked or needs_human, its review request to merge), each with
-    what to offer there (`person_action`): the inbox lists them beside the gates."""
-    asked = [Q(recipe__kind=kind.name) & runs for kind, runs in kinds.each("needs_a_person")]
-    if not asked:
-        return []
-    wanted = asked[0]
-    for more in asked[1:]:
-        wanted |= more
+    """The runs that wait for a person besides a gate, each with what to offer there
+    (`person_action`): a run stopped by its budget (the kernel's own stop: `budget_action`)
+    and what a kind says (`LoopKind.needs_a_person`: a step machine stopped blocked or
+    needs_human, its review request to merge). The inbox lists them beside the gates."""
+    wanted = Q(status=Run.Status.BUDGET_EXCEEDED)
+    for kind, runs in kinds.each("needs_a_person"):
+        wanted |= Q(recipe__kind=kind.name) & runs
     found = list(Run.objects.filter(wanted).select_related("recipe").order_by("-id")[:20])
     for run in found:
-        run.person_action = kinds.of_run(run).person_action(run)
+        if run.status == Run.Status.BUDGET_EXCEEDED:
+            run.person_action = budget_action(run)
+        else:
+            run.person_action = kinds.of_run(run).person_action(run)
     return found
+
+
+def budget_action(run: Run) -> tuple[str, str]:
+    """What a person does with a run its budget stopped, as its page offers it: raise the
+    limit it reached and resume (the Budget card, runs/_budget.html), or cancel it (the
+    header). The link opens the page at the Budget card."""
+    return "Raise the budget", reverse("run_detail", args=[run.pk]) + "#run-budget"

@@ -29,7 +29,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404, HttpResponseForbidden, JsonResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 
-from console.auth import accepts_api_token, bearer_secret, token_user
+from console.auth import NO_TOKEN, NOT_VALID, accepts_api_token, bearer_secret, token_user
 from console.models import TokenRefused
 from runs import live, live_feed
 from runs.live_feed import CRUMB_PREFIXES, is_crumb
@@ -102,7 +102,7 @@ async def stream_reader(request, *, api: bool = False):
         except TokenRefused as refused:
             return refused_json(401, str(refused))
         if user is None:
-            return refused_json(401, "Invalid API token: it is unknown or was revoked.")
+            return refused_json(401, NOT_VALID)
         request.user = user
     else:
         user = await request.auser()
@@ -115,7 +115,7 @@ async def stream_reader(request, *, api: bool = False):
     if not api:
         return HttpResponseForbidden()
     if not user.is_authenticated:
-        return refused_json(401, "Authentication required: send 'Authorization: Bearer <token>'.")
+        return refused_json(401, NO_TOKEN)
     return refused_json(403, "Your role does not allow this.")
 
 

@@ -11,10 +11,12 @@ import difflib
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import Count, Exists, OuterRef, Q, Subquery, Sum
+from django.db.models import Count, Exists, Min, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Left, Length, Right
+from django.utils import timezone
 
 from recipes.models import Recipe
 from runs import kinds
@@ -117,12 +119,83 @@ def get_run(run_id: int) -> Run:
 
 @dataclass
 class NodeRow:
-    """A top-level node, and for a loop_group the body rows of every iteration."""
+    """A top-level node, and for a loop_group the body rows of every iteration; its status
+    and its time as the Nodes card shows them (`shown_nodes`)."""
 
     row: NodeRun
     group_iterations: list[tuple[int, list[NodeRun]]] = field(default_factory=list)
     older_iterations: int = 0
     children: list[Run] = field(default_factory=list)  # a workflow node's child runs
+    status: str = ""
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+    @property
+    def duration(self):
+        if self.started_at is None:
+            return None
+        return (self.ended_at or timezone.now()) - self.started_at
+
+    @property
+    def ticking(self) -> bool:
+        """Still counting: the page's clock moves it between refreshes (console-clock.js)."""
+        return self.status == NodeRun.Status.RUNNING and self.ended_at is None
+
+
+def recipe_name(run: Run) -> str:
+    """The recipe's name as the version the run used says it: a later version may rename
+    the recipe, and the run is still the old version's."""
+    if run.recipe_version_id == run.recipe.current_version_id:
+        return run.recipe.name
+    from recipes.validation import spec_name
+    from runs.executor.spec import SpecError, spec_for
+
+    try:
+        return spec_name(spec_for(run), run.recipe.slug)
+    except SpecError:  # a version that no longer loads: the recipe's name is all there is
+        return run.recipe.name
+
+
+def with_call_times(rows):
+    """Node rows with their calls' times: `newest_call_status` / `newest_call_finished_at`
+    (their newest iteration's), and `own_started_at`, when the first of the calls made in
+    this run started (a fork's carried rows also hold copies of the original's calls)."""
+    calls = Iteration.objects.filter(node_run=OuterRef("pk")).order_by("-id")
+    own = Iteration.objects.filter(node_run=OuterRef("pk"), carried_from__isnull=True)
+    return rows.annotate(
+        newest_call_status=Subquery(calls.values("status")[:1]),
+        newest_call_finished_at=Subquery(calls.values("finished_at")[:1]),
+        own_started_at=Subquery(
+            own.order_by().values("node_run").annotate(first=Min("started_at")).values("first")[:1]
+        ),
+    )
+
+
+def shown_nodes(run: Run, rows: list[NodeRun]) -> list[NodeRow]:
+    """Each row with the status and the time the Nodes card shows (rows `with_call_times`).
+
+    A row whose work is its agent's calls, outside the recipe's graph and with no loop of
+    its own (a driven pipeline's step, a Python script's agent), stays running between its
+    calls: its newest call says what it does, as the loop card, which shows those calls,
+    says it. A row a fork carried keeps the original's start; when it works again in the
+    fork, its time here starts with its first call here."""
+    outside = kinds.of_run(run).rows_outside_graph
+    shown = []
+    for row in rows:
+        status, started, ended = row.status, row.started_at, row.finished_at
+        between_calls = (
+            status == NodeRun.Status.RUNNING
+            and row.kind in outside
+            and not row.max_iterations
+            and row.newest_call_status not in (None, Iteration.Status.RUNNING)
+        )
+        if between_calls:
+            status, ended = row.newest_call_status, row.newest_call_finished_at
+        carried = row.carried_from_id and started and started < run.created_at
+        if carried and row.own_started_at is not None:
+            started = row.own_started_at
+        shown.append(NodeRow(row, status=status, started_at=started, ended_at=ended))
+    return shown
 
 
 def with_usage(rows):
@@ -160,11 +233,12 @@ def with_output_ends(iterations):
 
 def nodes(run: Run, *, after: int | None = None) -> dict:
     """A page of the run's top-level nodes in order, from the one after id ``after``."""
-    rows = with_usage(_with_output_tail(run.nodes.filter(iteration=0))).order_by("id")
+    rows = with_call_times(with_usage(_with_output_tail(run.nodes.filter(iteration=0))))
+    rows = rows.order_by("id")
     if after:
         rows = rows.filter(pk__gt=after)
     page, more = take_page(rows, NODES_PAGE)
-    top = [NodeRow(row) for row in page]
+    top = shown_nodes(run, page)
     groups = [n for n in top if n.row.kind == NodeRun.Kind.LOOP_GROUP and n.row.iteration_count]
     if groups:
         wanted = Q()
@@ -368,6 +442,7 @@ def run_page(run: Run, *, nodes_after: int | None = None) -> dict:
     event_rows, earlier_events = events(run)
     context = {
         "run": run,
+        "recipe_name": recipe_name(run),
         **usage(run),
         **nodes(run, after=nodes_after),
         **gate_state(run),

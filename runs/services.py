@@ -9,6 +9,7 @@ and enqueue work on commit. They never render anything.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +61,12 @@ __all__ = [
 
 # --- starting runs -------------------------------------------------------------------------
 
+# The longest message a run takes: a page, not a document (the start form counts up to it).
+MESSAGE_LIMIT = 100_000
+MESSAGE_NEEDED = "This recipe works on the message: write what the run is about."
+# A recipe whose prompts or commands read the message has nothing to work on without one.
+USES_MESSAGE = re.compile(r"\$\{?(?:USER_MESSAGE|ARGUMENTS)\b")
+
 
 @dataclass(frozen=True)
 class Lineage:
@@ -72,6 +79,11 @@ class Lineage:
     child_index: int | None = None
     rerun_of: Run | None = None
     forked: dict | None = None
+
+    @property
+    def from_a_run(self) -> bool:
+        """A child run, a rerun or a fork: what it works on came from another run."""
+        return bool(self.parent_node or self.rerun_of or self.forked)
 
     def run_fields(self, actor: Actor) -> dict:
         """What the run records of where it comes from, and who started it: a child run
@@ -108,9 +120,8 @@ def start_run(
     one by one, or all of them (`budget_replaces_recipe`: a form that showed them);
     `start=False`: a run whose kind waits for a first trigger (a step machine's `loop
     tick`) is only created. `lineage` is the engine's (child runs, reruns, forks).
-    `repository`: one a person chose on a remote surface (the start form, the API), which
-    must be one the run's kind allows (`LoopKind.check_repository`); `workdir`: a folder
-    the command line names, or one a rerun or fork inherits."""
+    `repository`: chosen on the start form or the API, one the kind allows
+    (`LoopKind.check_repository`); `workdir`: the command line's, or a rerun's or fork's."""
     lineage = lineage or Lineage()
     child = lineage.parent_node is not None
     version = _startable_version(recipe, version)
@@ -119,8 +130,9 @@ def start_run(
         kind.check_repository(repository)
         workdir = repository
     spec, snapshot = _spec(recipe, version)
-    cleaned = _cleaned_inputs(spec, inputs, child=child)
-    limits = _limits(spec, budget, replaces_recipe=budget_replaces_recipe)
+    cleaned, limits = _given(
+        recipe, version, spec, lineage, message, inputs, budget, budget_replaces_recipe
+    )
     workdir = kind.check_start(spec, cleaned, workdir, actor.person, message=message, child=child)
     with transaction.atomic():
         run = Run.objects.create(
@@ -151,18 +163,60 @@ def start_run(
     return run
 
 
-def _startable_version(recipe: Recipe, version):
-    """The version a run of `recipe` starts on (`version`, or the current one), if it may."""
+def start_refusal(recipe: Recipe, version=None) -> str:
+    """Why no run of `recipe` may start on `version` (or its current one); "" when one may.
+    The start form shows it instead of the form."""
     if not recipe.enabled:
-        raise Conflict(f"Recipe '{recipe.slug}' is disabled.")
+        return f"Recipe '{recipe.slug}' is disabled."
     version = version or recipe.current_version
     if version is None or not recipe.valid and version == recipe.current_version:
-        raise Conflict(f"Recipe '{recipe.slug}' has errors; fix it before starting a run.")
-    return version
+        return f"Recipe '{recipe.slug}' has errors; fix it before starting a run."
+    return ""
 
 
-def _cleaned_inputs(spec, inputs: dict | None, *, child: bool) -> dict:
-    """The run's inputs, checked against those the recipe declares."""
+def _startable_version(recipe: Recipe, version):
+    """The version a run of `recipe` starts on (`version`, or the current one), if it may."""
+    refusal = start_refusal(recipe, version)
+    if refusal:
+        raise Conflict(refusal)
+    return version or recipe.current_version
+
+
+def needs_message(recipe: Recipe, source: str | None = None) -> bool:
+    """Whether a run of `recipe` (of `source`, a version's; else the current one) has
+    nothing to work on without a message: its kind hands the message over as the task (a
+    driven host), or its prompts or commands read it."""
+    text = recipe.source if source is None else source
+    return kinds.get(recipe.kind).asks_message or bool(USES_MESSAGE.search(text or ""))
+
+
+def message_problem(recipe: Recipe, message: str, source: str | None = None) -> str:
+    """What is wrong with `message` for a run of `recipe`; "" when nothing is. The one
+    rule every surface's start goes by (start_run)."""
+    if len(message) > MESSAGE_LIMIT:
+        return f"The message is {len(message):,} characters; the limit is {MESSAGE_LIMIT:,}."
+    if not message.strip() and needs_message(recipe, source):
+        return MESSAGE_NEEDED
+    return ""
+
+
+def _given(recipe, version, spec, lineage, message, inputs, budget, replaces_recipe):
+    """The run's inputs and budget from what its surface gave, its message checked too:
+    refused with every error at once (InputError), so a form shows them together. A run
+    from another run (a child, a rerun, a fork) carries the message the first was given."""
+    problem = "" if lineage.from_a_run else message_problem(recipe, message, version.source)
+    errors = {"message": problem} if problem else {}
+    child = lineage.parent_node is not None
+    cleaned = _cleaned_inputs(spec, inputs, child=child, errors=errors)
+    limits = _limits(spec, budget, replaces_recipe=replaces_recipe, errors=errors)
+    if errors:
+        raise InputError(errors)
+    return cleaned, limits
+
+
+def _cleaned_inputs(spec, inputs: dict | None, *, child: bool, errors: dict) -> dict:
+    """The run's inputs, checked against those the recipe declares (what is wrong goes into
+    `errors`)."""
     from recipes.inputs import InputsInvalid, clean_inputs
 
     try:
@@ -171,18 +225,21 @@ def _cleaned_inputs(spec, inputs: dict | None, *, child: bool) -> dict:
             return dict(inputs or {})  # no declared inputs: a parent's values pass as given
         return clean_inputs(spec_inputs, inputs or {})
     except InputsInvalid as exc:
-        raise InputError(exc.errors) from None
+        errors.update(exc.errors)
+        return {}
 
 
-def _limits(spec, budget: dict | None, *, replaces_recipe: bool) -> dict:
-    """The run's budget: the limits given replace the recipe's one by one, or all of them."""
+def _limits(spec, budget: dict | None, *, replaces_recipe: bool, errors: dict) -> dict:
+    """The run's budget: the limits given replace the recipe's one by one, or all of them
+    (what is wrong goes into `errors`, as "budget.<limit>")."""
     from recipes.formats.budget import BudgetInvalid, clean_budget, merged
 
     try:
         given = clean_budget(budget, allow_empty_values=True)
         return given if replaces_recipe else merged(getattr(spec, "budget", None), given)
     except BudgetInvalid as exc:
-        raise InputError({f"budget.{k}": v for k, v in exc.errors.items()}) from None
+        errors.update({f"budget.{k}": v for k, v in exc.errors.items()})
+        return {}
 
 
 def _make_folders(run: Run, workdir: str) -> None:

@@ -1,25 +1,28 @@
 """The Start-run form: the message plus one typed field per input the recipe declares.
 
-The fields only shape the page; the values are validated by the service
-(`recipes.inputs.clean_inputs` via `runs.services.start_run`), whose errors are put back
-beside the fields they belong to.
+The fields only shape the page; the values, the message too, are validated by the service
+(`runs.services.start_run`: `message_problem`, `recipes.inputs.clean_inputs`, the budget),
+whose errors are put back beside the fields they belong to.
 """
-
-import re
 
 from django import forms
 
 from recipes.formats.budget import LIMITS
 from recipes.formats.budget import title as budget_title
+from runs.budget import error_words
+from runs.services import MESSAGE_LIMIT
 
 FIELD_PREFIX = "input_"
 BUDGET_PREFIX = "budget_"
-# A recipe whose prompts use the message has nothing to work on without one.
-USES_MESSAGE = re.compile(r"\$\{?(?:USER_MESSAGE|ARGUMENTS)\b")
+MESSAGE_COUNTER = "message-limit"
 
 
-def uses_message(source: str) -> bool:
-    return bool(USES_MESSAGE.search(source or ""))
+class MessageText(forms.CharField):
+    """The message as its counter counts it (static/js/console-gate.js): a line break, which
+    a browser sends as CRLF, is one character. Never cut: its bound is the service's."""
+
+    def to_python(self, value):
+        return super().to_python(value).replace("\r\n", "\n")
 
 
 def _field(spec, branches: list[str] | None = None) -> forms.Field:
@@ -53,12 +56,20 @@ def _field(spec, branches: list[str] | None = None) -> forms.Field:
 
 
 class StartRunForm(forms.Form):
-    message = forms.CharField(
+    message = MessageText(
         required=False,
-        max_length=100_000,
-        widget=forms.Textarea(attrs={"rows": 3}),
+        widget=forms.Textarea(
+            attrs={
+                "rows": 3,
+                "data-limit": MESSAGE_LIMIT,
+                "data-limit-refusal": "the run does not start",
+                "aria-describedby": f"{MESSAGE_COUNTER} id_message_helptext",
+            }
+        ),
         help_text="What this run is about ($USER_MESSAGE in the recipe).",
     )
+    message_counter = MESSAGE_COUNTER
+    message_limit_text = f"{MESSAGE_LIMIT:,}"
 
     def __init__(
         self,
@@ -75,13 +86,8 @@ class StartRunForm(forms.Form):
         self.declared = declared
         if repositories is not None:
             self._step_machine(declared, repositories, repository)
-        if needs_message:
-            message = self.fields["message"]
-            message.required = True
-            message.widget.attrs["required"] = True
-            message.error_messages["required"] = (
-                "This recipe works on the message: write what the run is about."
-            )
+        if needs_message and "message" in self.fields:  # the service refuses an empty one
+            self.fields["message"].widget.attrs["required"] = True
         names = sorted(declared) if repositories is not None else list(declared)
         for name in names:
             field = _field(declared[name], branches)
@@ -133,8 +139,12 @@ class StartRunForm(forms.Form):
         return {name: self.cleaned_data.get(FIELD_PREFIX + name) for name in self.declared}
 
     def add_input_errors(self, errors: dict) -> None:
+        """The service's errors, each beside its field: the message's and a limit's in the
+        words every page uses (a limit's: runs.budget.error_words), an input's named."""
         for name, message in errors.items():
-            key = FIELD_PREFIX + name
-            if name.startswith("budget."):
-                key = BUDGET_PREFIX + name.removeprefix("budget.")
-            self.add_error(key if key in self.fields else None, f"{name}: {message}")
+            key, text = FIELD_PREFIX + name, f"{name}: {message}"
+            if name == "message":
+                key, text = name, message
+            elif name.startswith("budget."):
+                key, text = BUDGET_PREFIX + name.removeprefix("budget."), error_words(name, message)
+            self.add_error(key if key in self.fields else None, text)

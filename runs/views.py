@@ -102,7 +102,7 @@ def _positive_int(raw) -> int | None:
 # The parts of the run page that refresh on their own when the live stream says so; a
 # run's kind adds its own (`LoopKind.run_parts`, see `_parts`).
 PARTS = {
-    "header": ("runs/_header.html", lambda run: {**queries.usage(run), **_history_part(run)}),
+    "header": ("runs/_header.html", lambda run: _header(run)),
     "budget": ("runs/_budget.html", lambda run: _history_part(run)),
     "budget-meters": ("runs/_budget_meters.html", lambda run: _history_part(run)),
     "chart": ("runs/_chart.html", None),
@@ -121,6 +121,10 @@ def _parts(run) -> dict:
     """The kernel's parts and the run's kind's, as (template, context)."""
     own = {name: (part.template, part.context) for name, part in _kind_parts(run).items()}
     return {**own, **PARTS}
+
+
+def _header(run):
+    return {"recipe_name": queries.recipe_name(run), **queries.usage(run), **_history_part(run)}
 
 
 def _history_part(run):
@@ -176,7 +180,9 @@ def gate_detail(request, run_id, gate_id):
     else:
         state["gate"], state["last_decision"], state["other_gates"] = None, gate, []
     state["now_waiting"] = None if gate.is_pending else services.pending_gate(run)
-    return render(request, "runs/gate.html", {"run": run, "this_gate": gate, **state})
+    # The kind's words too: where the run stands is said as its header says it.
+    context = {"run": run, "this_gate": gate, **queries.kind_context(run), **state}
+    return render(request, "runs/gate.html", context)
 
 
 @require_GET

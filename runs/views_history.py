@@ -15,6 +15,7 @@ from runs import budget as run_budget
 from runs import compare as comparing
 from runs import queries, resuming, services
 from runs.actor import Actor
+from runs.decisions import recorded_words
 from runs.fork import check_fork_point, continuation_for
 from runs.models import Iteration, NodeRun, Run
 from runs.views import run_or_404
@@ -33,7 +34,11 @@ def fork_links(run: Run) -> dict:
 
 def resume_context(run: Run) -> dict:
     """What the Resume confirmation says will run again, and where a fork could continue
-    instead (runs.resuming): only for a failed or cancelled run."""
+    instead (runs.resuming): only for a failed or cancelled run. A paused run: the
+    decisions recorded for a resume to carry out (`approve --record-only`)."""
+    if run.status == Run.Status.PAUSED:
+        recorded = services.recorded_decisions(run)
+        return {"recorded_decisions": [recorded_words(gate) for gate in recorded]}
     if run.status not in resuming.STOPPED:
         return {}
     return {
@@ -187,17 +192,13 @@ def _int(raw) -> int:
 # --- budget --------------------------------------------------------------------------------
 
 
-def _limit_title(name: str) -> str:
-    return budget_title(name) if name in LIMITS else name
-
-
 @require_POST
 @operator_required
 def run_budget_change(request, run_id):
     run = run_or_404(run_id)
     limits = {name: request.POST.get(name, "") for name in LIMITS}
     resume = bool(request.POST.get("resume"))
-    notice, errors, level = "", {}, "success"
+    notice, errors, level = "", [], "success"
     try:
         run = services.set_budget(
             run, Actor.operator(request.user, "console"), limits, resume=resume
@@ -206,12 +207,12 @@ def run_budget_change(request, run_id):
     except services.NotAllowed:
         raise PermissionDenied from None
     except services.InputError as exc:
-        errors = {_limit_title(k.removeprefix("budget.")): v for k, v in exc.errors.items()}
+        errors = [run_budget.error_words(k, v) for k, v in exc.errors.items()]
         level = "error"
     except services.ServiceError as exc:
         notice, level = str(exc), "error"
     if not request.htmx:
-        for text in [notice, *[f"{k}: {v}" for k, v in errors.items()]]:
+        for text in [notice, *errors]:
             if text:
                 messages.add_message(
                     request, messages.SUCCESS if level == "success" else messages.ERROR, text

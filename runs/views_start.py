@@ -9,7 +9,7 @@ from console.permissions import operator_required
 from recipes.models import Recipe
 from recipes.views import current_spec
 from runs import services
-from runs.start_form import StartRunForm, uses_message
+from runs.start_form import StartRunForm
 
 
 def _start_options(request, recipe) -> dict:
@@ -22,14 +22,16 @@ def _start_options(request, recipe) -> dict:
 @operator_required
 def recipe_start(request, slug):
     recipe = get_object_or_404(Recipe.objects.select_related("current_version"), slug=slug)
+    refusal = services.start_refusal(recipe)
+    if refusal:  # a disabled or invalid recipe: why, and no form to fill in for nothing
+        return render(request, "recipes/start.html", _refused(recipe, refusal))
     spec = current_spec(recipe)
     declared = dict(getattr(spec, "inputs", {}) or {})
     options = _start_options(request, recipe)
-    needs_message = recipe.loop_kind.asks_message or uses_message(recipe.source)
     form = StartRunForm(
         request.POST or None,
         declared=declared,
-        needs_message=needs_message,
+        needs_message=services.needs_message(recipe),
         budget=getattr(spec, "budget", None),
         **options,
     )
@@ -55,3 +57,13 @@ def recipe_start(request, slug):
     return render(
         request, "recipes/start.html", {"recipe": recipe, "form": form, "step_machine": options}
     )
+
+
+def _refused(recipe, refusal: str) -> dict:
+    problems = recipe.problems if not recipe.valid else {}
+    return {
+        "recipe": recipe,
+        "refusal": refusal,
+        "errors": problems.get("errors", []),
+        "warnings": problems.get("warnings", []),
+    }

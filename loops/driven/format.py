@@ -175,10 +175,50 @@ def _snake_case(block: dict, names: dict, path: str, label: str, ctx: RuleContex
     return out
 
 
+# The design bounds on_error's retries by `LoopConfig.errorHandling.retry`; this format's
+# own name for it is the loop's `retry`.
+ERROR_HANDLING = "errorHandling"
+ERROR_HANDLING_FIELDS = {"retry": "retry"}
+
+
+def _read_error_handling(block: dict, path: str, label: str, ctx: RuleContext) -> dict:
+    """`block` with the fields of its `errorHandling` block moved to the loop's own names;
+    a field given both ways with different values is an error."""
+    block = dict(block)
+    handling = block.pop(ERROR_HANDLING)
+    where = child_path(path, ERROR_HANDLING)
+    if handling is None:
+        return block
+    if not isinstance(handling, dict):
+        ctx.error(where, f"{label}: errorHandling is a mapping (errorHandling: {{retry: N}})")
+        return block
+    for key, value in handling.items():
+        name = ERROR_HANDLING_FIELDS.get(key)
+        if name is None:
+            ctx.warn(
+                child_path(where, key),
+                f"{label}: unknown errorHandling field {short_repr(key)} is ignored "
+                f"(errorHandling: {{{', '.join(ERROR_HANDLING_FIELDS)}}})",
+            )
+        elif name in block and block[name] != value:
+            ctx.error(
+                child_path(where, key),
+                f"{label}: errorHandling.{key} ({short_repr(value)}) and {name} "
+                f"({short_repr(block[name])}) disagree: give one of them",
+            )
+        else:
+            # A mistake in the value points at the line the author wrote it on.
+            ctx.lines.set(child_path(path, name), *ctx.lines.locate(child_path(where, key)))
+            block[name] = value
+    return block
+
+
 def _check_loop(block, path: str, label: str, ctx: RuleContext):
     if not isinstance(block, dict):
         return block  # pydantic: must be a mapping
     block = _snake_case(block, CAMEL_LOOP_FIELDS, path, label, ctx)
+    if ERROR_HANDLING in block:
+        block = _read_error_handling(block, path, label, ctx)
     if isinstance(block.get("hooks"), dict):
         block["hooks"] = _snake_case(
             block["hooks"], CAMEL_HOOKS, child_path(path, "hooks"), label, ctx

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 import time
 from decimal import Decimal
@@ -19,6 +20,42 @@ def check_name(name: str, what: str) -> str:
             "in the console)"
         )
     return name
+
+
+STRUCTURED_OUTPUT_MODES = ("enforced", "best_effort")
+
+
+def check_backend(backend, agent_name: str) -> None:
+    """Refuse, when the agent is built, a backend object (`provider=obj`, `model=obj`) the
+    console could not call: what it calls is runs.providers.base.Provider, and a missing
+    piece would otherwise only show at the agent's first call (docs/python.md)."""
+    missing = []
+    run = getattr(backend, "run", None)
+    if not callable(run):
+        missing.append(
+            "a method run(request, on_chunk) that answers one call: it gets an AgentRequest "
+            "(request.prompt, .output_schema, ...), passes output text to on_chunk(text) as "
+            "it comes, and returns a runs.providers.base.AgentResult"
+        )
+    elif inspect.iscoroutinefunction(run):
+        missing.append(
+            "run must be a plain function, not `async def`: the console calls it in a "
+            "worker thread and uses what it returns"
+        )
+    mode = getattr(backend, "structured_output", None)
+    if mode not in STRUCTURED_OUTPUT_MODES:
+        found = "it has none" if mode is None else f"it is {mode!r}"
+        missing.append(
+            "an attribute structured_output, 'enforced' or 'best_effort' ("
+            + found
+            + "): 'enforced' when run() itself makes the answer fit request.output_schema, "
+            "'best_effort' to have the schema added to the prompt and a wrong answer re-asked"
+        )
+    if missing:
+        raise TypeError(
+            f"agent {agent_name!r}: its backend {type(backend).__name__} lacks what the console "
+            "calls on it (the provider protocol): " + "; ".join(missing)
+        )
 
 
 class Runnable:
@@ -73,6 +110,8 @@ class Agent(Runnable):
             # (anything with the provider protocol), not a model name.
             provider, model = model, None
             self.provider = provider
+        if provider is not None and not isinstance(provider, str):
+            check_backend(provider, name)
         self.model = model
 
     def __repr__(self) -> str:

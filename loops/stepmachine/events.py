@@ -36,6 +36,7 @@ SENTENCES = {
     "run_merged": lambda s, d: (
         f"{d.get('by') or 'Someone'} merged the review request: the run is done."
     ),
+    "run_nothing_to_merge": lambda s, d: "Nothing to merge: the run is done.",
     "machine_started": lambda s, d: f"The step machine started at {d.get('first_step')}.",
     "session_started": lambda s, d: (
         f"A new {s} session (#{d.get('session')}) started"
@@ -69,6 +70,9 @@ SENTENCES = {
         f"Review requested: {d.get('branch')} → {d.get('target')} ({d.get('commits')} commit(s))."
     ),
     "review_skipped": lambda s, d: f"No review request: {_short(d.get('reason'))}.",
+    "review_nothing_to_merge": lambda s, d: (
+        f"Nothing to merge: {d.get('target')} already has every commit of {d.get('branch')}."
+    ),
     "review_merged": lambda s, d: f"{d.get('by')} merged {d.get('branch')} into {d.get('target')}.",
     "review_merge_refused": lambda s, d: f"Merge refused: {_short(d.get('reason'))}",
 }

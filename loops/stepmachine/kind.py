@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from django.conf import settings
 
+from recipes.problems import LoadResult
 from runs.fork import Continuation
 from runs.kinds import LoopKind
 
@@ -14,10 +16,21 @@ from . import demo, forking, machine, runner, start, surfaces, sweep, tasks, tur
 from .format import parse_planeai
 from .spec import MACHINE_KIND, RECIPE_KIND, SCHEMA, SESSION_KIND
 
+# A file whose YAML does not read at all still says on its own lines what it is and what it
+# is called: known by them, it is a broken step-machine recipe under its id (reported with
+# YAML's problem and line), not some other kind's file named after the file.
+_SCHEMA_LINE = re.compile(rf"^schema:[ \t]*(['\"]?){re.escape(SCHEMA)}\1[ \t]*(#.*)?$", re.M)
+_ID_LINE = re.compile(r"^id:[ \t]*(['\"]?)([^'\"#\s]+)\1[ \t]*(#.*)?$", re.M)
+
 
 def is_step_machine(data) -> bool:
     schema = data.get("schema") if isinstance(data, dict) else None
     return isinstance(schema, str) and schema.strip() == SCHEMA
+
+
+def is_unreadable_step_machine(source) -> bool:
+    """Whether `source` is a step-machine recipe whose YAML does not decode."""
+    return source.data is None and bool(_SCHEMA_LINE.search(source.text))
 
 
 class StepMachineKind(LoopKind):
@@ -42,6 +55,8 @@ class StepMachineKind(LoopKind):
     needs_a_person = surfaces.NEEDS_A_PERSON
 
     def reads(self, source):
+        if is_unreadable_step_machine(source):
+            return LoadResult(kind=RECIPE_KIND, spec=None)  # the loader adds YAML's problems
         if not is_step_machine(source.mapping):
             return None
         return parse_planeai(
@@ -64,8 +79,13 @@ class StepMachineKind(LoopKind):
         return [root / ".planeai" / "loops" for root in roots]
 
     def slug_in(self, source):
-        if "schema" not in source.text or not is_step_machine(source.mapping):
+        if "schema" not in source.text:
             return None  # the text test spares decoding every other recipe file
+        if is_unreadable_step_machine(source):
+            line = _ID_LINE.search(source.text)
+            return line.group(2) if line else ""
+        if not is_step_machine(source.mapping):
+            return None
         recipe_id = source.mapping.get("id")
         return recipe_id if isinstance(recipe_id, str) else ""
 

@@ -34,6 +34,7 @@ PHASES = {
     "completed_unreviewed": "finished; no person has reviewed the result yet",
     "approved": "every check passed; ready for a person to merge",
     "merged": "finished; a person merged its review request",
+    "nothing_to_merge": "finished; its branch has no commit the target lacks: nothing to merge",
 }
 # The kernel's status of a run whose machine ended with one of its final words: finished
 # well (its phase says how), stopped until a person steps in (paused), failed, cancelled.

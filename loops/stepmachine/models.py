@@ -80,6 +80,8 @@ class ReviewRequest(models.Model):
     class Status(models.TextChoices):
         OPEN = "open"
         MERGED = "merged"
+        # Its branch holds no commit the target lacks: nobody is asked to merge it.
+        NOTHING_TO_MERGE = "nothing_to_merge", "Nothing to merge"
         CLOSED = "closed"
 
     run = models.OneToOneField("runs.Run", on_delete=models.CASCADE, related_name="review")

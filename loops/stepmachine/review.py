@@ -7,7 +7,9 @@ target branch, the run's handoffs and gate logs, and a Merge button. Merging is 
 act (`merge_policy: human`): only an operator, from the page; never an agent, never by
 itself. It merges into the target branch of the local repository, refuses with the
 conflicting files on a conflict, and records who merged (the review request row, shown
-read-only in the admin, and a `review_merged` run event).
+read-only in the admin, and a `review_merged` run event). A branch with no commit the
+target lacks asks nobody to merge: its review request says nothing to merge, and an
+approved run ends `nothing_to_merge`.
 """
 
 from __future__ import annotations
@@ -69,18 +71,7 @@ def open_request(run: Run, state) -> ReviewRequest | None:
     except git.GitError as exc:
         run.append_event("review_skipped", reason=str(exc))
         return None
-    log = run_git(
-        "log",
-        f"--max-count={COMMITS_SHOWN}",
-        "--format=%H%x1f%s%x1f%an%x1f%aI",
-        f"{target}..{branch}",
-        cwd=repository,
-    ).stdout
-    commits = [
-        dict(zip(("sha", "subject", "author", "date"), line.split("\x1f"), strict=False))
-        for line in log.splitlines()
-        if line.strip()
-    ]
+    commits = _commits(repository, branch, target)
     stat = run_git("diff", "--stat", f"{target}...{branch}", cwd=repository).stdout
     diff = run_git("diff", f"{target}...{branch}", cwd=repository).stdout
     review, _ = ReviewRequest.objects.update_or_create(
@@ -95,10 +86,13 @@ def open_request(run: Run, state) -> ReviewRequest | None:
             "diff_stat": stat.rstrip(),  # each line of git's stat starts with a space
             "diff": diff[:DIFF_LIMIT],
             "diff_truncated": len(diff) > DIFF_LIMIT,
-            "push": push(repository, branch),
+            "push": push(repository, branch) if commits else "",
             "status": ReviewRequest.Status.OPEN,
         },
     )
+    if not commits:
+        nothing_to_merge(run, review)
+        return review
     run.append_event(
         "review_requested",
         branch=branch,
@@ -108,6 +102,43 @@ def open_request(run: Run, state) -> ReviewRequest | None:
         review=review.pk,
     )
     return review
+
+
+def _commits(repository: str, branch: str, target: str) -> list[dict]:
+    """The commits on `branch` that `target` lacks, newest first (at most COMMITS_SHOWN)."""
+    log = run_git(
+        "log",
+        f"--max-count={COMMITS_SHOWN}",
+        "--format=%H%x1f%s%x1f%an%x1f%aI",
+        f"{target}..{branch}",
+        cwd=repository,
+    ).stdout
+    return [
+        dict(zip(("sha", "subject", "author", "date"), line.split("\x1f"), strict=False))
+        for line in log.splitlines()
+        if line.strip()
+    ]
+
+
+def nothing_to_merge(run: Run, review: ReviewRequest, **by) -> None:
+    """The branch holds no commit the target lacks (none was made, or the target took them
+    since): the review request is recorded as nothing to merge and no person is asked to
+    merge it. An approved run ends `nothing_to_merge` (as a merge ends it `merged`), no
+    longer "ready for a person to merge"; `completed_unreviewed`, the recipe's own word, stays
+    true and is kept. The caller holds the run's lock."""
+    ReviewRequest.objects.filter(pk=review.pk).update(
+        status=ReviewRequest.Status.NOTHING_TO_MERGE, last_refusal=""
+    )
+    review.status, review.last_refusal = ReviewRequest.Status.NOTHING_TO_MERGE, ""
+    run.append_event(
+        "review_nothing_to_merge",
+        branch=review.branch,
+        target=review.target_branch,
+        review=review.pk,
+        **by,
+    )
+    if run.phase == "approved":
+        run.set_phase("nothing_to_merge", **by)
 
 
 def push(repository: str, branch: str) -> str:
@@ -135,8 +166,13 @@ class AlreadyMerged(Conflict):
         super().__init__(f"Already merged by {review.merged_by_name} at {when}.")
 
 
+class NothingToMerge(git.GitError):
+    """The target branch already holds every commit of the branch."""
+
+
 def merge(run_id: int, actor: Actor) -> ReviewRequest:
-    """A person merges the run's review request into its target branch."""
+    """A person merges the run's review request into its target branch (or, when the target
+    took its commits meanwhile, finds nothing to merge: the review's status then says so)."""
     if actor.person is None or actor.surface != "console":
         raise NotAllowed("A person merges a review request, from its page in the console.")
     Actor.operator(actor.person, "console")
@@ -145,10 +181,15 @@ def merge(run_id: int, actor: Actor) -> ReviewRequest:
         review = ReviewRequest.objects.select_for_update().filter(run_id=run_id).first()
         if run is None or review is None:
             raise NotFound(f"Run {run_id} has no review request.")
-        if not review.is_open:
+        if review.status == ReviewRequest.Status.MERGED:
             raise AlreadyMerged(review)
+        if not review.is_open:
+            raise Conflict(f"Nothing to merge: {nothing_words(review)}.")
         try:
             commit = _merge(review, actor)
+        except NothingToMerge:
+            nothing_to_merge(run, review, by=actor.name, surface=actor.surface)
+            return review
         except git.GitError as exc:
             refusal = str(exc)
         else:
@@ -162,6 +203,10 @@ def merge(run_id: int, actor: Actor) -> ReviewRequest:
             run.append_event("review_merge_refused", reason=refusal, by=actor.name)
         raise Conflict(f"Not merged: {refusal}.")
     return review
+
+
+def nothing_words(review: ReviewRequest) -> str:
+    return f"{review.target_branch} already contains {review.branch}"
 
 
 def _record_merge(run: Run, review: ReviewRequest, actor: Actor, commit: str) -> None:
@@ -198,7 +243,7 @@ def _merge(review: ReviewRequest, actor: Actor) -> str:
     head = git.head(repository, branch)
     base = git.head(repository, target)
     if run_git("merge-base", "--is-ancestor", head, base, cwd=repository).returncode == 0:
-        raise git.GitError(f"{target} already contains {branch}: there is nothing to merge")
+        raise NothingToMerge(nothing_words(review))
     found = run_git(
         "merge-tree", "--write-tree", "--name-only", "--no-messages", base, head, cwd=repository
     )

@@ -106,7 +106,10 @@ def review_merge(request, run_id):
     except services.ServiceError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, _merged_words(merged))
+        if merged.status == ReviewRequest.Status.NOTHING_TO_MERGE:
+            messages.info(request, f"Nothing to merge: {reviews.nothing_words(merged)}.")
+        else:
+            messages.success(request, _merged_words(merged))
     return redirect("run_review", run_id)
 
 

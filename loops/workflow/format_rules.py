@@ -18,6 +18,7 @@ from typing import Any
 
 from loops.workflow.depends_rules import check_cycles, check_depends, through_aliases
 from loops.workflow.include import expand_include
+from loops.workflow.loop_prev_rules import check_loop_prev_references
 from loops.workflow.peer_meaning import with_peer_meaning
 from loops.workflow.script_rules import check_bindings, check_script
 from loops.workflow.subrun_rules import check_workflow_node, fan_out_without_workflow
@@ -103,7 +104,7 @@ def _shell_references(node: NodeSite, ctx: RuleContext) -> None:
 
 
 # Rules that report about every node (top level and loop_group bodies), in this order.
-NODE_RULES: list[NodeRule] = [_timeout_applies, _shell_references]
+NODE_RULES: list[NodeRule] = [_timeout_applies, _shell_references, check_loop_prev_references]
 
 
 # ------------------------------------------------------------------------ top level

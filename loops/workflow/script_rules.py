@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from recipes.formats.commands import CommandError, check_name
+from recipes.formats.commands import CommandError, check_name, usable_entry
 from recipes.formats.resources import folders_text
 from recipes.formats.rule_context import (
     AGENT_ONLY_FIELDS,
@@ -151,8 +151,12 @@ def _find_script(name: str, runtime: str, path: str, label: str, ctx: RuleContex
     for folder in ctx.resources.scripts_dirs:
         for suffix in (".py", ".ts", ".js"):
             candidate = Path(folder) / f"{name}{suffix}"
-            if not candidate.is_file():
-                continue
+            try:
+                if not usable_entry(candidate, folder, f"{label}: script {short_repr(name)}"):
+                    continue
+            except (CommandError, OSError) as exc:
+                ctx.error(path, str(exc))
+                return None
             if suffix not in wanted:
                 other = next(r for r, s in RUNTIMES.items() if suffix in s)
                 ctx.error(

@@ -42,6 +42,10 @@ class BudgetInvalid(ValueError):
 def _limit(name: str, value: Any) -> str | int:
     if isinstance(value, bool):
         raise ValueError(f"must be a number, not {value!r}")
+    if isinstance(value, str) and not value.isascii() and any(c.isdigit() for c in value):
+        # Python's int() and Decimal() read any script's digits ("٣" is 3); a limit is
+        # written as people read it back on every page.
+        raise ValueError(f"must be written with the digits 0-9, not {value!r}")
     if name == "cost_usd":
         try:
             amount = Decimal(str(value).strip())
@@ -52,7 +56,7 @@ def _limit(name: str, value: Any) -> str | int:
         return str(amount.normalize()) if amount == amount.to_integral() else str(amount)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
+    if isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value.strip()):
         value = int(value.strip())
     if not isinstance(value, int):
         raise ValueError(f"must be a whole number above 0, not {value!r}")

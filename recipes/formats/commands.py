@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,6 +52,29 @@ def resolve_command(name: str, commands_dirs: Sequence[Path]) -> str:
     return body
 
 
+def usable_entry(candidate: Path, directory: Path, what: str) -> bool:
+    """Whether `directory` has a usable file `candidate` (False: no entry of that name, so
+    a later folder may be consulted). An entry that exists but cannot be used fails closed,
+    raising CommandError: a link to nothing or a loop of links, something not a regular
+    file (a folder, a FIFO), a link out of the folder. The one rule for command files and
+    named scripts."""
+    try:
+        candidate.lstat()
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    if candidate.is_symlink() and not candidate.exists():
+        raise CommandError(
+            f"{what}: {candidate} is a link that leads nowhere (to "
+            f"{os.readlink(candidate)}: missing, or a loop of links); fix or remove it "
+            "(a folder that has the name is never passed over for a later one)"
+        )
+    if not candidate.is_file():
+        raise CommandError(f"{what}: {candidate} is not a file")
+    if not candidate.resolve().is_relative_to(Path(directory).resolve()):
+        raise CommandError(f"{what}: {candidate} points outside {directory}")
+    return True
+
+
 def _read_command(name: str, commands_dirs: Sequence[Path]) -> str:
     if not commands_dirs:
         raise CommandError(
@@ -59,14 +83,8 @@ def _read_command(name: str, commands_dirs: Sequence[Path]) -> str:
     for directory in map(Path, commands_dirs):
         candidate = directory / f"{name}.md"
         try:
-            if not candidate.exists():
+            if not usable_entry(candidate, directory, f"command {short_repr(name)}"):
                 continue
-            if not candidate.is_file():
-                raise CommandError(f"command {short_repr(name)}: {candidate} is not a file")
-            if not candidate.resolve().is_relative_to(directory.resolve()):
-                raise CommandError(
-                    f"command {short_repr(name)}: {candidate} points outside {directory}"
-                )
             with candidate.open("rb") as handle:
                 data = handle.read(MAX_SOURCE_BYTES + 1)
         except OSError as exc:

@@ -22,7 +22,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
-from console.auth import bearer_secret, token_user
+from console.auth import NO_TOKEN, NOT_VALID, bearer_secret, token_user
 from console.models import TokenRefused
 from runs.orchestration.tools import Caller, CallerOf, build_server
 
@@ -80,9 +80,7 @@ class McpEndpoint:
             return
         secret = bearer_secret(headers)
         if secret is None:
-            await _answer(
-                send, 401, "Authentication required: send 'Authorization: Bearer <token>'."
-            )
+            await _answer(send, 401, NO_TOKEN)
             return
         try:
             user = await sync_to_async(_authenticate, thread_sensitive=False)(secret)
@@ -90,7 +88,7 @@ class McpEndpoint:
             await _answer(send, 401, str(refused))
             return
         if user is None:
-            await _answer(send, 401, "Invalid API token: it is unknown or was revoked.")
+            await _answer(send, 401, NOT_VALID)
             return
         await self.start()
         scope = {**scope, CallerOf.SCOPE_KEY: Caller(user)}

@@ -9,7 +9,9 @@ from datetime import timedelta
 
 import nh3
 from django import template
+from django.utils import timezone
 from django.utils.safestring import mark_safe
+from django.utils.timesince import timesince, timeuntil
 from markdown_it import MarkdownIt
 
 register = template.Library()
@@ -72,6 +74,39 @@ def duration(value):
         return f"{minutes} min {seconds} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes} min"
+
+
+# Django's timesince says "0 minutes" for anything under one: these say it in words.
+UNDER_A_MINUTE = timedelta(minutes=1)
+
+
+@register.filter
+def since(value):
+    """How long since `value`, as `timesince` says it, or "under a minute"."""
+    if not value:
+        return ""
+    if timezone.now() - value < UNDER_A_MINUTE:
+        return "under a minute"
+    return timesince(value)
+
+
+@register.filter
+def until(value):
+    """How long until `value`, as `timeuntil` says it, or "under a minute"."""
+    if not value:
+        return ""
+    if value - timezone.now() < UNDER_A_MINUTE:
+        return "under a minute"
+    return timeuntil(value)
+
+
+@register.filter
+def ago(value):
+    """When `value` was: "just now", else "3 minutes ago"."""
+    if not value:
+        return ""
+    wording = since(value)
+    return "just now" if wording == "under a minute" else f"{wording} ago"
 
 
 @register.inclusion_tag("console/_badge.html")

@@ -25,11 +25,22 @@
   }
   // A box with a limit (data-limit, the server's) counts what is typed, as the server counts
   // it (characters, a line break as one). Over the limit it says so; the text is never cut:
-  // sent as it is, the server refuses it with its message and gives it back.
+  // sent as it is, the server refuses it with its message and gives it back. The counter is
+  // the one of the box's descriptions (aria-describedby) marked data-limit-counter.
+  function counterOf(textarea) {
+    var ids = (textarea.getAttribute("aria-describedby") || "").split(/\s+/);
+    for (var i = 0; i < ids.length; i++) {
+      var found = ids[i] && document.getElementById(ids[i]);
+      if (found && found.hasAttribute("data-limit-counter")) return found;
+    }
+    return null;
+  }
   function count(textarea) {
-    var counter = document.getElementById(textarea.getAttribute("aria-describedby") || "");
+    var counter = counterOf(textarea);
     var limit = parseInt(textarea.dataset.limit, 10);
-    if (!counter || !counter.hasAttribute("data-limit-counter") || !limit) return;
+    // What happens to a text over the limit, in the box's own words (data-limit-refusal).
+    var refusal = textarea.dataset.limitRefusal || "the gate refuses it";
+    if (!counter || !limit) return;
     var length = Array.from(textarea.value).length;
     var over = length - limit;
     var say = function (n) { return n.toLocaleString("en-US"); };
@@ -37,7 +48,7 @@
       counter.textContent = "Up to " + say(limit) + " characters.";
     } else if (over > 0) {
       counter.textContent = say(length) + " of " + say(limit) + " characters: " + say(over) +
-        " too many. Shorten it; as it is, the gate refuses it.";
+        " too many. Shorten it; as it is, " + refusal + ".";
     } else {
       counter.textContent = say(length) + " of " + say(limit) + " characters.";
     }

@@ -139,7 +139,7 @@ def start_file(path: Path, *extra: str) -> str:
     from io import StringIO
 
     out = StringIO()
-    call_command("run", "start", str(path), *extra, stdout=out)
+    call_command("run", "start", str(path), "--message", "go", *extra, stdout=out)
     return out.getvalue().strip()
 
 

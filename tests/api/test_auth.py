@@ -45,6 +45,26 @@ def test_malformed_authorization_is_401(db, header):
     assert response.status_code == 401 and response.json()["detail"]
 
 
+# As the live streams and /mcp say it (console/auth.py).
+NO_TOKEN = "Authentication required: send 'Authorization: Bearer <token>'."
+NOT_VALID = "Invalid API token: it is unknown or was revoked."
+
+
+def test_a_wrong_or_revoked_token_is_told_apart_from_no_token(viewer):
+    """Who sent a token learns it does not work (not that they should send one); a revoked
+    and an unknown token read the same, so the answer tells nothing about which existed."""
+    token, secret = ApiToken.issue(viewer)
+    token.revoke()
+    for client in [ApiClient(), ApiClient("lc_not-a-token"), ApiClient(secret)]:
+        for path in ["/api/runs", "/api/openapi.json", "/api/docs"]:
+            response = client.get(path)
+            expected = NOT_VALID if client.headers else NO_TOKEN
+            assert (response.status_code, response.body["detail"]) == (401, expected), path
+    assert Client().get("/api/runs")["WWW-Authenticate"] == "Bearer"
+    refused = ApiClient(secret).get("/api/runs")
+    assert refused["WWW-Authenticate"] == 'Bearer error="invalid_token"'
+
+
 def test_session_reads_without_a_token(viewer):
     client = Client()
     client.force_login(viewer)
@@ -61,7 +81,7 @@ def test_session_writes_need_the_csrf_token(operator, bundled):
     csrf = client.cookies["csrftoken"].value
     accepted = client.post(
         "/api/runs",
-        {"recipe": "guided-refine"},
+        {"recipe": "guided-refine", "message": "m"},
         content_type="application/json",
         headers={"X-CSRFToken": csrf},
     )
@@ -73,7 +93,7 @@ def test_bearer_writes_need_no_csrf(operator, bundled):
     client = Client(enforce_csrf_checks=True)
     response = client.post(
         "/api/runs",
-        {"recipe": "guided-refine"},
+        {"recipe": "guided-refine", "message": "m"},
         content_type="application/json",
         headers={"Authorization": f"Bearer {secret}"},
     )
@@ -90,6 +110,9 @@ def test_docs_and_schema_need_a_login(db, viewer):
     client = Client()
     client.force_login(viewer)
     assert client.get("/api/docs").status_code == 200
+    # A token reads the page too (README, "The API"): it holds nothing the schema does not.
+    page = Client().get("/api/docs", headers={"Authorization": f"Bearer {secret}"})
+    assert page.status_code == 200 and "/api/openapi.json" in page.content.decode()
     paths = schema.json()["paths"]
     for path in [
         "/api/recipes",

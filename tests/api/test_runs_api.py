@@ -64,10 +64,43 @@ def test_start_without_body_fields_is_422(as_operator, guided):
 
 def test_start_with_bad_inputs_is_422_naming_the_input(as_operator, guided):
     response = as_operator.post(
-        "/api/runs", {"recipe": "guided-refine", "inputs": {"tone": "rude", "extra": 1}}
+        "/api/runs",
+        {"recipe": "guided-refine", "message": "m", "inputs": {"tone": "rude", "extra": 1}},
     )
     assert response.status_code == 422
     assert set(response.body["errors"]) == {"tone", "extra"}
+
+
+# The console's words for a run with nothing to work on (runs/services.py: start_run).
+MESSAGE_NEEDED = "This recipe works on the message: write what the run is about."
+
+
+@pytest.mark.parametrize("body", [{}, {"message": ""}, {"message": "  \n "}])
+@pytest.mark.parametrize("slug", ["guided-refine", "launch-note"])  # $USER_MESSAGE; driven
+def test_start_without_the_message_the_recipe_works_on_is_422(as_operator, bundled, slug, body):
+    response = as_operator.post("/api/runs", {"recipe": slug, **body})
+    assert response.status_code == 422
+    assert response.body["errors"] == {"message": MESSAGE_NEEDED}
+    assert not Run.objects.exists()
+
+
+def test_start_without_a_message_when_the_recipe_does_not_use_it(as_operator, bundled):
+    response = as_operator.post("/api/runs", {"recipe": "release-approval"})
+    assert response.status_code == 201
+
+
+@pytest.mark.parametrize(
+    "budget",
+    [{"iterations": "\u0663"}, {"tokens": "1\u0660\u0660"}, {"cost_usd": "\u0661.5"}],
+    ids=["arabic-indic", "mixed", "cost"],
+)
+def test_a_budget_in_other_digits_than_0_to_9_is_422(as_operator, guided, budget):
+    response = as_operator.post(
+        "/api/runs", {"recipe": "guided-refine", "message": "m", "budget": budget}
+    )
+    assert response.status_code == 422 and not Run.objects.exists()
+    [(key, text)] = response.body["errors"].items()
+    assert key == "budget." + next(iter(budget)) and "the digits 0-9" in text
 
 
 def test_start_unknown_recipe_is_404(as_operator, db):
@@ -104,8 +137,9 @@ def test_no_credentials_and_bad_token_are_401(anonymous, guided):
 
 
 def test_list_with_filters_and_cursor(as_viewer, guided, bundled, operator):
-    runs = [services.start_run(guided, actor=Actor.operator(operator, "console")) for _ in range(5)]
-    other = services.start_run(bundled["counter-loop"], actor=Actor.operator(operator, "console"))
+    operator_actor = Actor.operator(operator, "console")
+    runs = [services.start_run(guided, actor=operator_actor, message="m") for _ in range(5)]
+    other = services.start_run(bundled["counter-loop"], actor=operator_actor, message="m")
     services.cancel_run(runs[0], Actor.operator(operator, "console"))
 
     first = as_viewer.get("/api/runs", limit=2)

@@ -35,7 +35,7 @@ def test_read_only_token_reads_but_cannot_start_a_run(operator, bundled):
     # The same person with an operate token can.
     assert (
         token_client(operator, scope="operate")
-        .post("/api/runs", {"recipe": "guided-refine"})
+        .post("/api/runs", {"recipe": "guided-refine", "message": "m"})
         .status_code
         == 201
     )
@@ -43,7 +43,7 @@ def test_read_only_token_reads_but_cannot_start_a_run(operator, bundled):
 
 def test_operate_token_runs_but_cannot_change_recipes(editor, bundled):
     client = token_client(editor, scope="operate")
-    assert client.post("/api/runs", {"recipe": "guided-refine"}).status_code == 201
+    assert client.post("/api/runs", {"recipe": "guided-refine", "message": "m"}).status_code == 201
     refused = client.post("/api/recipes", {"source": GOOD})
     assert refused.status_code == 403 and "scope is 'operate'" in refused.body["detail"]
     assert "scope 'edit'" in refused.body["detail"]

@@ -37,17 +37,18 @@ def test_cancel_a_running_run(live_worker, make_recipe, operator, console_server
     expect(page.locator("#run-nodes")).to_contain_text("iteration 1 of 3")
     screenshot(page, "run-running")
     # The duration keeps counting while the run runs, without a reload.
-    clock = page.locator("[data-running-since]")
+    clock = page.locator("#run-header [data-running-since]")
     first = clock.inner_text()
     page.wait_for_function(
-        "text => document.querySelector('[data-running-since]').textContent !== text", arg=first
+        "text => document.querySelector('#run-header [data-running-since]').textContent !== text",
+        arg=first,
     )
     # The event log is open and follows the run live, in sentences.
     page.locator("details.events > summary").click()
     expect(page.locator("#event-log")).to_contain_text("wait iteration 1 started.")
     # Cancelling asks first.
     page.locator("summary:has-text('Cancel run')").click()
-    expect(page.locator(".confirm-box")).to_contain_text("Stop run")
+    expect(page.locator("details[data-confirm=cancel] .confirm-box")).to_contain_text("Stop run")
     # A live redraw of the header (as each event of a running run brings) keeps the open
     # confirmation open: it once closed under the person's pointer every second.
     page.evaluate("document.querySelector('#run-header').dataset.before = 'yes'")

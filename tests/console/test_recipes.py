@@ -4,6 +4,8 @@ import pytest
 from django.urls import reverse
 
 from recipes.models import Recipe
+from runs import services
+from runs.actor import Actor
 from runs.models import Run
 from tests.console.conftest import login
 
@@ -208,7 +210,7 @@ def test_start_form_refuses_an_empty_message_when_the_recipe_uses_it(client, ope
     client = login(client, operator)
     url = reverse("recipe_start", args=["counter-loop"])  # its prompt uses $USER_MESSAGE
     page = client.get(url).content.decode()
-    assert 'name="message"' in page and "required" in page.split('name="message"')[1][:80]
+    assert 'name="message"' in page and "required" in page.split('name="message"')[1].split(">")[0]
     runs_before = Run.objects.count()
     response = client.post(url, {"message": "   "})
     assert response.status_code == 200
@@ -223,3 +225,84 @@ def test_start_form_allows_an_empty_message_when_the_recipe_does_not_use_it(
         reverse("recipe_start", args=["release-approval"]), {"message": ""}
     )
     assert response.status_code == 302
+
+
+def test_start_form_counts_the_message_and_refuses_a_long_one_in_its_own_words(
+    client, operator, bundled
+):
+    client = login(client, operator)
+    url = reverse("recipe_start", args=["counter-loop"])
+    page = client.get(url).content.decode()
+    box = page.split('name="message"')[1].split(">")[0]
+    # No silent cut: the box counts (static/js/console-gate.js) and never truncates.
+    assert "maxlength" not in box and 'data-limit="100000"' in box
+    assert 'aria-describedby="message-limit id_message_helptext"' in box
+    assert 'id="message-limit"' in page and "Up to 100,000 characters." in page
+    too_long = "x" * 100_001
+    response = client.post(url, {"message": too_long})
+    body = response.content.decode()
+    assert response.status_code == 200 and not Run.objects.exists()
+    assert "The message is 100,001 characters; the limit is 100,000." in body
+    assert "Ensure this value" not in body
+    assert too_long in body  # what was typed comes back in the box
+    # A line break is one character, as the counter counts it (browsers send CRLF).
+    response = client.post(url, {"message": "x" * 99_998 + "\r\ny"})
+    assert response.status_code == 302 and len(Run.objects.get().message) == 100_000
+
+
+def test_start_form_keeps_the_message_when_it_refuses(client, operator, bundled):
+    response = login(client, operator).post(
+        reverse("recipe_start", args=["counter-loop"]),
+        {"message": "keep <me>", "budget_iterations": "\u0663"},
+    )
+    body = response.content.decode()
+    assert response.status_code == 200 and not Run.objects.exists()
+    assert "keep &lt;me&gt;</textarea>" in body
+
+
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        ("\u0663", "Iterations: must be written with the digits 0-9, not '\u0663'"),
+        ("lots", "Iterations: must be a whole number above 0, not 'lots'"),
+    ],
+)
+def test_budget_errors_read_the_same_on_the_start_form_and_the_run_page(
+    client, operator, bundled, value, words
+):
+    client = login(client, operator)
+    response = client.post(
+        reverse("recipe_start", args=["counter-loop"]),
+        {"message": "go", "budget_iterations": value},
+    )
+    start_form = response.content.decode().replace("&#x27;", "'")
+    assert words in start_form and "budget.iterations" not in start_form
+    run = services.start_run(
+        bundled["counter-loop"], actor=Actor.operator(operator, "console"), message="go"
+    )
+    page = client.post(
+        reverse("run_budget", args=[run.pk]), {"iterations": value}, headers={"HX-Request": "true"}
+    )
+    assert words in page.content.decode().replace("&#x27;", "'")
+
+
+def test_start_form_of_an_invalid_recipe_shows_its_problems_and_no_form(
+    client, operator, make_recipe
+):
+    recipe = make_recipe("name: broken\nnodes:\n  - id: a\n    bash: echo\n", slug="broken")
+    Recipe.objects.filter(pk=recipe.pk).update(
+        valid=False,
+        problems={
+            "errors": [{"path": "nodes[0]", "line": 3, "message": "bad <b>"}],
+            "warnings": [],
+        },
+    )
+    client = login(client, operator)
+    url = reverse("recipe_start", args=["broken"])
+    for response in [client.get(url), client.post(url, {"message": "go"})]:
+        body = response.content.decode()
+        assert response.status_code == 200 and not Run.objects.exists()
+        assert "has errors; fix it before starting a run" in body
+        assert "bad &lt;b&gt;" in body and "line 3" in body
+        assert 'id="start-form"' not in body and "Start run</button>" not in body
+        assert reverse("recipe_detail", args=["broken"]) in body

@@ -7,7 +7,7 @@ import sys
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from console.models import ApiToken
 from runs.management.commands.run import Command
@@ -104,3 +104,18 @@ def test_a_cli_run_without_an_account_says_cli(bundled, monkeypatch):
     run = Run.objects.get(pk=int(_run("start", "counter-loop", "-m", "theirs")))
     assert run.started_by is None
     assert run.events.get(kind="run_created").data["by"] == "cli (somebody-else)"
+
+
+@pytest.mark.parametrize("message", [None, "", "   "])
+def test_start_without_the_message_the_recipe_works_on_is_an_error(bundled, operator, message):
+    """The console's rule and words (runs/services.py: start_run): the prompt would end in
+    "about: " with nothing to work on."""
+    given = [] if message is None else ["--message", message]
+    with pytest.raises(CommandError) as refused:
+        _run("start", "guided-refine", *given, "--user", "otto")
+    assert str(refused.value) == (
+        "--message: This recipe works on the message: write what the run is about."
+    )
+    assert not Run.objects.exists()
+    # A recipe that does not read the message starts without one.
+    assert Run.objects.filter(pk=int(_run("start", "release-approval", "--user", "otto")))

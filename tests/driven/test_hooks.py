@@ -52,14 +52,21 @@ AGAIN = ("core_iterate_loop", {})
 FINISH = ("core_finish_loop", {})
 
 
-def run_driven(start_driven, *calls, hooks_block: str, flaky: str = "", retry: int = 0):
+def run_driven(
+    start_driven,
+    *calls,
+    hooks_block: str,
+    flaky: str = "",
+    retry: int = 0,
+    retry_spelling: str = "retry: {}",
+):
     providers = scripted_host(*calls) + ("\n" + flaky if flaky else "")
     source = driven_recipe(
         "host-agent",
         pool="[researcher, drafter, flaky]" if flaky else "[researcher, drafter]",
         providers=providers,
         agents=FLAKY_AGENT if flaky else "",
-        loop_extra=f"hooks: {hooks_block}\nretry: {retry}",
+        loop_extra=f"hooks: {hooks_block}\n" + retry_spelling.format(retry),
     )
     run = wait_run(start_driven(source, message="Widget 2.0"))
     assert run.status == "completed", run.error
@@ -152,10 +159,22 @@ def test_on_error_recover_substitutes_the_output_and_the_loop_goes_on(live_worke
     assert error_call["ctx"]["iteration"] == 1 and "flaky" in error_call["ctx"]["error"]
 
 
-def test_on_error_retry_reruns_just_that_iteration(live_worker, start_driven):
+# `errorHandling: {retry: N}` is how the design writes the loop's `retry`.
+@pytest.mark.parametrize(
+    "retry_spelling",
+    ["retry: {}", "errorHandling: {{retry: {}}}"],
+    ids=["retry", "errorHandling.retry"],
+)
+def test_on_error_retry_reruns_just_that_iteration(live_worker, start_driven, retry_spelling):
     every = hooked(on_error="retry", on_iteration_start="on_iteration_start")
     run, loop = run_driven(
-        start_driven, START_FLAKY, FINISH, hooks_block=every, flaky=FAILS_ONCE, retry=1
+        start_driven,
+        START_FLAKY,
+        FINISH,
+        hooks_block=every,
+        flaky=FAILS_ONCE,
+        retry=1,
+        retry_spelling=retry_spelling,
     )
     (it,) = loop.iterations.all()
     assert (it.status, it.attempts, it.output) == ("completed", 2, "fixed")

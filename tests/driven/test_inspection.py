@@ -25,7 +25,9 @@ def test_the_api_lists_loops_with_filters_and_pages(
     run, _, turn = driven_run
     done = drive(run, turn)
     other_run = services.start_run(
-        make_recipe(driven_recipe("demo"), slug="other"), actor=Actor.operator(operator, "console")
+        make_recipe(driven_recipe("demo"), slug="other"),
+        actor=Actor.operator(operator, "console"),
+        message="Widget 2.0",
     )
     other_host = NodeRun.objects.create(run=other_run, node_id="editor", kind="driven")
     other_turn = Iteration.objects.create(

@@ -219,3 +219,20 @@ def test_wall_seconds_limit_stops_between_iterations_then_raise_and_resume(
     second_iteration = iterations(run, "refine")[1]
     assert second.iteration_id == second_iteration.pk
     assert second_iteration.feedback == "make it shorter"  # the held feedback went on
+
+
+@pytest.mark.django_db
+def test_a_finished_runs_wall_time_stopped_with_it(make_scripted_recipe):
+    """A run that ended an hour ago spent the time it ran, not the time since it started."""
+    run = services.start_run(
+        make_scripted_recipe(REFINE, interactive=True), actor=ENGINE, budget={"wall_seconds": 900}
+    )
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk).update(
+        status="completed",
+        started_at=now - timedelta(hours=2),
+        finished_at=now - timedelta(hours=1),
+    )
+    run.refresh_from_db()
+    [wall] = budget.limits(run)
+    assert wall.spent == 3600 and wall.flag == "all used" and not wall.exceeded

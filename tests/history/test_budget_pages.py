@@ -94,7 +94,9 @@ def test_fork_is_offered_on_a_driven_loop_s_host_turns_and_steps(
     refused by the fork itself, with a 409 that says so."""
     login(client, operator)
     driven = services.start_run(
-        make_recipe(driven_recipe("demo"), slug="d"), actor=Actor.operator(operator, "console")
+        make_recipe(driven_recipe("demo"), slug="d"),
+        actor=Actor.operator(operator, "console"),
+        message="Widget 2.0",
     )
     _finished(driven, "host", "driven")
     _finished(driven, "drafter", "pipeline_step")
@@ -120,7 +122,9 @@ def test_inbox_draws_a_sparkline_for_step_machine_and_driven_loops(client, make_
         make_recipe(PLANE, slug="forkless"), actor=Actor.operator(operator, "console")
     )
     driven = services.start_run(
-        make_recipe(driven_recipe("demo"), slug="d"), actor=Actor.operator(operator, "console")
+        make_recipe(driven_recipe("demo"), slug="d"),
+        actor=Actor.operator(operator, "console"),
+        message="Widget 2.0",
     )
     for run, node_id, kind in [(plane, "maker", "session"), (driven, "drafter", "pipeline_step")]:
         row = NodeRun.objects.create(

@@ -210,7 +210,9 @@ def test_budget_api_validates_and_the_start_takes_a_budget(bundled, operator, vi
     api = client_for(operator)
     refused = api.post("/api/runs", {"recipe": "counter-loop", "budget": {"tokens": "lots"}})
     assert refused.status_code == 422 and "budget.tokens" in refused.body["errors"]
-    started = api.post("/api/runs", {"recipe": "counter-loop", "budget": {"cost_usd": "0.5"}})
+    started = api.post(
+        "/api/runs", {"recipe": "counter-loop", "message": "m", "budget": {"cost_usd": "0.5"}}
+    )
     assert started.status_code == 201
     run_id = started.body["id"]
     got = client_for(viewer).get(f"/api/runs/{run_id}/budget").body

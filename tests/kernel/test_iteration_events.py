@@ -69,7 +69,7 @@ def test_every_kind_logs_its_iteration_events_with_the_same_keys(
 ):
     repository = create_repository(tmp_path)
     runs = {
-        "workflow loop": services.start_run(bundled["counter-loop"], by(operator)),
+        "workflow loop": services.start_run(bundled["counter-loop"], by(operator), message="m"),
         "failing workflow loop": services.start_run(
             make_recipe(FAILING_LOOP, slug="broken"), ENGINE
         ),

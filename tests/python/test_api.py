@@ -25,6 +25,7 @@ from loops.python import (
     min_iterations_and_length,
     score_at_least,
 )
+from runs.providers.base import AgentResult as ProviderResult
 from runs.providers.demo import DemoProvider
 
 from .scripted import ScriptedProvider, run_async
@@ -185,6 +186,52 @@ def test_invalid_definitions_are_refused_with_a_reason():
         Agent("no spaces allowed", "x")
     with pytest.raises(TypeError, match="pydantic"):
         Agent("a", "A.", output_type=dict)
+
+
+def test_a_backend_object_without_the_protocol_is_refused_when_the_agent_is_built():
+    """`Agent(model=obj)` (the design's spelling) or `provider=obj`: the console calls
+    `run(request, on_chunk)` and reads `structured_output`, so both must be there."""
+
+    class OnlyRun:
+        def run(self, request, on_chunk):
+            return "text"
+
+    with pytest.raises(TypeError) as refused:
+        Agent(model=OnlyRun(), name="reviewer", instructions="Review.", output_type=Review)
+    message = str(refused.value)
+    assert "agent 'reviewer'" in message and "OnlyRun" in message
+    assert "structured_output" in message and "'enforced' or 'best_effort'" in message
+
+    class NoRun:
+        structured_output = "best_effort"
+
+    with pytest.raises(TypeError, match=r"run\(request, on_chunk\)"):
+        Agent("writer", "Write.", provider=NoRun())
+
+    class AsyncRun:
+        structured_output = "best_effort"
+
+        async def run(self, request, on_chunk): ...
+
+    with pytest.raises(TypeError, match="plain function"):
+        Agent("writer", "Write.", model=AsyncRun())
+
+    vague = ScriptedProvider(echo, structured_output="sometimes")
+    with pytest.raises(TypeError, match="it is 'sometimes'"):
+        Agent("writer", "Write.", provider=vague)
+
+
+def test_a_backend_object_with_the_protocol_answers_the_agent():
+    class Llm:
+        structured_output = "best_effort"
+
+        def run(self, request, on_chunk):
+            on_chunk("hello")
+            return ProviderResult(text=json.dumps({"content": "c", "score": 90, "feedback": "f"}))
+
+    reviewer = Agent(model=Llm(), name="reviewer", instructions="Review.", output_type=Review)
+    assert reviewer.provider_name == "Llm"
+    assert run(reviewer).output.score == 90
 
 
 # --- structured outputs ------------------------------------------------------------------

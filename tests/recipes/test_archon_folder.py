@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import textwrap
 
 import pytest
@@ -144,6 +145,28 @@ def test_named_scripts_are_found_one_subfolder_deep_and_match_their_runtime(arch
         "is fmt.ts, which runs with runtime bun, but the node says runtime uv"
         in messages(result.errors)[0]
     )
+
+
+@pytest.mark.parametrize(
+    ("make", "fragment"),
+    [
+        (lambda entry, outside: entry.symlink_to(entry.parent / "gone.py"), "leads nowhere"),
+        (lambda entry, outside: entry.symlink_to(outside), "points outside"),
+        (lambda entry, outside: os.mkfifo(entry), "is not a file"),
+    ],
+    ids=["dangling-link", "link-out", "fifo"],
+)
+def test_a_named_script_entry_that_cannot_be_used_fails_closed(
+    archon_checkout, tmp_path, make, fragment
+):
+    """The rule command files follow (recipes/formats/commands.py: usable_entry): an entry
+    in the first folder that has the name is never passed over for a later folder's file,
+    a FIFO is never opened, a link never followed out of its folder."""
+    outside = write(tmp_path / "secret.py", "print('not yours')\n")
+    make(archon_checkout / ".archon/scripts/items.py", outside)
+    result = flow_with(archon_checkout, "- {id: a, script: items, runtime: uv}\n")
+    assert not result.ok
+    assert fragment in result.errors[0].message and result.errors[0].line == 3
 
 
 @pytest.mark.parametrize(

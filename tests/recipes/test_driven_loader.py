@@ -213,3 +213,32 @@ def test_the_designs_camel_case_spellings_are_read_as_written():
 def test_one_field_spelled_both_ways_is_an_error():
     both = VALID.replace("max_iterations: 10", "max_iterations: 10\n      maxIterations: 5")
     assert_error(load_recipe(both), "'max_iterations' is given twice", 15)
+
+
+def test_the_designs_error_handling_retry_sets_the_loops_retry():
+    """`errorHandling: {retry: N}` (LoopConfig.errorHandling.retry in the design) bounds
+    on_error's retries, as `retry: N` does."""
+    result = load_recipe(VALID.replace("retry: 2", "errorHandling: {retry: 3}"))
+    assert result.ok and result.warnings == [], [str(p) for p in result.errors + result.warnings]
+    assert result.spec.loop.retry == 3
+
+
+def test_error_handling_retry_and_retry_must_agree():
+    same = VALID.replace("retry: 2", "retry: 2\n      errorHandling: {retry: 2}")
+    assert load_recipe(same).spec.loop.retry == 2
+    different = VALID.replace("retry: 2", "retry: 2\n      errorHandling: {retry: 4}")
+    assert_error(
+        load_recipe(different),
+        "errorHandling.retry (4) and retry (2) disagree",
+        17,
+        "agents.host.loop.errorHandling.retry",
+    )
+
+
+def test_error_handling_mistakes_point_at_their_line():
+    bad = VALID.replace("retry: 2", "errorHandling:\n        retry: -1")
+    assert_error(load_recipe(bad), "must be at least 0", 17, "agents.host.loop.retry")
+    unknown = VALID.replace("retry: 2", "errorHandling: {retry: 1, backoff: 5}")
+    assert_warning(load_recipe(unknown), "unknown errorHandling field 'backoff'", 16)
+    not_a_mapping = VALID.replace("retry: 2", "errorHandling: 3")
+    assert_error(load_recipe(not_a_mapping), "errorHandling is a mapping", 16)

@@ -128,7 +128,9 @@ def test_python_compile_errors_are_refused_with_their_line():
 def test_agent_model_given_an_object_uses_it_as_the_provider():
     from loops.python import Agent
 
-    class Llm:
+    class Llm:  # the provider protocol (docs/python.md)
+        structured_output = "best_effort"
+
         def run(self, request, on_chunk): ...
 
     llm = Llm()
@@ -174,3 +176,60 @@ def test_a_missing_command_file_says_where_to_create_it(tmp_path):
     result = load_recipe(source, resources=Resources(commands_dirs=(tmp_path, tmp_path / "more")))
     problem = error_of(result, "not found (archon-ralph-implement.md)")
     assert problem.message.endswith(f"create it as {tmp_path / 'archon-ralph-implement.md'}")
+
+
+def prev_group(body_node: str) -> str:
+    """A loop_group whose body node `s` (its lines from 13 on) reads node `t`."""
+    head = y("""
+        name: prev
+        provider: demo
+        nodes:
+          - id: g
+            loop_group:
+              until: DONE
+              max_iterations: 3
+              nodes:
+                - id: t
+                  bash: printf red
+                  output_format: {type: object, properties: {score: {type: number}}}
+                - id: s
+        """)
+    return head + textwrap.indent(y(body_node), " " * 10)
+
+
+def test_loop_prev_history_indexing_is_refused_with_its_line():
+    source = prev_group("""
+        depends_on: [t]
+        prompt: |
+          Fix what failed.
+          Two passes ago: $LOOP_PREV.t.output[1]
+        """)
+    problem = error_of(load_recipe(source), "history indexing is not supported")
+    assert problem.line == 16, str(problem)
+    assert "$LOOP_PREV.t.output[1]" in problem.message
+    assert "$LOOP_PREV.t.output" in problem.message and "$ARTIFACTS_DIR" in problem.message
+    when = prev_group("""
+        depends_on: [t]
+        when: "$LOOP_PREV.t.output[0] == 'red'"
+        bash: echo again
+        """)
+    assert error_of(load_recipe(when), "history indexing").line == 14
+
+
+def test_loop_prev_suffixes_the_design_does_not_define_are_refused():
+    deeper = prev_group("depends_on: [t]\nprompt: 'Was $LOOP_PREV.t.output.score.value'\n")
+    problem = error_of(load_recipe(deeper), "reads one field")
+    assert problem.line == 14 and "$LOOP_PREV.t.output.score" in problem.message
+    for wrong in ("$LOOP_PREV.t.outputs", "$LOOP_PREV.t.text", "$LOOP_PREV.t"):
+        source = prev_group(f"depends_on: [t]\nprompt: 'Was {wrong} red?'\n")
+        problem = error_of(load_recipe(source), "is not a reference")
+        assert problem.line == 14 and wrong in problem.message
+
+
+def test_the_loop_prev_forms_the_design_defines_still_load():
+    source = prev_group("""
+        depends_on: [t]
+        prompt: "Last: $LOOP_PREV.t.output. Score $LOOP_PREV.t.output.score, $LOOP_PREV_OUTPUT."
+        """)
+    result = load_recipe(source)
+    assert result.ok, [str(p) for p in result.errors]

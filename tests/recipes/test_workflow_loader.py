@@ -570,6 +570,18 @@ def test_command_symlink_outside_the_directory_is_refused(commands, tmp_path):
     assert_error(result, "points outside", 3)
 
 
+@pytest.mark.parametrize("target", ["gone.md", "implement.md"], ids=["dangling", "loop"])
+def test_a_broken_link_in_a_first_folder_fails_closed(commands, target):
+    """A link that leads nowhere (its target missing, or a loop of links) is a file that
+    exists but cannot be read: the later folder's `implement.md` is never used instead."""
+    (commands[0] / "implement.md").unlink()
+    (commands[0] / "implement.md").symlink_to(commands[0] / target)
+    result = load_recipe(with_nodes("- {id: a, command: implement}\n"), commands_dirs=commands)
+    problem = assert_error(result, "is a link that leads nowhere", 3, "nodes[0].command")
+    assert str(commands[0] / "implement.md") in problem.message
+    assert "fix or remove it" in problem.message
+
+
 # -------------------------------------------------------------------------- inputs
 
 

@@ -138,7 +138,7 @@ def test_a_flood_of_bad_tokens_gets_401s_while_people_are_served(
     assert not failures, failures[:3]
     codes = [r.status_code for r in outcome["anonymous"]]
     assert codes == [401] * FLOOD
-    assert "Authentication required" in outcome["anonymous"][0].json()["detail"]
+    assert "Invalid API token" in outcome["anonymous"][0].json()["detail"]
     assert outcome["person"].status_code == 200
     assert outcome["health"].status_code == 200
     assert outcome["health"].json()["database"] == "ok"

@@ -206,7 +206,7 @@ def test_cli_acting_as_an_editor_cannot_load_a_file_that_changes_shell(recipe, e
     path = tmp_path / "builder.yaml"
     path.write_text(BASH_CHANGED)
     with pytest.raises(CommandError, match="edie: Changing shell in a recipe"):
-        call_command("run", "start", str(path), "--user", "edie", "--force")
+        call_command("run", "start", str(path), "--user", "edie", "--force", "--message", "go")
     recipe.refresh_from_db()
     assert recipe.source == WITH_SHELL
 
@@ -216,7 +216,7 @@ def test_cli_without_user_installs_files_as_the_folder_owner(recipe, tmp_path, c
     environment anyway): the command line itself is not limited."""
     path = tmp_path / "builder.yaml"
     path.write_text(BASH_CHANGED)
-    call_command("run", "start", str(path), "--force")
+    call_command("run", "start", str(path), "--force", "--message", "go")
     recipe.refresh_from_db()
     assert "differently" in recipe.source
 

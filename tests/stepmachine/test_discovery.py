@@ -5,7 +5,7 @@ ones; `loop recipe ls` shows what is there now, `loop create` uses it without a 
 import json
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from recipes.models import Recipe
 from runs.models import Run
@@ -110,3 +110,96 @@ def test_a_link_or_a_pipe_an_agent_left_in_the_loops_folder_is_not_read(tmp_path
         sync.read_source(loops / "pipe.yaml")
     assert not Recipe.objects.filter(source__contains="THE-SECRET").exists()
     assert sync.sync_slug("only-here", (str(repository),)).action == "created"
+
+
+UNPARSEABLE = "schema: planeai.loop.recipe.v1\nid: {id}\nname: Broken\nsteps: [\n"
+
+
+def validate(capsys, target) -> tuple[int, str]:
+    try:
+        call_command("loop", "recipe", "validate", target)
+    except SystemExit as exc:
+        return exc.code, capsys.readouterr().out
+    return 0, capsys.readouterr().out
+
+
+def synced_then_broken(tmp_path, monkeypatch, capsys, text: str):
+    """A project recipe synced valid, then broken on disk."""
+    repository = project(tmp_path)
+    monkeypatch.chdir(repository)
+    call_command("recipe", "sync")
+    capsys.readouterr()
+    assert Recipe.objects.get(slug="only-here").valid
+    (repository / ".planeai" / "loops" / "whatever.yaml").write_text(text)
+    return repository
+
+
+def test_validate_and_show_read_the_file_on_disk_not_the_synced_copy(tmp_path, monkeypatch, capsys):
+    """`loop create` loads the file and refuses it when broken, sending the user to `loop
+    recipe validate`: validate and show must read that same file."""
+    synced_then_broken(
+        tmp_path,
+        monkeypatch,
+        capsys,
+        ONLY_HERE.format(id="only-here", name="X").replace(
+            "event_kind: hello}", "event_kind: hello, next: nowhere}"
+        ),
+    )
+    code, out = validate(capsys, "only-here")
+    assert code == 1
+    assert "error: line 5, steps[0].next: step 'hello': next names unknown step 'nowhere'" in out
+    call_command("loop", "recipe", "show", "only-here")
+    assert "next: nowhere" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="loop recipe validate only-here"):
+        call_command("loop", "create", "--recipe", "only-here", "--dry-run")
+
+
+def test_validate_shows_where_an_unparseable_file_breaks(tmp_path, monkeypatch, capsys):
+    synced_then_broken(tmp_path, monkeypatch, capsys, UNPARSEABLE.format(id="only-here"))
+    code, out = validate(capsys, "only-here")
+    assert code == 1 and "error: line " in out and "valid" not in out.splitlines()
+    call_command("loop", "recipe", "show", "only-here")
+    assert capsys.readouterr().out.rstrip("\n") == UNPARSEABLE.format(id="only-here").rstrip("\n")
+
+
+def test_ls_says_an_unparseable_file_is_invalid_and_why(tmp_path, monkeypatch, capsys):
+    repository = synced_then_broken(
+        tmp_path, monkeypatch, capsys, UNPARSEABLE.format(id="only-here")
+    )
+    row = ls(capsys)["only-here"]
+    assert (row["valid"], row["origin"], row["synced"]) == (False, "project", "changed since sync")
+    assert row["path"] == str(repository.resolve() / ".planeai" / "loops" / "whatever.yaml")
+    assert row["errors"] and row["errors"][0]["line"]
+    call_command("loop", "recipe", "ls")
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("only-here ")]
+    assert " INVALID" in line and "line " in line and "file gone" not in line
+
+
+def test_ls_finds_a_project_recipe_in_a_runs_repository_it_does_not_scan(
+    tmp_path, monkeypatch, capsys, operator
+):
+    """A run's `--repository` is neither the folder `ls` runs in nor in LOOP_REPOSITORIES:
+    the console remembers the file it loaded, and it is still there."""
+    repository = project(tmp_path, "given-repo")
+    call_command(
+        "loop", "create", "--recipe", "given-repo", "--repository", str(repository),
+        "--user", operator.username,
+    )  # fmt: skip
+    capsys.readouterr()
+    monkeypatch.chdir(tmp_path)  # no repository here
+    row = ls(capsys)["given-repo"]
+    path = repository.resolve() / ".planeai" / "loops" / "whatever.yaml"
+    assert (row["origin"], row["valid"], row["synced"]) == ("project", True, "synced")
+    assert (row["path"], row["found"]) == (str(path), "remembered")
+    path.write_text(UNPARSEABLE.format(id="given-repo"))
+    row = ls(capsys)["given-repo"]
+    assert (row["valid"], row["synced"], row["found"]) == (
+        False,
+        "changed since sync",
+        "remembered",
+    )
+    code, out = validate(capsys, "given-repo")
+    assert code == 1 and "error: line " in out
+    path.unlink()
+    row = ls(capsys)["given-repo"]
+    assert (row["synced"], row["found"]) == ("file gone", "console")

@@ -147,7 +147,7 @@ def test_the_api_records_and_lists_handoffs(waiting_run, operator, viewer, sent,
     machine = client_for(viewer).get(f"/api/runs/{waiting_run.pk}/machine").body
     assert machine["status"] == "pending" and machine["started"] is False
     workflow = services.start_run(
-        bundled["counter-loop"], actor=Actor.operator(operator, "console")
+        bundled["counter-loop"], actor=Actor.operator(operator, "console"), message="m"
     )
     other = as_operator.post(
         f"/api/runs/{workflow.pk}/handoffs", {"role": "maker", "status": "completed"}

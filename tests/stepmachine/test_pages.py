@@ -77,8 +77,14 @@ def test_the_inbox_and_the_run_page_say_what_the_statuses_mean(client, approved,
     inbox = client.get("/").content.decode()
     assert "Needs a person" in inbox and "Review and merge" in inbox
     assert 'title="every check passed; ready for a person to merge"' in inbox
+    # Every phase is counted; the inbox shows a chip for those some run is in.
+    from runs.inbox import capped_status_counts
+
+    counted = dict(capped_status_counts())
     for status in ("observing", "verifying", "completed_unreviewed", "approved", "needs_human"):
-        assert f"?status={status}" in inbox  # counted in the inbox
+        assert status in counted
+    assert counted["approved"] == "1" and "?status=approved" in inbox
+    assert "?status=observing" not in inbox  # no run observes: no chip
     page = client.get(f"/runs/{approved.pk}/").content.decode()
     assert 'id="step-machine"' in page and "Review request: feature → main" in page
     assert "every check passed; ready for a person to merge" in page
@@ -118,3 +124,70 @@ def test_a_step_machine_recipes_page_lists_its_roles_and_steps(client, viewer, h
     assert "<code>reviewer</code> — review, readonly" in page
     assert '<code>wait_for_review</code> <span class="kind">handoff.wait</span>' in page
     assert "completed → run_tests" in page and "pass → run_document_check" in page
+
+
+NOTHING_NEW = """
+schema: planeai.loop.recipe.v1
+id: nothing-new
+name: Nothing new
+inputs:
+  branch: {type: branch, required: true}
+roles:
+  maker: {provider: demo, mode: write, isolation: project}
+steps:
+  - {id: done, kind: loop.status, status: approved}
+"""
+
+
+@pytest.fixture
+def nothing_new(plane_recipe, operator, repo, offline_broker, django_capture_on_commit_callbacks):
+    """A run that ends approved on `feature`, which has no commit main lacks."""
+    with django_capture_on_commit_callbacks(execute=True):
+        run = services.start_run(
+            plane_recipe(NOTHING_NEW),
+            actor=Actor.operator(operator, "console"),
+            inputs={"branch": "feature"},
+            workdir=str(repo),
+        )
+    while offline_broker.sent:  # as a worker would, each task's messages sent as it commits
+        with django_capture_on_commit_callbacks(execute=True):
+            offline_broker.run_all()
+    run.refresh_from_db()
+    return run
+
+
+def test_a_branch_with_no_commits_is_nothing_to_merge_and_waits_for_nobody(
+    nothing_new, client, operator, capsys
+):
+    from loops.stepmachine import review
+    from runs.inbox import needs_a_person
+
+    run = nothing_new
+    assert (run.status, run.phase) == ("completed", "nothing_to_merge")
+    request = ReviewRequest.objects.get(run=run)
+    assert (request.status, request.commits) == ("nothing_to_merge", [])
+    assert run.events.filter(kind="review_nothing_to_merge").exists()
+    assert run not in needs_a_person()
+    client.force_login(operator)
+    page = client.get(f"/runs/{run.pk}/review/").content.decode()
+    assert "Nothing to merge: <code>feature</code> has no commit" in page
+    assert "data-merge" not in page and "Merging puts" not in page
+    assert "no remote: nothing was pushed" not in page
+    inbox = client.get("/").content.decode()
+    assert "Review and merge" not in inbox and "ready for a person to merge" not in inbox
+    with pytest.raises(services.Conflict, match="Nothing to merge"):
+        review.merge(run.pk, Actor.operator(operator, "console"))
+    assert client.post(f"/runs/{run.pk}/review/merge/").status_code == 302
+
+
+def test_a_branch_the_target_took_in_meanwhile_is_nothing_to_merge_on_merge(
+    approved, client, operator, repo
+):
+    """Merged by hand before a person pressed Merge: recorded so, not refused forever."""
+    git("merge", "-q", "feature", cwd=repo)
+    client.force_login(operator)
+    done = client.post(f"/runs/{approved.pk}/review/merge/", follow=True).content.decode()
+    assert "Nothing to merge: main already contains feature" in done
+    assert ReviewRequest.objects.get().status == "nothing_to_merge"
+    approved.refresh_from_db()
+    assert approved.phase == "nothing_to_merge"

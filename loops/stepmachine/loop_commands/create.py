@@ -13,6 +13,7 @@ from runs.executor.spec import SpecError, spec_of
 from runs.loop_commands.common import actor, add_common, emit
 
 from ..queries import status_of
+from ..recipe_files import recipe_file
 from ._common import status_text
 
 NAME = "create"
@@ -47,14 +48,8 @@ def handle(command, options):
 
 
 def _create(command, options):
-    from recipes.sync import sync_slug
-
     repository = _repository(options["repository"])
-    # What is on disk now, the run's repository's own `.planeai/loops/` first.
-    sync_slug(options["recipe"], (repository,) if repository else ())
-    recipe = Recipe.objects.filter(slug=options["recipe"]).select_related("current_version").first()
-    if recipe is None or recipe.kind != RECIPE_KIND:
-        raise CommandError(f"No step-machine recipe with id '{options['recipe']}' (loop recipe ls)")
+    recipe = _recipe(options["recipe"], repository)
     if recipe.current_version is None or not recipe.valid:
         raise CommandError(f"Recipe '{recipe.slug}' has errors: loop recipe validate {recipe.slug}")
     try:
@@ -100,6 +95,18 @@ def _create(command, options):
     data = status_of(run)
     hint = "" if options["start"] else f"\ncreated, not started: manage.py loop tick {run.pk}"
     emit(command, options, data, status_text(data) + hint)
+
+
+def _recipe(recipe_id: str, repository: str) -> Recipe:
+    """The recipe as `loop recipe validate` checks it (loops.stepmachine.recipe_files), its
+    file loaded now: the run's repository's own `.planeai/loops/` first."""
+    found = recipe_file(recipe_id, (repository,) if repository else ())
+    if found is not None and found.text is None:
+        raise CommandError(f"Recipe '{recipe_id}': cannot read {found.path}: {found.unreadable}")
+    recipe = found.load() if found is not None else None
+    if recipe is None or recipe.kind != RECIPE_KIND:
+        raise CommandError(f"No step-machine recipe with id '{recipe_id}' (loop recipe ls)")
+    return Recipe.objects.select_related("current_version").get(pk=recipe.pk)
 
 
 def _repository(value: str) -> str:

@@ -1,17 +1,25 @@
 """`manage.py loop recipe ls | show ID_OR_PATH | validate ID_OR_PATH`: step-machine recipes.
 
-Recipes come from, first match by `id:` winning: the `.planeai/loops/` of the repository the
-command runs in and of each of LOOP_REPOSITORIES, the project folders of LOOP_RECIPE_DIRS,
-the user's folders (LOOP_PLANEAI_USER_DIR, LOOP_USER_RECIPE_DIR), the bundled ones. `ls`
-scans them as they are now (and says which the console has not loaded yet); `loop create`
-loads the file it names."""
+A recipe by id is what `loop create` would run, read by the one rule of
+loops.stepmachine.recipe_files: its file on disk now (the `.planeai/loops/` of the repository
+the command runs in and of each of LOOP_REPOSITORIES, the project folders of
+LOOP_RECIPE_DIRS, the user's folders, the bundled ones; first match by `id:` winning; else
+the file the console loaded it from), the console's copy only where there is no file or the
+console keeps its own edit. `ls` says for each where it is from and how the console's copy
+stands against it."""
 
 from pathlib import Path
 
 from django.core.management import CommandError
 
+from loops.stepmachine.recipe_files import (
+    CONSOLE,
+    REMEMBERED,
+    RecipeFile,
+    recipe_file,
+    recipe_files,
+)
 from loops.stepmachine.spec import RECIPE_KIND
-from recipes.models import Recipe
 from recipes.validation import problems_dict, validate_source
 from runs.loop_commands.common import add_common, emit
 
@@ -36,90 +44,83 @@ def handle(command, options):
     {"ls": _ls, "show": _show, "validate": _validate}[options["recipe_action"]](command, options)
 
 
-def _source(target: str) -> tuple[str, str, Recipe | None]:
+def _source(target: str) -> tuple[str, str, RecipeFile | None]:
+    """A file named by its path as it is, else the recipe of that id."""
     path = Path(target)
     if path.is_file():
         return path.read_text(encoding="utf-8", errors="replace"), str(path), None
-    recipe = Recipe.objects.filter(slug=target).first()
-    if recipe is None:
+    found = recipe_file(target)
+    if found is None:
         raise CommandError(f"No recipe with id '{target}' and no such file (try: loop recipe ls)")
-    return recipe.source, recipe.source_path, recipe
+    if found.text is None:
+        raise CommandError(f"Recipe '{target}': cannot read {found.path}: {found.unreadable}")
+    return found.text, found.path, found
 
 
 def _ls(command, options):
-    """What is there: every step-machine recipe file found now (validated as it is on
-    disk), then those only the console has; each says whether the console has it as is."""
-    from recipes.sync import discover, read_source
-
-    stored = {r.slug: r for r in Recipe.objects.filter(kind=RECIPE_KIND)}
-    rows = []
-    for slug, item in sorted(discover().items()):
-        try:
-            source = read_source(item.path)
-        except (OSError, UnicodeDecodeError):
-            continue
-        result = validate_source(source, str(item.path))
-        if result.kind != RECIPE_KIND:
-            continue
-        recipe = stored.pop(slug, None)
-        rows.append(
-            {
-                "id": slug,
-                "name": getattr(result.spec, "name", "") or (recipe.name if recipe else slug),
-                "origin": item.origin,
-                "valid": result.ok,
-                "path": str(item.path),
-                "shadows": item.shadows,
-                "synced": _synced(recipe, source),
-            }
-        )
-    for slug, recipe in sorted(stored.items()):
-        rows.append(
-            {
-                "id": slug,
-                "name": recipe.name,
-                "origin": recipe.origin,
-                "valid": recipe.valid,
-                "path": recipe.source_path,
-                "shadows": [],
-                "synced": "console only" if not recipe.source_path else "file gone",
-            }
-        )
-    text = "\n".join(
-        f"{r['id']:<28} {r['name'][:32]:<32} {r['origin']:<8} {'valid' if r['valid'] else 'INVALID'}"
-        + ("" if r["synced"] == "synced" else f"  [{r['synced']}]")
-        + (f"  (shadows {', '.join(r['shadows'])})" if r["shadows"] else "")
-        for r in rows
-    )
-    emit(command, options, rows, text or "no step-machine recipes")
+    """Every step-machine recipe: where it is from, whether it is valid as it is now, and how
+    the console's copy stands against its file."""
+    rows = [_row(found) for found in recipe_files().values() if found.result.kind == RECIPE_KIND]
+    emit(command, options, rows, "\n".join(map(_line, rows)) or "no step-machine recipes")
 
 
-def _synced(recipe: Recipe | None, source: str) -> str:
-    """How the console's copy stands against the file (`loop create` loads the file)."""
-    if recipe is None:
-        return "not synced"
-    if recipe.source == source:
-        return "synced"
-    return "kept: edited in the console" if recipe.edited_locally else "changed since sync"
+def _row(found: RecipeFile) -> dict:
+    return {
+        "id": found.id,
+        "name": found.name or found.id,
+        "origin": found.origin,
+        "valid": found.result.ok,
+        "path": found.path,
+        "found": found.found,
+        "shadows": found.shadows,
+        "synced": found.state,
+        **problems_dict(found.result),
+    }
+
+
+def _line(row: dict) -> str:
+    notes = [] if row["synced"] == "synced" else [f"[{row['synced']}]"]
+    if row["found"] == REMEMBERED:
+        notes.append(f"(from {row['path']}: a repository not searched here)")
+    if row["shadows"]:
+        notes.append(f"(shadows {', '.join(row['shadows'])})")
+    if row["errors"]:
+        problem = row["errors"][0]
+        where = f"line {problem['line']}: " if problem.get("line") else ""
+        notes.append(f"error: {where}{problem['message']}")
+    verdict = "valid" if row["valid"] else "INVALID"
+    head = f"{row['id']:<28} {row['name'][:32]:<32} {row['origin']:<8} {verdict}"
+    return "  ".join([head, *notes])
 
 
 def _show(command, options):
-    source, path, recipe = _source(options["target"])
+    source, path, found = _source(options["target"])
     data = {
-        "id": recipe.slug if recipe else None,
-        "origin": recipe.origin if recipe else "file",
+        "id": found.id if found else None,
+        "origin": found.origin if found else "file",
         "path": path,
+        "found": found.found if found else "file",
         "source": source,
     }
     emit(command, options, data, source.rstrip("\n"))
 
 
 def _validate(command, options):
-    source, path, _ = _source(options["target"])
-    result = validate_source(source, path)
+    source, path, found = _source(options["target"])
+    result = found.result if found else validate_source(source, path)
     data = {"valid": result.ok, "kind": result.kind, **problems_dict(result)}
-    lines = [f"error: {p}" for p in result.errors] + [f"warning: {p}" for p in result.warnings]
+    lines = [f"note: {_copy_note(found)}"] if found and _copy_note(found) else []
+    lines += [f"error: {p}" for p in result.errors] + [f"warning: {p}" for p in result.warnings]
     lines.append("valid" if result.ok else f"{len(result.errors)} error(s)")
     emit(command, options, data, "\n".join(lines))
     if not result.ok:
         raise SystemExit(1)
+
+
+def _copy_note(found: RecipeFile) -> str:
+    """When what is checked is not the file: the console's copy, and why."""
+    if found.kept:
+        return f"the console's copy is checked ({found.kept}; its file {found.path} differs)"
+    if found.found == CONSOLE and found.path:
+        return f"the console's copy is checked ({found.state}: {found.path})"
+    return ""

@@ -14,6 +14,7 @@ from recipes.models import Recipe
 from recipes.sync import slug_for
 from runs import cli_history, services
 from runs.actor import Actor
+from runs.decisions import recorded_words
 from runs.models import Run
 from runs.resuming import continue_point, resume_restarts
 from runs.serializers import run_summary
@@ -39,7 +40,12 @@ def _add_start(sub) -> None:
         "or the first gate (exit 0 only when it completed).",
     )
     start.add_argument("recipe", help="a recipe's slug, or the path of a recipe YAML file")
-    start.add_argument("--message", "-m", default="", help="what the run is about")
+    start.add_argument(
+        "--message",
+        "-m",
+        default="",
+        help="what the run is about (needed when the recipe reads it: $USER_MESSAGE)",
+    )
     start.add_argument(
         "--input",
         "-i",
@@ -126,6 +132,12 @@ class Command(JsonErrorsCommand):
                 else ""
             )
             self.stdout.write(f"  {node['node']:<28} {node['status']}{progress}")
+        paused = run.status == Run.Status.PAUSED
+        for recorded in services.recorded_decisions(run) if paused else []:  # --record-only
+            self.stdout.write(
+                f"\n{recorded_words(recorded)}: the run waits until it is resumed "
+                f"to carry it out: manage.py run resume {run.pk}"
+            )
         gate = data["pending_gate"]
         if gate:
             self.stdout.write(f"\n{gate['message']}\n")
@@ -191,9 +203,7 @@ class Command(JsonErrorsCommand):
                 budget=cli_history.budget_from(options),
             )
         except services.InputError as exc:
-            raise CommandError(
-                "invalid inputs: " + "; ".join(f"{k}: {v}" for k, v in exc.errors.items())
-            ) from exc
+            raise CommandError(_start_refusal(exc.errors)) from exc
         if not options["wait"]:
             self.stdout.write(
                 json.dumps({"id": run.pk, "status": run.status_word})
@@ -259,6 +269,16 @@ class Command(JsonErrorsCommand):
         run = self._run(options["run_id"])
         services.reject(services.gate_for_decision(run).pk, self.actor, reason=options["reason"])
         self.emit(options, run)
+
+
+def _start_refusal(errors: dict) -> str:
+    """The service's refusal of a start, naming the options it is about: the message's
+    words as the console's, then the inputs (and limits) that are wrong."""
+    errors = dict(errors)
+    lines = [f"--message: {errors.pop('message')}"] if "message" in errors else []
+    if errors:
+        lines.append("invalid inputs: " + "; ".join(f"{k}: {v}" for k, v in errors.items()))
+    return "\n".join(lines)
 
 
 def _workdir(value: str) -> str:
