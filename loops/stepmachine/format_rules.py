@@ -197,12 +197,12 @@ def _check_role_provider(role_id, role: dict, path: str, ctx: RuleContext) -> No
         ctx.error(
             where,
             f"{label} uses the default provider, but {problem}: name one (`provider: demo` is "
-            "the built-in demo agent) or mark a provider as the default in the admin (Providers)",
+            "the built-in demo agent) or mark a provider as the default in the admin (Provider configs)",
         )
     else:
         ctx.error(
             where,
-            f"{label}: {problem}: add it in the admin (Providers) or name another "
+            f"{label}: {problem}: add it in the admin (Provider configs) or name another "
             "(`provider: demo` is the built-in demo agent); a step-machine recipe declares no "
             "providers of its own",
         )

@@ -97,7 +97,7 @@ def _resolve(name: str | None, spec) -> Provider:
         raise ProviderError(
             "no provider is named for this step and no default provider is set: add "
             "`provider: NAME` to the recipe (`provider: demo` is the built-in demo agent) "
-            "or mark a provider as the default in the admin (Providers)"
+            "or mark a provider as the default in the admin (Provider configs)"
         )
     return _named(settings.LOOP_DEFAULT_PROVIDER, spec)
 
@@ -125,7 +125,11 @@ def unresolvable(name: str | None) -> str | None:
         name = settings.LOOP_DEFAULT_PROVIDER
     row = ProviderConfig.objects.filter(name=name).first()
     if row is not None:
-        return None if row.enabled else f"provider '{name}' is disabled in the admin (Providers)"
+        return (
+            None
+            if row.enabled
+            else f"provider '{name}' is disabled in the admin (Provider configs)"
+        )
     return None if name in BUILTIN else f"provider '{name}' is not configured"
 
 
@@ -145,15 +149,15 @@ def _named(name: str, spec) -> Provider:
     if name in BUILTIN:
         return build(name, name, {})
     if row is not None:
-        raise ProviderError(f"provider '{name}' is disabled in the admin (Providers)")
+        raise ProviderError(f"provider '{name}' is disabled in the admin (Provider configs)")
     if not getattr(spec, "INLINE_PROVIDERS", True):
         # A step-machine recipe has no `providers:` map: do not send its author to one.
         raise ProviderError(
-            f"provider '{name}' is not configured: add it in the admin (Providers) or use "
+            f"provider '{name}' is not configured: add it in the admin (Provider configs) or use "
             "`provider: demo`"
         )
     raise ProviderError(
-        f"provider '{name}' is not configured: add it in the admin (Providers), declare it in "
+        f"provider '{name}' is not configured: add it in the admin (Provider configs), declare it in "
         f'the recipe\'s `providers:` map (for example `{name}: {{kind: command, command: "..."}}`)'
         " or use `provider: demo`"
     )

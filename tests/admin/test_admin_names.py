@@ -16,3 +16,17 @@ def test_the_docs_name_the_provider_admin_as_the_admin_does():
     assert shown in texts["README.md"] and shown in texts["providers.md"]
     other = re.compile(r"admin \((?:\*\*)?(?:Admin → )?(?:Runs → )?Providers\b")
     assert not [name for name, text in texts.items() if other.search(text)]
+
+
+def test_messages_name_the_provider_admin_as_the_admin_does():
+    """Errors that send a person to the admin name its page as the admin shows it."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    sources = [
+        path
+        for folder in ("console", "loops", "recipes", "runs", "notifications")
+        for path in (root / folder).rglob("*.py")
+    ]
+    wrong = [str(p.relative_to(root)) for p in sources if "admin (Providers)" in p.read_text()]
+    assert not wrong
