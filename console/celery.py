@@ -36,7 +36,9 @@ class SweepWhenTheBrokerReturns(bootsteps.StartStopStep):
 
     def start(self, parent) -> None:
         if not self.connected_before:
-            self.connected_before = True  # the worker's start: beat's schedule covers it
+            # The worker's first connection: no outage of its own to recover from (one
+            # started while the broker was down waits for beat's next tick, as before).
+            self.connected_before = True
             return
         import logging
 

@@ -140,16 +140,3 @@ def _sync_one(item: Found, source: str, force: bool) -> SyncReport:
         action = f"{action} (invalid)"
         detail = str(loaded.result.errors[0])
     return SyncReport(item.slug, action, item.origin, str(item.path), detail)
-
-
-def sync_slug(slug: str, repositories: tuple = ()) -> SyncReport | None:
-    """Load the file that is `slug` now, if one is (the precedence rule of `sync`, for one
-    recipe): a step-machine run is created from what is on disk, not only what was synced."""
-    item = discover(repositories).get(slug)
-    if item is None:
-        return None
-    try:
-        source = read_source(item.path)
-    except (OSError, UnicodeDecodeError) as exc:
-        return SyncReport(slug, "unreadable", item.origin, str(item.path), str(exc))
-    return _sync_one(item, source, force=False)

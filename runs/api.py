@@ -37,7 +37,9 @@ RunId = PathParam(..., ge=1, le=MAX_ID, description="The run's id")
 
 class RunStartIn(JsonObject):
     recipe: Text = Field(..., max_length=100, description="The recipe's slug")
-    message: Text = Field("", max_length=services.MESSAGE_LIMIT)
+    message: Text = Field(
+        "", description=f"At most {services.MESSAGE_LIMIT:,} characters: more is refused (422)."
+    )
     inputs: dict[str, Any] = Field(default_factory=dict)
     budget: dict[str, Any] | None = Field(
         None, description="Limits for this run: cost_usd, tokens, wall_seconds, iterations"

@@ -62,7 +62,7 @@ class LimitState:
     def flag(self) -> str:
         """Where the limit stands, in the words every surface shows beside its meter."""
         if self.exceeded:
-            return "limit reached"
+            return "stopped the run"
         if self.reached:
             return "all used"
         return "nearly spent" if self.warning else ""

@@ -178,7 +178,8 @@ def shown_nodes(run: Run, rows: list[NodeRun]) -> list[NodeRow]:
     its own (a driven pipeline's step, a Python script's agent), stays running between its
     calls: its newest call says what it does, as the loop card, which shows those calls,
     says it. A row a fork carried keeps the original's start; when it works again in the
-    fork, its time here starts with its first call here."""
+    fork, its time here starts with its first call here. A row its first call made, never
+    claimed, is timed from that call to its newest one's end."""
     outside = kinds.of_run(run).rows_outside_graph
     shown = []
     for row in rows:
@@ -194,6 +195,11 @@ def shown_nodes(run: Run, rows: list[NodeRun]) -> list[NodeRow]:
         carried = row.carried_from_id and started and started < run.created_at
         if carried and row.own_started_at is not None:
             started = row.own_started_at
+        if started is None and row.own_started_at is not None:
+            # Made by its first call, never claimed (a Python loop's agent): its calls time it.
+            started = row.own_started_at
+            if status != NodeRun.Status.RUNNING:
+                ended = row.newest_call_finished_at or ended
         shown.append(NodeRow(row, status=status, started_at=started, ended_at=ended))
     return shown
 

@@ -24,7 +24,7 @@ from django.db import IntegrityError, transaction
 from runs import budget
 from runs.agent_tools import AgentTool, ToolBox, ToolContext, ToolError
 from runs.executor.state import lock_run, on_fresh_connection
-from runs.models import NodeRun
+from runs.models import Iteration, NodeRun
 from runs.providers.base import Cancelled
 
 from .hooks import HookError, Hooks, resolution
@@ -393,8 +393,11 @@ class LoopDriver:
 
     def _close(self, loop: Loop, status: str, *, result=None, error: str = "") -> str:
         """on_finish, then loop:end. A raising on_finish fails the loop: its message is
-        returned (empty when the loop ended as asked)."""
+        returned (empty when the loop ended as asked). A loop that already ended (with
+        its run: Loop.close_with_run) is left as it is, with no hook after its loop:end."""
         hook_error = ""
+        if not Loop.objects.filter(pk=loop.pk, status=Loop.Status.OPEN).exists():
+            return hook_error
         try:
             self.hooks.call(
                 "on_finish", loopId=loop.pk, status=status, iterations=loop.iteration_count
@@ -435,9 +438,16 @@ class LoopDriver:
         return loop
 
     def _locked_run(self):
+        """The run, locked, while this turn may still change its loops: not once the run
+        ended, nor once another execution took this turn over (`runner._begin_turn` failed
+        it: the sweep took the node back from a worker that was slow, not dead)."""
         run = lock_run(self.run.pk, with_recipe=False)
         if run.is_terminal:
             raise Cancelled(f"the run is {run.status}")
+        if not Iteration.objects.filter(
+            pk=self.host_iteration.pk, status=Iteration.Status.RUNNING
+        ).exists():
+            raise Cancelled("another execution took this host turn over")
         return run
 
 

@@ -15,7 +15,7 @@ change: the record a turn resumed after a lost worker replays (loops/driven/driv
 
 from __future__ import annotations
 
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
@@ -135,7 +135,8 @@ class Loop(models.Model):
     def end_iteration(self, run, iteration: LoopIteration, *, output, shown, status, error=""):
         """The iteration ends with `output` (kept on its row and in the crumb); the host is
         given `shown` (on_iteration_end may have replaced it)."""
-        iteration.finish(status, output=output, shown=shown, error=error)
+        if not iteration.finish(status, output=output, shown=shown, error=error):
+            return  # already ended (by the execution that took the turn over): once only
         self.last_output = shown
         Loop.objects.filter(pk=self.pk).update(last_output=shown)
         run.append_event(
@@ -223,15 +224,20 @@ class LoopIteration(models.Model):
         """Note a pipeline step; the same step noted again (a write retried on a new
         connection) is noted once."""
         step = {"agent": agent, "iteration": iteration_id, "attempt": self.attempts}
-        if step not in self.steps:
-            self.steps = [*self.steps, step]
-        LoopIteration.objects.filter(pk=self.pk).update(steps=self.steps)
+        with transaction.atomic():  # read and written under the row's lock: nothing lost
+            rows = LoopIteration.objects.select_for_update().filter(pk=self.pk)
+            noted = rows.values_list("steps", flat=True).get()
+            if step not in noted:
+                noted = [*noted, step]
+                rows.update(steps=noted)
+        self.steps = noted
 
     def retry(self) -> None:
         self.attempts += 1
         LoopIteration.objects.filter(pk=self.pk).update(attempts=self.attempts)
 
-    def finish(self, status: str, *, output, shown, error: str = "") -> None:
+    def finish(self, status: str, *, output, shown, error: str = "") -> bool:
+        """End the iteration once; False when it had already ended."""
         now = timezone.now()
         replaced = shown != output
         fields = {
@@ -243,9 +249,13 @@ class LoopIteration(models.Model):
             "finished_at": now,
             "duration_ms": int((now - self.started_at).total_seconds() * 1000),
         }
-        LoopIteration.objects.filter(pk=self.pk, status=self.Status.RUNNING).update(**fields)
+        if not LoopIteration.objects.filter(pk=self.pk, status=self.Status.RUNNING).update(
+            **fields
+        ):
+            return False
         for name, value in fields.items():
             setattr(self, name, value)
+        return True
 
     def fail(self, error: str) -> None:
         self.finish(self.Status.FAILED, output=None, shown=None, error=error)

@@ -11,7 +11,6 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from runs import outputs
 from runs.executor.agent import StepFailed, prepare_prompt, request_for, run_call
 from runs.executor.state import lock_run, on_fresh_connection
 from runs.executor.stream import OutputStream
@@ -93,11 +92,9 @@ def finished_steps(spec, loop, loop_iteration) -> list:
 
 
 def _answer(agent, call: Iteration):
-    """What a finished step passed on: as run_step returns it."""
-    if agent.output_schema:
-        return call.structured
-    kept = outputs.path_of(call.output_file) if call.output_file else None
-    return kept.read_text(errors="replace") if kept is not None else call.output
+    """What a finished step passed on, as run_step returns it: its structured output, or
+    the text its row keeps."""
+    return call.structured if agent.output_schema else call.output
 
 
 def run_step(driver, loop_iteration, agent_id: str, value):

@@ -45,7 +45,7 @@ from .prompts import host_prompt, lost_attempt_note
 from .spec import PIPELINE_STEP
 
 log = logging.getLogger(__name__)
-LOST = "the worker running the host was lost; this call runs again in the host's next turn"
+LOST = "the worker running the host was lost while this call ran; the host's next turn goes on"
 LOST_TURN = "the worker running the host was lost; turn {number} goes on from what this one did"
 
 

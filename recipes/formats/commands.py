@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -55,23 +56,27 @@ def resolve_command(name: str, commands_dirs: Sequence[Path]) -> str:
 def usable_entry(candidate: Path, directory: Path, what: str) -> bool:
     """Whether `directory` has a usable file `candidate` (False: no entry of that name, so
     a later folder may be consulted). An entry that exists but cannot be used fails closed,
-    raising CommandError: a link to nothing or a loop of links, something not a regular
-    file (a folder, a FIFO), a link out of the folder. The one rule for command files and
-    named scripts."""
+    raising CommandError: a link (these folders may be an agent's work: no link in them is
+    followed), something not a regular file (a folder, a FIFO). The one rule for command
+    files and named scripts; the file itself is then read without following a link
+    (`runs.sandbox.files.read_file`)."""
     try:
-        candidate.lstat()
+        mode = candidate.lstat().st_mode
     except (FileNotFoundError, NotADirectoryError):
         return False
-    if candidate.is_symlink() and not candidate.exists():
+    if stat.S_ISLNK(mode):
+        if not candidate.exists():
+            problem = "a link that leads nowhere (to {}: missing, or a loop of links)"
+        elif not candidate.resolve().is_relative_to(Path(directory).resolve()):
+            problem = "a link that points outside " + str(directory) + " (to {})"
+        else:
+            problem = "a link (to {}), and links here are not followed: put the file itself there"
         raise CommandError(
-            f"{what}: {candidate} is a link that leads nowhere (to "
-            f"{os.readlink(candidate)}: missing, or a loop of links); fix or remove it "
-            "(a folder that has the name is never passed over for a later one)"
+            f"{what}: {candidate} is {problem.format(os.readlink(candidate))}; fix or remove "
+            "it (a folder that has the name is never passed over for a later one)"
         )
-    if not candidate.is_file():
+    if not stat.S_ISREG(mode):
         raise CommandError(f"{what}: {candidate} is not a file")
-    if not candidate.resolve().is_relative_to(Path(directory).resolve()):
-        raise CommandError(f"{what}: {candidate} points outside {directory}")
     return True
 
 
@@ -85,8 +90,9 @@ def _read_command(name: str, commands_dirs: Sequence[Path]) -> str:
         try:
             if not usable_entry(candidate, directory, f"command {short_repr(name)}"):
                 continue
-            with candidate.open("rb") as handle:
-                data = handle.read(MAX_SOURCE_BYTES + 1)
+            from runs.sandbox import files
+
+            data = files.read_file(directory, candidate.name, limit=MAX_SOURCE_BYTES + 1).data
         except OSError as exc:
             raise CommandError(
                 f"command {short_repr(name)}: cannot read {candidate} ({exc.strerror or exc})"

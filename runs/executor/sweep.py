@@ -77,6 +77,10 @@ def take_back(row, act) -> None:
             act(run)
 
 
+# How many times the attempt limit a unit that keeps making progress may be lost in all.
+PROGRESS_SPARES_LIMIT = 10
+
+
 def lost(attempts: int) -> str:
     return f"worker lost {attempts} times (attempt limit {settings.LOOP_MAX_ATTEMPTS})"
 
@@ -103,15 +107,22 @@ def expired_steps(now, counts: Counter) -> None:
     """Steps (bash, prompt, a node's start) whose worker vanished: run again, or fail. The
     attempt limit counts lost progress, not lost workers: a unit that made durable progress
     since its claim (NodeRun.progressed_since_claim) goes again with a fresh count; one lost
-    LOOP_MAX_ATTEMPTS times in a row with none fails."""
+    LOOP_MAX_ATTEMPTS times in a row with none fails. Progress spares a unit
+    PROGRESS_SPARES_LIMIT times the attempt limit at most: a kind that did run its kept work
+    again would otherwise be paid for forever."""
     for row in NodeRun.objects.expired(now):
 
         def act(run, row=row):
-            progressed = row.progressed_since_claim(kinds.of_run(run).rows_outside_graph)
-            if progressed or row.workers_lost < settings.LOOP_MAX_ATTEMPTS:
+            spent = row.executions_lost >= settings.LOOP_MAX_ATTEMPTS * PROGRESS_SPARES_LIMIT
+            progressed = not spent and row.progressed_since_claim(
+                kinds.of_run(run).rows_outside_graph
+            )
+            if not spent and (progressed or row.workers_lost < settings.LOOP_MAX_ATTEMPTS):
                 counts["requeued"] += row.requeue(run, now, progressed=progressed)
-            elif row.fail(run, lost(row.workers_lost), attempt=row.attempts, expired_before=now):
-                row.end_open_calls(run, lost(row.workers_lost))
+                return
+            error = lost(row.executions_lost if spent else row.workers_lost)
+            if row.fail(run, error, attempt=row.attempts, expired_before=now):
+                row.end_open_calls(run, error)
                 counts["failed"] += 1
 
         take_back(row, act)

@@ -123,8 +123,13 @@ class NodeRun(models.Model):
         one whose lease just ran out included: its claims, less those that followed a
         gate's decision (`wake`) and those spared by progress (`requeue`). The sweep's
         attempt limit (LOOP_MAX_ATTEMPTS) counts these: lost progress, not lost workers."""
-        state = self.state or {}
-        return self.attempts - state.get(self.WAKES, 0) - state.get(self.SPARED, 0)
+        return self.executions_lost - (self.state or {}).get(self.SPARED, 0)
+
+    @property
+    def executions_lost(self) -> int:
+        """Every execution of this node whose worker was lost, those spared by progress
+        included: the claims that did not follow a decision (`wake`)."""
+        return self.attempts - (self.state or {}).get(self.WAKES, 0)
 
     def progressed_since_claim(self, rows_outside_graph=()) -> bool:
         """Durable progress since this row's last claim (`started_at`): an agent call
@@ -394,7 +399,9 @@ class NodeRun(models.Model):
         durable progress since its claim, so its count of lost workers starts afresh."""
         columns = {}
         if progressed:
-            self.state = type(self).objects.values_list("state", flat=True).get(pk=self.pk)
+            # Read under the row's lock: a write of the state meanwhile (a fork's) is kept.
+            rows = type(self).objects.select_for_update().filter(pk=self.pk)
+            self.state = rows.values_list("state", flat=True).get()
             spared = (self.state or {}).get(self.SPARED, 0) + self.workers_lost
             columns["state"] = {**(self.state or {}), self.SPARED: spared}
         if not self._move(

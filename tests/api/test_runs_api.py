@@ -84,6 +84,14 @@ def test_start_without_the_message_the_recipe_works_on_is_422(as_operator, bundl
     assert not Run.objects.exists()
 
 
+def test_a_message_over_the_limit_is_refused_in_the_consoles_words(as_operator, bundled):
+    response = as_operator.post("/api/runs", {"recipe": "guided-refine", "message": "x" * 100_001})
+    assert response.status_code == 422 and not Run.objects.exists()
+    assert response.body["errors"] == {
+        "message": "The message is 100,001 characters; the limit is 100,000."
+    }
+
+
 def test_start_without_a_message_when_the_recipe_does_not_use_it(as_operator, bundled):
     response = as_operator.post("/api/runs", {"recipe": "release-approval"})
     assert response.status_code == 201

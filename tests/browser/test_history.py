@@ -205,7 +205,7 @@ def test_budget_stop_then_raise_and_resume(
     panel = page.locator("#run-budget")
     expect(panel).to_contain_text("The run is stopped before its next iteration")
     expect(page.locator("#run-nodes .badge").first).to_have_text("paused")
-    expect(panel.locator("[data-budget-limit=iterations]")).to_contain_text("limit reached")
+    expect(panel.locator("[data-budget-limit=iterations]")).to_contain_text("stopped the run")
     assert Iteration.objects.filter(run=run).count() == 2
     screenshot(page, "budget-stopped")
 

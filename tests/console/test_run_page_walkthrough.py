@@ -51,7 +51,7 @@ def test_a_run_that_finishes_at_its_iterations_limit_used_it_and_did_not_exceed_
     Run.objects.filter(pk=run.pk).update(status="completed", finished_at=timezone.now())
     page = _page(client, operator, run)
     meter = page.split('data-budget-limit="iterations"', 1)[1].split("</li>", 1)[0]
-    assert "3 of 3" in meter and "limit reached" not in meter and "all used" in meter
+    assert "3 of 3" in meter and "stopped the run" not in meter and "all used" in meter
     assert 'budget-limit exceeded"' not in page
     (limit,) = client_for(operator).get(f"/api/runs/{run.pk}/budget").body["limits"]
     assert (limit["exceeded"], limit["reached"]) == (False, True)
@@ -62,7 +62,7 @@ def test_a_run_stopped_by_its_iterations_limit_exceeded_it(client, bundled, oper
     Run.objects.filter(pk=run.pk).update(status="budget_exceeded")
     page = _page(client, operator, run)
     meter = page.split('data-budget-limit="iterations"', 1)[1].split("</li>", 1)[0]
-    assert "limit reached" in meter
+    assert "stopped the run" in meter
     (limit,) = client_for(operator).get(f"/api/runs/{run.pk}/budget").body["limits"]
     assert (limit["exceeded"], limit["reached"]) == (True, True)
 
@@ -161,3 +161,21 @@ def test_a_forks_nodes_show_their_own_durations(client, viewer, guided_run):
     assert " s</span>" in researcher and "min" not in researcher
     drafter = card.split('<code class="node-id">drafter</code>', 1)[1].split("</li>", 1)[0]
     assert "42.0 s" in drafter
+
+
+def test_a_row_never_claimed_is_timed_by_its_calls(client, viewer, guided_run):
+    """A Python loop's agent row is made by its first call, not claimed, and ends with the
+    script: the Nodes card times it by its calls (the newcomer review: a one-shot agent of
+    content-pipeline showed no duration)."""
+    run, _ = guided_run
+    long_ago = timezone.now() - timedelta(minutes=10)
+    row = NodeRun.objects.create(
+        run=run, node_id="research", kind="agent", status="completed", finished_at=timezone.now()
+    )
+    call = add_iteration(run, row, 1, output="notes")
+    Iteration.objects.filter(pk=call.pk).update(
+        started_at=long_ago, finished_at=long_ago + timedelta(seconds=2)
+    )
+    card = _nodes(client, viewer, run)
+    research = card.split('<code class="node-id">research</code>', 1)[1].split("</li>", 1)[0]
+    assert "2.0 s" in research

@@ -76,3 +76,17 @@ def test_where_the_lock_is_in_the_web_servers_memory_it_says_what_to_do(db):
         unlock("vera")
     words = str(refused.value)
     assert "kept in the web server's memory" in words and "restart" in words
+
+
+def test_a_redis_that_does_not_answer_is_said_not_shown_as_a_traceback(db, monkeypatch):
+    from redis.exceptions import ConnectionError as RedisDown
+
+    from console import throttle
+
+    def down(*args):
+        raise RedisDown("Connection refused")
+
+    monkeypatch.setattr(throttle, "kept_in_process_memory", lambda: False)
+    monkeypatch.setattr(throttle, "lift", down)
+    with pytest.raises(CommandError, match="did not answer .*nothing was lifted"):
+        unlock("vera")

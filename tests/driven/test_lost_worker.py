@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from loops.driven import runner
@@ -171,13 +172,8 @@ def test_a_unit_lost_at_the_limit_after_progress_goes_on_with_a_fresh_count(
     settings,
     sent,
 ):
-    settings.LOOP_MAX_ATTEMPTS = 3
-    run, host, _ = driven_run
-    host = expired(host, 3)
-    finished_step(run, timezone.now() - timedelta(minutes=2))  # after its claim
-    assert host.progressed_since_claim(["pipeline_step"])
-    assert sweep()["requeued"] == 1
-    host.refresh_from_db()
+    host, swept = lost_after_progress(driven_run, settings, 3)
+    assert swept["requeued"] == 1
     assert host.status == "pending" and host.workers_lost == 0
     assert ("start_node", (host.pk,)) in sent
     NodeRun.objects.claim(host.pk)
@@ -198,3 +194,46 @@ def test_a_unit_lost_at_the_limit_with_no_progress_fails_as_before(
     host.refresh_from_db()
     assert host.status == "failed"
     assert host.error == "worker lost 3 times (attempt limit 3)"
+
+
+def test_a_slow_worker_whose_turn_was_taken_over_changes_nothing(driven_run):  # noqa: F811
+    """The sweep took the node back from a worker that was slow, not dead: once the next
+    execution has taken its turn over, the old driver's calls are refused (the turn is no
+    longer running) and an iteration ended twice ends once, with one crumb."""
+    from runs.providers.base import Cancelled
+
+    run, host, turn = driven_run
+    host = claimed(host)
+    slow = lost_driver(run, host, turn)
+    assert slow.toolbox.call(START, {"pipeline": PIPELINE}).ok
+    (loop,) = Loop.objects.filter(run=run)
+    it = loop.iterations.get()
+
+    runner.execute(run, host)  # the next execution takes the turn over and finishes
+    with pytest.raises(Cancelled, match="took this host turn over"), transaction.atomic():
+        slow._locked_run()
+    ends = run.events.filter(kind="loop:iteration:end").count()
+    loop.end_iteration(run, it, output="late", shown="late", status="completed")
+    assert run.events.filter(kind="loop:iteration:end").count() == ends
+    it.refresh_from_db()
+    assert it.output != "late"
+
+
+def test_progress_spares_a_unit_a_bounded_number_of_times(driven_run, settings):  # noqa: F811
+    """A unit lost over and over, each time after some progress, is spared up to ten times
+    the attempt limit in all (sweep.PROGRESS_SPARES_LIMIT): then it fails, saying how often."""
+    host, swept = lost_after_progress(driven_run, settings, 30)
+    assert swept["failed"] == 1
+    assert host.status == "failed" and host.error == "worker lost 30 times (attempt limit 3)"
+
+
+def lost_after_progress(started, settings, times: int):
+    """The host lost `times` times, the last time after a pipeline step finished; swept."""
+    settings.LOOP_MAX_ATTEMPTS = 3
+    run, host, _ = started
+    host = expired(host, times)
+    finished_step(run, timezone.now() - timedelta(minutes=2))  # after its claim
+    assert host.progressed_since_claim(["pipeline_step"])
+    swept = sweep()
+    host.refresh_from_db()
+    return host, swept

@@ -888,3 +888,13 @@ def test_input_names_and_unknown_input_fields():
 def test_non_text_source_never_raises(source):
     result = load_recipe(source)  # type: ignore[arg-type]
     assert result.errors and result.spec is None
+
+
+def test_a_link_inside_a_commands_folder_is_not_followed(commands):
+    """A commands folder may be an agent's work: the console never follows a link in it,
+    even one to a file beside it (the safety rules: a workspace is hostile input)."""
+    (commands[0] / "implement.md").unlink()
+    (commands[0] / "real.md").write_text("Do the work.\n")
+    (commands[0] / "implement.md").symlink_to(commands[0] / "real.md")
+    result = load_recipe(with_nodes("- {id: a, command: implement}\n"), commands_dirs=commands)
+    assert_error(result, "links here are not followed", 3, "nodes[0].command")

@@ -94,6 +94,7 @@ def test_a_link_or_a_pipe_an_agent_left_in_the_loops_folder_is_not_read(tmp_path
     a link there to a secret must not become a recipe's source, a pipe must not block."""
     import os
 
+    from loops.stepmachine.recipe_files import recipe_file
     from recipes import sync
 
     repository = project(tmp_path)
@@ -102,14 +103,16 @@ def test_a_link_or_a_pipe_an_agent_left_in_the_loops_folder_is_not_read(tmp_path
     loops = repository / ".planeai" / "loops"
     (loops / "planted.yaml").symlink_to(secret)
     os.mkfifo(loops / "pipe.yaml")
-    assert sync.sync_slug("planted", (str(repository),)).action == "unreadable"
+    planted = recipe_file("planted", (str(repository),))
+    assert planted.file_text is None and planted.unreadable
+    assert "THE-SECRET" not in str(planted.result.errors)
     # A pipe is no recipe file (recipes.layout.recipe_files); were it swapped in between,
     # read_source would refuse it without blocking.
-    assert sync.sync_slug("pipe", (str(repository),)) is None
+    assert recipe_file("pipe", (str(repository),)) is None
     with pytest.raises(OSError):
         sync.read_source(loops / "pipe.yaml")
+    assert recipe_file("only-here", (str(repository),)).load().slug == "only-here"
     assert not Recipe.objects.filter(source__contains="THE-SECRET").exists()
-    assert sync.sync_slug("only-here", (str(repository),)).action == "created"
 
 
 UNPARSEABLE = "schema: planeai.loop.recipe.v1\nid: {id}\nname: Broken\nsteps: [\n"

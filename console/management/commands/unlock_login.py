@@ -5,6 +5,7 @@ import math
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from redis.exceptions import RedisError
 
 from console import throttle
 
@@ -35,7 +36,14 @@ class Command(BaseCommand):
                 f"(Ctrl-C, then `make run`) to lift every lock, or wait {minutes} minutes "
                 "(LOOP_LOGIN_LOCKOUT_SECONDS) from the first failure."
             )
-        for what, failures in throttle.lift(username, address).items():
+        try:
+            lifted = throttle.lift(username, address)
+        except (RedisError, OSError) as exc:
+            raise CommandError(
+                f"The sign-in locks are kept in Redis (REDIS_URL), which did not answer ({exc}): "
+                "nothing was lifted; try again once it is back."
+            ) from None
+        for what, failures in lifted.items():
             if failures:
                 self.stdout.write(
                     f"{what}: {failures} failed sign-ins forgotten; the lock is lifted."
