@@ -13,6 +13,7 @@ from runs.api_history import iterations_router
 from runs.api_history import router as history_router
 from runs.api_outputs import router as outputs_router
 from runs.api_steps import router as steps_router
+from triggers.api import router as triggers_router
 
 DESCRIPTION = """Everything a person does in the console, a script can do here.
 
@@ -37,6 +38,7 @@ api.add_router("/runs", steps_router, tags=["runs"])
 api.add_router("/runs", history_router, tags=["runs"])
 api.add_router("/runs", outputs_router, tags=["runs"])
 api.add_router("/iterations", iterations_router, tags=["runs"])
+api.add_router("", triggers_router, tags=["schedules and webhooks"])
 for kind in kinds.all_kinds():
     if kind.api_router is not None:  # its tags are the router's own; None: it has no API
         api.add_router(kind.api_prefix, kind.api_router)

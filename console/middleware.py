@@ -8,9 +8,18 @@ from django.urls import Resolver404, resolve
 from console.auth import bearer_secret
 
 # Paths that must answer without a session: the login page itself, the health probe,
-# static files and the icon, and the API and /metrics (which authenticate bearer tokens
-# themselves and answer 401).
-PUBLIC_PREFIXES = ("/accounts/login/", "/healthz", "/static/", "/api/", "/metrics", "/favicon.ico")
+# static files and the icon, the API and /metrics (which authenticate bearer tokens
+# themselves and answer 401), and inbound webhooks (a delivery proves itself by its
+# signature, triggers.webhooks).
+PUBLIC_PREFIXES = (
+    "/accounts/login/",
+    "/healthz",
+    "/static/",
+    "/api/",
+    "/metrics",
+    "/favicon.ico",
+    "/hooks/",
+)
 
 
 class LoginRequiredMiddleware:

@@ -11,6 +11,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from console.roles import VIEW
+
 # A recognisable prefix lets secret scanners and people tell a Loop Console token apart.
 TOKEN_PREFIX = "lc_"
 
@@ -18,9 +20,8 @@ TOKEN_PREFIX = "lc_"
 # What a token created by a person (the command, the admin) lives for unless told otherwise.
 DEFAULT_LIFETIME = timedelta(days=90)
 
-VIEW_PERMISSIONS = frozenset(
-    {"recipes.view_recipe", "recipes.view_recipeversion", "runs.view_run", "runs.view_gate"}
-)
+# What a read-scoped token may use: the viewer role's permissions (console.roles).
+VIEW_PERMISSIONS = frozenset(f"{app}.{codename}" for app, codename in VIEW)
 OPERATE_PERMISSIONS = VIEW_PERMISSIONS | {"runs.operate_run"}
 
 

@@ -9,9 +9,24 @@ VIEW = [
     ("recipes", "view_recipeversion"),
     ("runs", "view_run"),
     ("runs", "view_gate"),
+    ("triggers", "view_schedule"),
+    ("triggers", "view_schedulefiring"),
+    ("triggers", "view_webhook"),
+    ("triggers", "view_webhookdelivery"),
 ]
 OPERATE = [("runs", "operate_run")]
-EDIT = [("recipes", "add_recipe"), ("recipes", "change_recipe"), ("recipes", "delete_recipe")]
+# A schedule or a webhook starts runs of a recipe unattended: set up by who edits recipes.
+EDIT = [
+    ("recipes", "add_recipe"),
+    ("recipes", "change_recipe"),
+    ("recipes", "delete_recipe"),
+    ("triggers", "add_schedule"),
+    ("triggers", "change_schedule"),
+    ("triggers", "delete_schedule"),
+    ("triggers", "add_webhook"),
+    ("triggers", "change_webhook"),
+    ("triggers", "delete_webhook"),
+]
 SHELL = [("recipes", "write_shell")]
 SHELL_AUTHOR = "recipe author with shell"
 ROLES = {

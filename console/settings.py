@@ -67,6 +67,8 @@ INSTALLED_APPS = [
     "recipes",
     "runs",
     "notifications",
+    "django_celery_beat",
+    "triggers",
     "loops.workflow",
     "loops.stepmachine",
     "loops.python",
@@ -212,6 +214,9 @@ CELERY_DB_REUSE_MAX = env_int("LOOP_WORKER_DB_REUSE_MAX", 10_000)
 CELERY_BEAT_SCHEDULE = {
     "sweep-expired-leases": {"task": "runs.tasks.sweep", "schedule": 15.0},
 }
+# Beat reads its entries from the database (django-celery-beat): the sweep above, and one
+# per schedule (triggers.schedules.sync_beat), changed while beat runs.
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 
 # --- Auth, sessions, security ---------------------------------------------------------------
 AUTHENTICATION_BACKENDS = ["console.throttle.ThrottledModelBackend"]
@@ -225,6 +230,10 @@ LOOP_LOGIN_LOCKOUT_SECONDS = env_int("LOOP_LOGIN_LOCKOUT_SECONDS", 15 * 60)
 # characters, and this many validations a minute per person.
 LOOP_VALIDATE_MAX_CHARS = env_int("LOOP_VALIDATE_MAX_CHARS", 100_000)
 LOOP_VALIDATE_PER_MINUTE = env_int("LOOP_VALIDATE_PER_MINUTE", 30)
+# Inbound webhooks (triggers/webhooks.py): a larger body is refused (413) unread, and a
+# signed timestamp further than this from the clock is refused (401) as a replay.
+LOOP_WEBHOOK_MAX_BYTES = env_int("LOOP_WEBHOOK_MAX_BYTES", 1024 * 1024)
+LOOP_WEBHOOK_TOLERANCE_SECONDS = env_int("LOOP_WEBHOOK_TOLERANCE_SECONDS", 300)
 # Counters shared by every web process when there is a Redis; per process otherwise (the
 # embedded default serves from one process).
 CACHES = {

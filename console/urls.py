@@ -36,6 +36,7 @@ urlpatterns = [
     path("api/", api.urls),
     path("", include("runs.urls")),
     path("", include("recipes.urls")),
+    path("", include("triggers.urls")),  # /hooks/<key>: inbound webhooks
     # Each loop kind's own pages (`LoopKind.urls`).
     *(path("", include(list(kind.urls))) for kind in kinds.all_kinds() if kind.urls),
 ]

@@ -59,6 +59,7 @@ def payload(event: str, run, gate=None, now=None) -> dict:
             "id": run.pk,
             "recipe": run.recipe.slug,
             "status": run.status_word,
+            "starter": run.starter,  # who started it, as every page says (a schedule, too)
             "url": absolute(run.get_absolute_url()),
         },
         "gate": None,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from runs.errors import NotAllowed
 
-SURFACES = ("console", "api", "cli", "mcp", "engine", "sweep", "agent")
+SURFACES = ("console", "api", "cli", "mcp", "engine", "sweep", "agent", "schedule", "webhook")
 # What a decision or cancel without a person reads as, per surface.
 NO_PERSON = {
     "console": "console",
@@ -22,6 +22,8 @@ NO_PERSON = {
     "engine": "the engine",
     "sweep": "the sweep",
     "agent": "an agent",  # a tool call from an agent's process (never a gate decision)
+    "schedule": "a schedule",  # a recipe's schedule (triggers), named in its label
+    "webhook": "a webhook",  # a recipe's inbound webhook (triggers), named in its label
 }
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -19,7 +19,7 @@ from pydantic import field_validator
 from console.api_errors import InvalidInputsOut, JsonObject, errors, require
 from recipes.api import Text
 from recipes.models import Recipe
-from runs import services
+from runs import services, waiting
 from runs.actor import Actor
 from runs.models import Iteration, Run
 from runs.output_reads import api_output, api_prompt, bounded_page
@@ -69,7 +69,12 @@ class RunRowOut(Schema):
     status: str = Field(..., description=STATUS_HELP)
     phase: str = Field("", description=PHASE_HELP)
     message: str
-    started_by: str | None
+    started_by: str | None = Field(..., description="The account that started it, if any")
+    starter: str = Field(
+        "",
+        description="Who started it as every page says it: an account, the command line, "
+        "a schedule or a webhook",
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -139,7 +144,12 @@ class RunOut(Schema):
     message: str
     inputs: dict[str, Any]
     error: str
-    started_by: str | None
+    started_by: str | None = Field(..., description="The account that started it, if any")
+    starter: str = Field(
+        "",
+        description="Who started it as every page says it: an account, the command line, "
+        "a schedule or a webhook",
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -209,6 +219,30 @@ class RunFilters(Schema):
         if value is not None and value not in Run.status_words():
             raise ValueError(f"must be one of: {', '.join(Run.status_words())}")
         return value
+
+
+class WaitIn(Schema):
+    timeout: float = Field(
+        waiting.DEFAULT_SECONDS,
+        ge=0,
+        le=waiting.MOST_SECONDS,
+        description=f"Seconds to wait at most (default {waiting.DEFAULT_SECONDS}, at most "
+        f"{waiting.MOST_SECONDS}); 0 answers at once",
+    )
+
+
+WAIT_STATE_HELP = (
+    "completed: the run completed (a step machine's `approved` too); ended: it failed or was "
+    "cancelled; needs_person: a gate waits for a decision, or the run stopped until a person "
+    "steps in (paused, its budget, a step machine's blocked or needs_human); running: the "
+    "timeout passed first"
+)
+
+
+class RunWaitOut(Schema):
+    state: Literal[waiting.STATES] = Field(..., description=WAIT_STATE_HELP)  # its four words
+    reason: str = Field(..., description="Why, in a few words (the gate that waits, the error)")
+    run: RunOut
 
 
 class IterationFilters(Schema):
@@ -294,6 +328,7 @@ def list_runs(request, filters: Query[RunFilters]):
             "phase": r.phase,
             "message": r.message,
             "started_by": r.started_by.get_username() if r.started_by_id else None,
+            "starter": r.starter,
             "created_at": r.created_at,
             "started_at": r.started_at,
             "finished_at": r.finished_at,
@@ -312,6 +347,25 @@ def list_runs(request, filters: Query[RunFilters]):
 def get_run(request, run_id: int = RunId):
     with one_snapshot():
         return run_out(request, readable_run(request, run_id))
+
+
+@router.get(
+    "/{run_id}/wait",
+    response={200: RunWaitOut, **errors(403, 404, 422)},
+    summary="Wait until the run needs a person or ends (a long-poll)",
+    description=(
+        "Answers as soon as the run needs a person (needs_person) or has ended (completed, "
+        f"ended), at once if it already has; else after `timeout` seconds (default "
+        f"{waiting.DEFAULT_SECONDS}, at most {waiting.MOST_SECONDS}) with `running`. Ask "
+        "again to go on waiting."
+    ),
+)
+def wait_for_run(request, params: Query[WaitIn], run_id: int = RunId):
+    run = readable_run(request, run_id)
+    refuse_unknown_parameters(request, WaitIn)  # `?timout=5` must not wait 30 s
+    result = waiting.wait_for_person(run, params.timeout)
+    with one_snapshot():
+        return {"state": result.state, "reason": result.reason, "run": run_out(request, run)}
 
 
 @router.get(

@@ -118,15 +118,23 @@ def inbox_loop_rows() -> Q:
     return rows
 
 
-def needs_a_person() -> list[Run]:
-    """The runs that wait for a person besides a gate, each with what to offer there
-    (`person_action`): a run stopped by its budget (the kernel's own stop: `budget_action`)
-    and what a kind says (`LoopKind.needs_a_person`: a step machine stopped blocked or
-    needs_human, its review request to merge). The inbox lists them beside the gates."""
+def waiting_for_a_person() -> Q:
+    """The runs that wait for a person besides a gate: a run stopped by its budget (the
+    kernel's own stop) and what a kind says (`LoopKind.needs_a_person`: a step machine
+    stopped blocked or needs_human, its review request to merge)."""
     wanted = Q(status=Run.Status.BUDGET_EXCEEDED)
     for kind, runs in kinds.each("needs_a_person"):
         wanted |= Q(recipe__kind=kind.name) & runs
-    found = list(Run.objects.filter(wanted).select_related("recipe").order_by("-id")[:20])
+    return wanted
+
+
+def needs_a_person() -> list[Run]:
+    """The runs `waiting_for_a_person`, each with what to offer there (`person_action`:
+    `budget_action` for a budget stop, else its kind's). The inbox lists them beside the
+    gates."""
+    found = list(
+        Run.objects.filter(waiting_for_a_person()).select_related("recipe").order_by("-id")[:20]
+    )
     for run in found:
         if run.status == Run.Status.BUDGET_EXCEEDED:
             run.person_action = budget_action(run)
@@ -140,3 +148,19 @@ def budget_action(run: Run) -> tuple[str, str]:
     limit it reached and resume (the Budget card, runs/_budget.html), or cancel it (the
     header). The link opens the page at the Budget card."""
     return "Raise the budget", reverse("run_detail", args=[run.pk]) + "#run-budget"
+
+
+def needs_a_person_now(run: Run) -> str | None:
+    """Why `run` waits for a person now, in a few words, or None: the inbox's rule for one
+    run (a gate waiting for a decision, or `waiting_for_a_person`), and a run paused without
+    a gate (a decision recorded for later, a kind's stop)."""
+    gate = run.gates.filter(status=Gate.Status.PENDING).order_by("id").first()
+    if gate is not None:
+        return f"the gate at {gate.node_id} waits for a decision"
+    if run.status == Run.Status.BUDGET_EXCEEDED:
+        return run.error or run.status_meaning
+    if run.status == Run.Status.PAUSED:
+        return run.status_meaning
+    if Run.objects.filter(waiting_for_a_person(), pk=run.pk).exists():
+        return run.status_meaning
+    return None

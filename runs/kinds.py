@@ -165,6 +165,15 @@ class LoopKind:
         start_run's: False only creates)."""
         return True
 
+    def declared_trigger(self, spec) -> dict:
+        """What the recipe says starts it, for the apps that start runs on their own
+        (triggers: webhooks and schedules): `kind`, `events`, `filters` (JSON pointer ->
+        allowed values), `inputs` (input name -> JSON pointer), `cron`, `every` (seconds),
+        `timezone`; and `command_inputs`, the inputs the recipe runs as a whole command,
+        which a value from outside must never fill (`message_is_command`: the message
+        stands for one of them). Empty: the format declares no trigger."""
+        return {}
+
     # --- a run going on ------------------------------------------------------------------
 
     def gate_decided(self, run, gate, node_run, status: str, actor) -> None:

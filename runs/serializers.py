@@ -38,6 +38,7 @@ def run_summary(run: Run) -> dict:
         "inputs": run.inputs,
         "error": run.error,
         "started_by": run.started_by.get_username() if run.started_by_id else None,
+        "starter": run.starter,
         "created_at": run.created_at,
         "started_at": run.started_at,
         "finished_at": run.finished_at,

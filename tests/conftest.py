@@ -207,6 +207,7 @@ WORKER_FIXTURES = frozenset(
         "required_worker",
         "toy_worker_process",  # tests/toy_kind
         "fault_engine",  # tests/faults: starts the workers each test asks for
+        "beat_worker",  # tests/triggers: a worker running beat
     }
 )
 BROWSER_FIXTURES = frozenset({"chromium", "page"})

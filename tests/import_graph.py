@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # The project's top-level packages; `loops` holds one app per kind of loop.
-PACKAGES = ("runs", "recipes", "loops", "notifications", "console")
+PACKAGES = ("runs", "recipes", "loops", "notifications", "triggers", "console")
 NESTED_APPS = ("loops",)  # each package right under these is an app
 SKIPPED_FOLDERS = {"migrations", "templates", "static", "__pycache__"}
 

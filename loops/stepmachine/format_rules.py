@@ -7,11 +7,13 @@ workflow rules, a rule stays quiet about a value of the wrong type: pydantic say
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from loops.stepmachine import rendering
 from loops.stepmachine.spec import (
     GATE_RESULTS,
+    GITHUB_TRIGGERS,
     HANDOFF_STATUSES,
     ISOLATIONS,
     LOOP_STATUSES,
@@ -27,7 +29,13 @@ from recipes.problems import child_path, short_repr
 TOP_LEVEL = (
     "schema id name description trigger inputs knowledge tools roles policy steps network limits"
 ).split()
-TRIGGER_FIELDS = ("kind",)
+TRIGGER_FIELDS = ("kind", "events", "filters", "inputs", "cron", "every", "timezone")
+# The trigger kinds each field is for (`kind` is for every one).
+TRIGGER_FIELD_KINDS = {
+    **dict.fromkeys(("events", "filters", "inputs"), GITHUB_TRIGGERS),
+    **dict.fromkeys(("cron", "every", "timezone"), ("schedule",)),
+}
+CRON_FIELDS = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
 KNOWLEDGE_FIELDS = ("files", "instructions")
 TOOLS_FIELDS = ("required", "optional")
 ROLE_FIELDS = ("provider", "mode", "isolation", "instructions", "session_reuse", "network")
@@ -55,8 +63,6 @@ TEMPLATE_FIELDS = ("prompt", "branch")
 
 
 def check_planeai(data: dict, ctx: RuleContext) -> dict:
-    import re
-
     for key in data:
         if key not in TOP_LEVEL:
             ctx.warn(child_path("", key), f"unknown top-level field {short_repr(key)} is ignored")
@@ -77,15 +83,7 @@ def check_planeai(data: dict, ctx: RuleContext) -> dict:
     if cleaned.get("description") is None:
         cleaned["description"] = ""
 
-    _only(data.get("trigger"), "trigger", TRIGGER_FIELDS, ctx)
-    trigger = data.get("trigger")
-    if isinstance(trigger, dict) and isinstance(trigger.get("kind"), str):
-        if trigger["kind"] not in TRIGGER_KINDS:
-            ctx.error(
-                "trigger.kind",
-                f"unknown trigger kind {short_repr(trigger['kind'])}; expected one of "
-                + ", ".join(TRIGGER_KINDS),
-            )
+    _check_trigger(data, ctx)
     inputs = data.get("inputs")
     if isinstance(inputs, dict):
         cleaned["inputs"] = {name: check_input(name, spec, ctx) for name, spec in inputs.items()}
@@ -115,6 +113,134 @@ def _only(block: Any, path: str, allowed: tuple, ctx: RuleContext) -> None:
                     child_path(path, key),
                     f"{path}: unknown field {short_repr(key)} is ignored",
                 )
+
+
+def _check_trigger(data: dict, ctx: RuleContext) -> None:
+    """The trigger's kind, and the fields that kind takes: a GitHub trigger's events,
+    filters and inputs (JSON pointers into a delivery's body), a schedule's cron or
+    interval and time zone."""
+    trigger = data.get("trigger")
+    _only(trigger, "trigger", TRIGGER_FIELDS, ctx)
+    if not isinstance(trigger, dict):
+        return
+    kind = trigger.get("kind", "manual")
+    if not isinstance(kind, str):
+        return  # pydantic says what is wrong with its type
+    if kind not in TRIGGER_KINDS:
+        ctx.error(
+            "trigger.kind",
+            f"unknown trigger kind {short_repr(kind)}; expected one of " + ", ".join(TRIGGER_KINDS),
+        )
+        return
+    for name, kinds in TRIGGER_FIELD_KINDS.items():
+        if name in trigger and kind not in kinds:
+            ctx.error(
+                child_path("trigger", name),
+                f"trigger: a {kind} trigger takes no '{name}' (only "
+                + " or ".join(kinds)
+                + " triggers do)",
+            )
+    if kind == "schedule":
+        _check_schedule(trigger, ctx)
+    elif kind in GITHUB_TRIGGERS:
+        _check_pointers(trigger, ctx)
+        _check_trigger_inputs(trigger.get("inputs"), data, ctx)
+
+
+def _check_schedule(trigger: dict, ctx: RuleContext) -> None:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    if "cron" in trigger and "every" in trigger:
+        ctx.error("trigger.every", "trigger: give 'cron' or 'every', not both")
+    cron = trigger.get("cron")
+    if isinstance(cron, str) and (problem := _cron_problem(cron)):
+        ctx.error("trigger.cron", f"trigger.cron: {problem}")
+    zone = trigger.get("timezone")
+    if isinstance(zone, str):
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            ctx.error(
+                "trigger.timezone",
+                f"trigger: unknown time zone {short_repr(zone)} (e.g. Europe/Paris, UTC)",
+            )
+
+
+def _cron_problem(expression: str) -> str:
+    """Why `expression` is not five cron fields Celery beat reads ("" when it is)."""
+    from celery.schedules import crontab
+
+    fields = expression.split()
+    if len(fields) != len(CRON_FIELDS):
+        return (
+            f"a cron expression has five fields (minute hour day-of-month month "
+            f"day-of-week); {short_repr(expression)} has {len(fields)}"
+        )
+    try:
+        crontab(**dict(zip(CRON_FIELDS, fields, strict=True)))
+    except (ValueError, TypeError) as exc:
+        return f"not a cron expression: {exc}"
+    return ""
+
+
+def _check_pointers(trigger: dict, ctx: RuleContext) -> None:
+    """Filters' keys and inputs' values are JSON pointers (RFC 6901) from the body's top."""
+    filters, inputs = trigger.get("filters"), trigger.get("inputs")
+    found = []
+    if isinstance(filters, dict):
+        found += [(child_path("trigger.filters", p), p) for p in filters]
+    if isinstance(inputs, dict):
+        found += [(child_path("trigger.inputs", n), p) for n, p in inputs.items()]
+    for path, pointer in found:
+        if isinstance(pointer, str) and (problem := pointer_problem(pointer)):
+            ctx.error(path, f"trigger: {problem}")
+
+
+def pointer_problem(pointer: str) -> str:
+    """Why `pointer` is not a JSON pointer into a body ("" when it is)."""
+    if not pointer.startswith("/"):
+        return (
+            f"{short_repr(pointer)} is not a JSON pointer: write it from the body's top, "
+            f"e.g. '/{pointer.lstrip('#')}'"
+        )
+    if re.search(r"~(?![01])", pointer):
+        return f"{short_repr(pointer)}: '~' is written '~0' and '/' inside a name '~1'"
+    return ""
+
+
+def _check_trigger_inputs(mapping: Any, data: dict, ctx: RuleContext) -> None:
+    """Inputs read from a delivery are declared inputs, and none the recipe runs as a whole
+    command: a value from outside never becomes one."""
+    if not isinstance(mapping, dict):
+        return
+    declared = data.get("inputs") if isinstance(data.get("inputs"), dict) else {}
+    commands = _command_inputs(data.get("steps"))
+    for name in mapping:
+        path = child_path("trigger.inputs", name)
+        if name not in declared:
+            names = ", ".join(sorted(map(str, declared))) or "none"
+            ctx.error(
+                path, f"trigger: {short_repr(name)} is not a declared input (inputs: {names})"
+            )
+        elif name in commands:
+            ctx.error(
+                path,
+                f"trigger: step {commands[name]} runs the input {short_repr(name)} as a command; "
+                "a value from a delivery never becomes a command",
+            )
+
+
+def _command_inputs(steps: Any) -> dict[str, str]:
+    """Inputs a gates.run runs as a whole command, read from the raw steps: {input: step}."""
+    found: dict[str, str] = {}
+    for step in steps if isinstance(steps, list) else []:
+        gates = step.get("gates") if isinstance(step, dict) else None
+        for gate in gates if isinstance(gates, list) else []:
+            command = gate.get("command") if isinstance(gate, dict) else None
+            if isinstance(command, str) and rendering.whole_value(command):
+                for name in rendering.command_sources(command)[0]:
+                    found.setdefault(name, str(step.get("id")))
+    return found
 
 
 def _check_knowledge_files(block: Any, ctx: RuleContext) -> None:

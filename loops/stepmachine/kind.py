@@ -104,6 +104,15 @@ class StepMachineKind(LoopKind):
     def created(self, run, start_now):
         return start.created(run, start_now)
 
+    def declared_trigger(self, spec):
+        commands = start.command_inputs(spec)
+        return {
+            **spec.trigger.declared(),
+            "command_inputs": sorted(commands),
+            # Templates read the message as `goal` when no goal is given (context.run_inputs).
+            "message_is_command": "goal" in commands,
+        }
+
     def gate_decided(self, run, gate, node_run, status, actor):
         runner.gate_decided(run, gate, node_run, status, actor)
 

@@ -26,6 +26,11 @@ MACHINE_KIND = "stepmachine"
 SESSION_KIND = "session"
 
 TRIGGER_KINDS = ("manual", "schedule", "github_event", "task_event", "pr_feedback", "ci_failure")
+# Triggers that are GitHub deliveries to a webhook (triggers.webhooks): they take events,
+# filters and inputs read from the delivery's body.
+GITHUB_TRIGGERS = ("github_event", "pr_feedback", "ci_failure")
+# Triggers the console cannot run: it has no task tracker to send task events.
+UNRUNNABLE_TRIGGERS = ("task_event",)
 STEP_KINDS = (
     "session.create",
     "session.prompt",
@@ -53,8 +58,24 @@ ISOLATIONS = ("worktree", "project", "readonly")
 READ_ONLY_MODES = ("review", "readonly")
 
 
+Scalar = str | int | float | bool
+
+
 class TriggerSpec(_Spec):
     kind: Literal[TRIGGER_KINDS] = "manual"
+    # A GitHub trigger's: the events it takes, JSON pointers into the delivery's body to
+    # the values allowed there, and the run's inputs read from the body (name -> pointer).
+    events: list[Text] = Field(default_factory=list)
+    filters: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
+    inputs: dict[str, Text] = Field(default_factory=dict)
+    # A schedule's: five cron fields read in `timezone`, or every N seconds.
+    cron: Text | None = None
+    every: PositiveInt | None = None
+    timezone: Text = "UTC"
+
+    def declared(self) -> dict:
+        """The block as `LoopKind.declared_trigger` gives it."""
+        return self.model_dump(mode="json")
 
 
 class KnowledgeSpec(_Spec):

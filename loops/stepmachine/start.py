@@ -1,9 +1,9 @@
 """What must hold before a step-machine run starts, and which repositories it may use.
 
 Checked by `runs.services.start_run` for every surface (`check_run_start`, the kind's
-`check_start`): the trigger is `manual`, the tools the recipe requires are there, the
-repository is a git repository when the recipe needs one (a role in a worktree, a branch
-input), branch inputs name its branches, and an input
+`check_start`): the trigger is one the console runs (not `task_event`), the tools the
+recipe requires are there, the repository is a git repository when the recipe needs one (a
+role in a worktree, a branch input), branch inputs name its branches, and an input
 the recipe runs as a whole gate command is the recipe's own default unless the person may
 write shell (the `recipes.write_shell` permission). The message counts as such an input
 when it stands for `goal` (an undeclared or empty `goal` input reads the message), and a
@@ -24,6 +24,7 @@ from runs.errors import Conflict, InputError
 from . import git
 from .machine import create_machine
 from .rendering import command_sources, whole_value
+from .spec import UNRUNNABLE_TRIGGERS
 
 # What the console itself provides to every step-machine run (see docs/recipes.md).
 PROVIDED_TOOLS = {
@@ -92,10 +93,12 @@ def command_inputs(spec) -> dict[str, str]:
 
 
 def check_start(spec, inputs: dict, workdir: str, user, *, message="", child=False) -> None:
-    if spec.trigger.kind != "manual":
+    # A schedule or a webhook is one more way in; a person may start such a recipe too.
+    if spec.trigger.kind in UNRUNNABLE_TRIGGERS:
         raise Conflict(
-            f"This recipe's trigger is '{spec.trigger.kind}', which is recognised but not "
-            "supported yet: only manual recipes can be started."
+            f"This recipe's trigger is '{spec.trigger.kind}', which the console cannot run: "
+            "it has no task tracker to send task events. Use another trigger kind (manual, "
+            "schedule, github_event, pr_feedback, ci_failure)."
         )
     missing = missing_tools(spec)
     if missing:

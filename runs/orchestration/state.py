@@ -26,6 +26,7 @@ def run_row(run: Run) -> dict:
         "status": run.status_word,
         "message": run.message,
         "startedBy": run.started_by.get_username() if run.started_by_id else None,
+        "starter": run.starter,  # as every page names who started it (a schedule, too)
         "createdAt": run.created_at.isoformat(),
         "pendingGate": gate.pk if gate else None,
         "url": run_url(run.pk),

@@ -19,7 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from console.api_errors import require
-from runs import services
+from runs import services, waiting
 from runs.actor import Actor
 from runs.models import Gate, Run
 from runs.orchestration.state import gate_state, run_row, run_state, run_url
@@ -30,7 +30,8 @@ decision. Use list_gates to find runs waiting for you, get_gate to read a gate's
 structured state (the iteration, completionSignaled, an output excerpt and what an
 approve would do), then approve with accept: true to finalize a completed iteration, or
 with feedback to run another iteration; reject fails the step. start_run starts a recipe,
-cancel_run stops a run."""
+cancel_run stops a run; wait_for_run waits until a run needs you or ends, instead of
+polling get_run."""
 
 RunId = Annotated[int, Field(ge=1, description="The run's id")]
 GateId = Annotated[
@@ -128,6 +129,7 @@ def _outcome(gate: Gate, run: Run) -> dict:
 def build_server(caller_of: CallerOf) -> MCPServer:
     server = MCPServer("loop-console", version="1", instructions=INSTRUCTIONS, log_level="WARNING")
     _add_reading_tools(server, caller_of)
+    _add_waiting_tool(server, caller_of)
     _add_steering_tools(server, caller_of)
     return server
 
@@ -202,6 +204,32 @@ def _add_reading_tools(server: MCPServer, caller_of: CallerOf) -> None:
         waits at (or, when none waits, the last one decided)."""
         caller_of(ctx).may_read()
         return gate_state(_gate_of(_run(run_id), gate_id))
+
+
+def _add_waiting_tool(server: MCPServer, caller_of: CallerOf) -> None:
+    """A read that blocks: the viewer role is enough."""
+
+    @server.tool()
+    @_done
+    def wait_for_run(
+        ctx: Context,
+        run_id: RunId,
+        timeout_seconds: Annotated[
+            float,
+            Field(
+                ge=0,
+                le=waiting.MOST_SECONDS,
+                description=f"Seconds to wait at most (at most {waiting.MOST_SECONDS})",
+            ),
+        ] = waiting.DEFAULT_SECONDS,
+    ) -> dict[str, Any]:
+        """Wait until a run needs a person or ends, instead of polling get_run. state:
+        needs_person (a gate waits for a decision, or the run stopped until a person steps
+        in), completed, ended (failed or cancelled), or running when timeout_seconds passed
+        first (call again to go on waiting); reason says why; run is get_run's answer."""
+        caller_of(ctx).may_read()
+        result = waiting.wait_for_person(_run(run_id), timeout_seconds)
+        return {"state": result.state, "reason": result.reason, "run": run_state(result.run)}
 
 
 def _check_decision(gate: Gate, accept: bool, feedback: str, decision: str) -> None:

@@ -16,7 +16,7 @@ from tests import import_graph
 from tests.import_graph import app_of, build, cross_app_cycles, imports_of
 
 # What runs/ must not import: the kinds, and the app that listens to the kernel's signals.
-NOT_FOR_THE_KERNEL = ("loops", "notifications")
+NOT_FOR_THE_KERNEL = ("loops", "notifications", "triggers")
 # The kinds' common parent folder: each package right under it is one kind's app.
 KINDS_PARENT = "loops"
 

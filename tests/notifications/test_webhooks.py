@@ -52,6 +52,7 @@ def test_a_waiting_gate_reaches_the_webhook_signed_and_retried(live_worker, make
         "id": run.pk,
         "recipe": "ship-it",
         "status": "paused",
+        "starter": run.starter,
         "url": f"{base}/runs/{run.pk}/",
     }
     assert "approve" not in first["body"].decode().replace("on_timeout", "")

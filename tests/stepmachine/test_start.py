@@ -103,9 +103,9 @@ def test_the_api_refuses_what_the_form_refuses(operator, bundled, plane_recipe, 
         elsewhere.status_code == 422
         and "LOOP_REPOSITORIES" in elsewhere.body["errors"]["repository"]
     )
-    plane_recipe(SIMPLE.format(extra="trigger: {kind: schedule}").replace("simple", "timed"))
-    timed = api.post("/api/runs", {"recipe": "timed"})
-    assert timed.status_code == 409 and "only manual recipes can be started" in timed.body["detail"]
+    plane_recipe(SIMPLE.format(extra="trigger: {kind: task_event}").replace("simple", "tasked"))
+    tasked = api.post("/api/runs", {"recipe": "tasked"})
+    assert tasked.status_code == 409 and "no task tracker" in tasked.body["detail"]
     plane_recipe(
         SIMPLE.format(extra="tools: {required: [git, no-such-tool-xyz, plane_loops]}").replace(
             "simple", "tooled"

@@ -144,13 +144,11 @@ class Command(BaseCommand):
                 "-A",
                 "console",
                 "worker",
-                "-B",
+                "-B",  # beat, reading its schedule from the database (CELERY_BEAT_SCHEDULER)
                 "--loglevel",
                 "INFO",
                 "--concurrency",
                 str(concurrency),
-                "-s",
-                str(settings.LOOP_DATA_DIR / "celerybeat-schedule"),
             ],
             start_new_session=True,
         )

@@ -1,8 +1,7 @@
-"""manage.py run start|status|approve|reject|cancel|resume|fork|compare|chart|budget — all
-with --json for scripts."""
+"""manage.py run start|status|wait|approve|reject|cancel|resume|fork|compare|chart|budget —
+all with --json for scripts."""
 
 import json
-import time
 from pathlib import Path
 
 from django.core.management.base import CommandError
@@ -12,7 +11,7 @@ from console.cli import JsonErrorsCommand
 from recipes import editing
 from recipes.models import Recipe
 from recipes.sync import slug_for
-from runs import cli_history, services
+from runs import cli_history, services, waiting
 from runs.actor import Actor
 from runs.decisions import recorded_words
 from runs.models import Run
@@ -22,6 +21,12 @@ from runs.serializers import run_summary
 # The actions on one run, named by its id.
 RUN_ACTIONS = {
     "status": "Show a run: its nodes, progress and the gate it waits at",
+    "wait": (
+        "Wait until a run needs a person (a gate, a stop) or ends, then show it as `status` "
+        "does; the exit status says which: "
+        + ", ".join(f"{code} {state}" for state, code in waiting.EXIT_CODES.items())
+        + " (the timeout passed)"
+    ),
     "cancel": "Cancel a run (the agent is stopped)",
     "resume": (
         "Resume a failed or cancelled run: what did not finish runs again from its "
@@ -65,6 +70,16 @@ def _add_start(sub) -> None:
     cli_history.add_budget_arguments(start)
 
 
+def _add_wait_options(wait) -> None:
+    wait.add_argument(
+        "--timeout",
+        type=float,
+        default=3600,
+        metavar="SECONDS",
+        help="stop waiting after this long (exit 5, the run still going); default 3600",
+    )
+
+
 def _add_decision_options(approve, reject) -> None:
     approve.add_argument(
         "--comment", default="", help="feedback: at a loop gate, asks for another iteration"
@@ -98,6 +113,7 @@ class Command(JsonErrorsCommand):
                 help="act as this account (default: the account named like your OS user)",
             )
         _add_decision_options(sub.choices["approve"], sub.choices["reject"])
+        _add_wait_options(sub.choices["wait"])
         sub.choices["status"].add_argument(
             "--wait", action="store_true", help="wait until terminal or paused"
         )
@@ -214,15 +230,27 @@ class Command(JsonErrorsCommand):
         self._wait(run, options)
 
     def _wait(self, run: Run, options):
-        deadline = time.monotonic() + options["timeout"]
-        while time.monotonic() < deadline:
-            run.refresh_from_db()
-            if run.is_terminal or run.status == Run.Status.PAUSED:
-                break
-            time.sleep(0.2)
+        """`start --wait`, `status --wait`: until the run ends or pauses (exit 0 only when it
+        completed); `run wait` says more (`do_wait`)."""
+        waiting.wait_until(
+            run, options["timeout"], lambda now: now.is_terminal or now.status == Run.Status.PAUSED
+        )
         self.emit(options, run)
         if run.status != Run.Status.COMPLETED:
             raise SystemExit(1)
+
+    def do_wait(self, options):
+        """Until the run needs a person or ends (runs/waiting.py); the exit status says
+        which (`waiting.EXIT_CODES`)."""
+        run = self._run(options["run_id"])
+        if options["timeout"] < 0:
+            raise CommandError("--timeout: give 0 or more seconds")
+        result = waiting.wait_for_person(run, options["timeout"])
+        self.emit(options, result.run)
+        if not options["json"]:  # with --json, the exit status says it
+            self.stdout.write(f"\n{result.state}: {result.reason}")
+        if result.exit_code:
+            raise SystemExit(result.exit_code)
 
     def do_status(self, options):
         run = self._run(options["run_id"])
