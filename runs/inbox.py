@@ -52,7 +52,7 @@ def shown_status_counts() -> tuple[list[tuple[str, str]], str]:
 def inbox() -> dict:
     gates = list(
         Gate.objects.filter(status=Gate.Status.PENDING)
-        .select_related("run__recipe", "iteration", "node_run")
+        .select_related("run__recipe", "run__started_by", "iteration", "node_run")
         .defer("node_run__output", "node_run__state")
         .order_by("created_at", "id")[:50]
     )
@@ -133,7 +133,9 @@ def needs_a_person() -> list[Run]:
     `budget_action` for a budget stop, else its kind's). The inbox lists them beside the
     gates."""
     found = list(
-        Run.objects.filter(waiting_for_a_person()).select_related("recipe").order_by("-id")[:20]
+        Run.objects.filter(waiting_for_a_person())
+        .select_related("recipe", "started_by")
+        .order_by("-id")[:20]
     )
     for run in found:
         if run.status == Run.Status.BUDGET_EXCEEDED:

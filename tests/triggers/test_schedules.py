@@ -12,7 +12,7 @@ from django.utils import timezone
 from runs import services
 from runs.actor import Actor
 from runs.models import Run
-from tests.conftest import wait_for
+from tests.conftest import wait_for, wait_run
 from triggers.models import Schedule, ScheduleFiring
 from triggers.schedules import SENT_AGAIN
 
@@ -58,11 +58,16 @@ def stop(run, operator):
 
 
 def test_skip_starts_nothing_while_its_run_waits_then_starts_again(
-    beat_worker, gate_recipe, operator
+    beat_worker, gate_recipe, operator, client
 ):
     sched = schedule(gate_recipe, concurrency=Schedule.Concurrency.SKIP)
     first = wait_for(lambda: runs_of(sched), message="the first scheduled run")[0]
     assert first.started_by_name == "schedule 'every few seconds'"
+    wait_run(first, "paused")
+    client.force_login(operator)  # the inbox's gate row names who started the run
+    inbox = client.get("/").content.decode()
+    starter = '<span class="muted starter">by schedule &#x27;every few seconds&#x27;</span>'
+    assert f"Run {first.pk}</a> {starter}" in inbox
     wait_for(lambda: firings(sched, "skipped"), message="a firing skipped while run 1 waits")
     assert len(runs_of(sched)) == 1
     note = firings(sched, "skipped")[0].note
