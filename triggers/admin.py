@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
+from django_celery_beat import models as beat_models
 
 from console.admin_read_only import ReadOnlyAdmin
 
@@ -10,6 +11,18 @@ from . import schedules
 from .models import Schedule, ScheduleFiring, Webhook, WebhookDelivery
 
 RECENT = 20  # firings or deliveries shown on a schedule's or webhook's page
+
+# Beat's own tables are this app's to keep in step (triggers.schedules.sync_beat): edited by
+# hand, an entry could send any Celery task with any arguments. Schedules are the way in.
+for beat_model in (
+    beat_models.PeriodicTask,
+    beat_models.IntervalSchedule,
+    beat_models.CrontabSchedule,
+    beat_models.SolarSchedule,
+    beat_models.ClockedSchedule,
+):
+    if admin.site.is_registered(beat_model):
+        admin.site.unregister(beat_model)
 
 
 class LatestInline(admin.TabularInline):

@@ -107,3 +107,11 @@ def test_an_editor_adds_a_schedule_in_the_admin_and_sees_its_firings(
         },
     ).content.decode()
     assert "five fields" in refused
+
+
+def test_beats_own_tables_are_not_in_the_admin(client, admin_user):
+    """Edited by hand, a beat entry could send any task with any arguments."""
+    client.force_login(admin_user)
+    index = client.get("/admin/").content.decode()
+    assert "Schedules and webhooks" in index and "Periodic tasks" not in index
+    assert client.get("/admin/django_celery_beat/periodictask/").status_code == 404
