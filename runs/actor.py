@@ -47,6 +47,10 @@ class Actor:
     # What an actor without a person reads as instead of the surface's word, e.g.
     # "cli (alice)" for the command line typed by the OS user alice.
     label: str = ""
+    # Whose permissions an actor without a person acts with: a schedule, its author's (an
+    # anonymous user once they are gone); a webhook, an anonymous user's (nobody's). None:
+    # the person's own, or for the command line, all (it is trusted).
+    acting_for: object | None = None
 
     def __post_init__(self):
         if self.surface not in SURFACES:
@@ -82,6 +86,12 @@ class Actor:
         """The user to record (None for the engine, the sweep or an anonymous script)."""
         user = self.user
         return user if user is not None and user.is_authenticated else None
+
+    @property
+    def rights(self):
+        """The account whose permissions a start is checked with (None: the trusted
+        command line's)."""
+        return self.acting_for if self.acting_for is not None else self.person
 
     @property
     def name(self) -> str:

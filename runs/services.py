@@ -114,7 +114,6 @@ def start_run(
     budget_replaces_recipe: bool = False,
     start: bool = True,
     lineage: Lineage | None = None,
-    rights_of=None,
 ) -> Run:
     """A new run of `recipe` started by `actor` (whose permission its edge checked:
     `Actor.operator`). `budget` (limits as a person gave them) replaces the recipe's limits
@@ -122,10 +121,7 @@ def start_run(
     `start=False`: a run whose kind waits for a first trigger (a step machine's `loop
     tick`) is only created. `lineage` is the engine's (child runs, reruns, forks).
     `repository`: chosen on the start form or the API, one the kind allows
-    (`LoopKind.check_repository`); `workdir`: the command line's, or a rerun's or fork's.
-    `rights_of`: whose permissions the start is checked with when its actor is no person (a
-    schedule: the account that set it up; a webhook: an anonymous user, nobody's); without
-    it, an actor with no person is the trusted command line."""
+    (`LoopKind.check_repository`); `workdir`: the command line's, or a rerun's or fork's."""
     lineage = lineage or Lineage()
     child = lineage.parent_node is not None
     version = _startable_version(recipe, version)
@@ -137,8 +133,7 @@ def start_run(
     cleaned, limits = _given(
         recipe, version, spec, lineage, message, inputs, budget, budget_replaces_recipe
     )
-    person = actor.person if rights_of is None else rights_of
-    workdir = kind.check_start(spec, cleaned, workdir, person, message=message, child=child)
+    workdir = kind.check_start(spec, cleaned, workdir, actor.rights, message=message, child=child)
     with transaction.atomic():
         run = Run.objects.create(
             recipe=recipe,

@@ -63,7 +63,10 @@ def cron_problem(expression: str) -> str:
 
 
 def actor(schedule: Schedule) -> Actor:
-    return Actor("schedule", label=f"schedule '{schedule.name}'")
+    """Who a schedule's runs are started by; they start with the rights of who set it up
+    (and none once that account is gone): its inputs are theirs."""
+    rights = schedule.created_by or AnonymousUser()
+    return Actor("schedule", label=f"schedule '{schedule.name}'", acting_for=rights)
 
 
 # --- Firing --------------------------------------------------------------------------------
@@ -206,9 +209,6 @@ def start(schedule: Schedule, at: datetime, missed: int, firing=None) -> Schedul
             inputs=dict(schedule.inputs),
             repository=schedule.repository,
             budget=dict(schedule.budget) or None,
-            # The schedule starts with the rights of who set it up (and none once they
-            # are gone): its inputs are theirs.
-            rights_of=schedule.created_by or AnonymousUser(),
         )
     except services.InputError as exc:
         note = "; ".join(f"{k}: {v}" for k, v in exc.errors.items())

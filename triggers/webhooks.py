@@ -100,7 +100,8 @@ class Sent:
 
 def actor(webhook: Webhook) -> Actor:
     """Who a webhook's runs are started by, as every page names it."""
-    return Actor("webhook", label=f"webhook '{webhook.name}'")
+    # Whoever sent the delivery holds no rights here.
+    return Actor("webhook", label=f"webhook '{webhook.name}'", acting_for=AnonymousUser())
 
 
 # --- the rules, in order --------------------------------------------------------------------
@@ -430,7 +431,6 @@ def start(webhook: Webhook, sent: Sent, inputs: dict, message: str) -> Answer:
                 message=message,
                 inputs=inputs,
                 repository=webhook.repository,
-                rights_of=AnonymousUser(),  # whoever sent it holds no rights here
             )
             row.run, row.note = run, f"started run {run.pk}"
             row.save(update_fields=["run", "note"])

@@ -11,6 +11,8 @@ from runs.actor import Actor
 
 # Reachable without logging in, on purpose.
 PUBLIC = {"accounts/login/", "accounts/logout/", "healthz", "favicon.ico"}
+# Reachable without logging in, proven by a signature instead (tests/triggers/test_webhooks.py).
+SIGNED = {"hooks/<str:key>"}
 # Read-only for viewers; everything else changes state and needs more than a viewer.
 READ_ONLY_NAMES = {
     "favicon",
@@ -43,6 +45,8 @@ READ_ONLY_NAMES = {
     "iteration_output",
     "node_output",
     "step_output",
+    "get_schedule",
+    "get_webhook",
 }
 STREAMS = {"run_live", "inbox_live"}
 # A well-formed body for every API write, so that only permissions can refuse it.
@@ -58,6 +62,7 @@ API_BODY = {
     "iteration": 1,
     "role": "x",
     "status": "completed",
+    "name": "x",
 }
 
 
@@ -78,7 +83,9 @@ def walk(resolver, prefix=""):
 def console_and_api_urls():
     seen = set()
     for route, name in walk(get_resolver()):
-        if route.startswith(("admin/", "static/")) or route in PUBLIC or (route, name) in seen:
+        if route.startswith(("admin/", "static/")) or route in PUBLIC | SIGNED:
+            continue
+        if (route, name) in seen:
             continue
         seen.add((route, name))
         yield route, name
@@ -89,6 +96,7 @@ def objects(db, make_recipe, operator):
     from loops.driven.models import Loop
     from runs import services
     from runs.models import Gate, Iteration, NodeRun
+    from triggers.models import Schedule, Webhook
 
     recipe = make_recipe("name: t\nnodes:\n  - id: a\n    bash: echo hi\n", slug="authz")
     run = services.start_run(recipe, actor=Actor.operator(operator, "console"), message="m")
@@ -96,6 +104,8 @@ def objects(db, make_recipe, operator):
     gate = Gate.objects.create(run=run, node_run=node, node_id="a", kind="approval", message="ok?")
     loop = Loop.objects.create(run=run, agent="a", pipeline=["a"], max_iterations=1)
     it = Iteration.objects.create(run=run, node_run=node, node_id="a", number=1, raw_output="x")
+    schedule = Schedule.objects.create(recipe=recipe, name="s", every_seconds=3600)
+    webhook = Webhook.objects.create(recipe=recipe, name="w")
     return {
         "iteration_id": it.pk,
         "node_id": node.pk,
@@ -105,6 +115,8 @@ def objects(db, make_recipe, operator):
         "slug": recipe.slug,
         "part": "nodes",
         "loop_id": loop.pk,
+        "schedule_id": schedule.pk,
+        "webhook_id": webhook.pk,
     }
 
 
