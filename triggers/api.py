@@ -15,7 +15,7 @@ from recipes.models import Recipe
 from runs.api import refuse_unknown_parameters
 
 from . import schedules
-from .models import Schedule, Webhook
+from .models import Schedule, Webhook, new_secret
 
 router = Router()
 CONCURRENCY = Literal["skip", "queue", "cancel_previous"]
@@ -246,8 +246,6 @@ def change_webhook(request, webhook_id: int, payload: WebhookPatch):
     for field, value in changes.items():
         setattr(webhook, field, value)
     if renew:
-        from .models import new_secret
-
         webhook.secret = new_secret()
     return _saved(webhook) or webhook_out(webhook, with_secret=renew)
 

@@ -77,16 +77,17 @@ def fire(schedule_id: int, sent_at: datetime | None = None) -> ScheduleFiring | 
     concurrency policy says. None when the schedule is gone or paused, or the firing was
     already handled."""
     sent_at = sent_at or timezone.now()
-    schedule = Schedule.objects.select_related("recipe").filter(pk=schedule_id).first()
+    schedule = (
+        Schedule.objects.select_related("recipe", "created_by").filter(pk=schedule_id).first()
+    )
     if schedule is None or not schedule.enabled:
         return None
     slot = firing_slot(schedule, sent_at)
     previous = schedule.last_fired_at
     if slot is None or (previous is not None and slot <= previous):
         return _sent_again(schedule, sent_at)
-    claimed = Schedule.objects.filter(pk=schedule.pk, last_fired_at=previous)
-    if previous is None:
-        claimed = Schedule.objects.filter(pk=schedule.pk, last_fired_at__isnull=True)
+    as_read = {"last_fired_at": previous} if previous else {"last_fired_at__isnull": True}
+    claimed = Schedule.objects.filter(pk=schedule.pk, **as_read)
     # One transaction: a worker lost while starting leaves the firing unclaimed, and a
     # second copy of the message waits on the row, then finds it moved.
     with transaction.atomic():
@@ -243,7 +244,7 @@ def start_queued(schedule_id: int) -> ScheduleFiring | None:
     with transaction.atomic():
         firing = (
             ScheduleFiring.objects.select_for_update(skip_locked=True, of=("self",))
-            .select_related("schedule__recipe")
+            .select_related("schedule__recipe", "schedule__created_by")
             .filter(schedule_id=schedule_id, outcome=ScheduleFiring.Outcome.QUEUED)
             .first()
         )
