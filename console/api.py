@@ -7,6 +7,7 @@ from console import api_errors
 from console.auth import api_auth, docs_login_required
 from recipes.api import router as recipes_router
 from runs import kinds
+from runs.api import inbox_router
 from runs.api import router as runs_router
 from runs.api_gates import router as gates_router
 from runs.api_history import iterations_router
@@ -32,6 +33,7 @@ api = NinjaAPI(
 )
 api_errors.install(api)
 api.add_router("/recipes", recipes_router, tags=["recipes"])
+api.add_router("/inbox", inbox_router, tags=["runs"])
 api.add_router("/runs", runs_router, tags=["runs"])
 api.add_router("/runs", gates_router, tags=["runs"])
 api.add_router("/runs", steps_router, tags=["runs"])

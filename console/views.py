@@ -47,8 +47,11 @@ def healthz(request):
 @require_GET
 @viewer_required
 def inbox(request):
-    """Gates waiting for a decision, running runs, recent finished ones, counts by status.
-    The `live` part alone is what the page re-fetches when the inbox stream says so."""
+    """What needs attention, ranked (runs/inbox.py: ranked_attention, the order GET
+    /api/inbox and the MCP tool `inbox` give too), each row with its reason; then the runs
+    waiting for a person and the running ones with their progress, recent finished ones,
+    counts by status. The `live` part alone is what the page re-fetches when the inbox
+    stream says so."""
     template = (
         "console/_inbox_live.html" if request.GET.get("part") == "live" else "console/inbox.html"
     )

@@ -1,4 +1,5 @@
-"""Runs over HTTP: start, list, follow, cancel, resume (deciding at gates: runs.api_gates).
+"""Runs over HTTP: start, list, follow, cancel, resume (deciding at gates: runs.api_gates),
+and the inbox's ranking of what needs attention (`inbox_router`, GET /api/inbox).
 
 Every change goes through runs.services with surface="api", exactly as the console's
 buttons do, so who may approve and what approve means is decided in one place.
@@ -19,7 +20,7 @@ from pydantic import field_validator
 from console.api_errors import InvalidInputsOut, JsonObject, errors, require
 from recipes.api import Text
 from recipes.models import Recipe
-from runs import services, waiting
+from runs import inbox, services, waiting
 from runs.actor import Actor
 from runs.models import Iteration, Run
 from runs.output_reads import api_output, api_prompt, bounded_page
@@ -27,6 +28,7 @@ from runs.queries import one_snapshot, take_page
 from runs.serializers import run_summary
 
 router = Router()
+inbox_router = Router()
 
 MAX_ID = 2**63 - 1
 RunId = PathParam(..., ge=1, le=MAX_ID, description="The run's id")
@@ -159,6 +161,13 @@ class RunOut(Schema):
     pending_gate: GateOut | None
 
 
+SCORE_HELP = "A scored loop's number for this iteration (its recipe's `score:`); null if none"
+SCORE_DETAIL_HELP = (
+    "Where the score came from: `source` (field, bash, judge or python), a judge's `reason` "
+    "and `judge` (its call's usage); null if none"
+)
+
+
 class IterationOut(Schema):
     id: int
     node: str
@@ -179,6 +188,8 @@ class IterationOut(Schema):
     tokens_in: int | None
     tokens_out: int | None
     cost_usd: Decimal | None
+    score: float | None = Field(None, description=SCORE_HELP)
+    score_detail: dict[str, Any] | None = Field(None, description=SCORE_DETAIL_HELP)
     attempts: int
     started_at: datetime | None
     finished_at: datetime | None
@@ -243,6 +254,41 @@ class RunWaitOut(Schema):
     state: Literal[waiting.STATES] = Field(..., description=WAIT_STATE_HELP)  # its four words
     reason: str = Field(..., description="Why, in a few words (the gate that waits, the error)")
     run: RunOut
+
+
+class InboxItemOut(Schema):
+    rank: int = Field(..., description="1 is the most urgent")
+    kind: Literal[inbox.ITEM_KINDS] = Field(
+        ...,
+        description="gate: waits for a decision; needs_person: a run waits for a person; "
+        "running: a run pending or running",
+    )
+    why: Literal[inbox.TIERS] = Field(
+        ...,
+        description="What ranked it: a gate's deadline, the run's burn rate, a loop about "
+        "to plateau, or how long it has waited",
+    )
+    reason: str = Field(..., description="Why, in the words of its inbox row")
+    run: int
+    recipe: str
+    status: str = Field(..., description=STATUS_HELP)
+    starter: str
+    gate: int | None = Field(None, description="The gate's id (kind gate)")
+    gate_kind: str | None = Field(None, description="loop, approval or budget")
+    node: str | None = Field(None, description="The gate's node, or the loop about to plateau")
+    iteration: int | None = None
+    deadline_at: datetime | None = Field(None, description="A gate's deadline")
+    burn_usd_per_minute: float | None = Field(
+        None, description="The run's cost per minute since it started; null: no cost reported"
+    )
+    since: datetime = Field(
+        ..., description="Waiting (a gate opened, a run stopped) or running since"
+    )
+    url: str = Field(..., description="Where to act: the gate's page, the offered action, the run")
+
+
+class InboxOut(Schema):
+    items: list[InboxItemOut]
 
 
 class IterationFilters(Schema):
@@ -399,6 +445,8 @@ def list_iterations(request, filters: Query[IterationFilters], run_id: int = Run
             "tokens_in": it.tokens_in,
             "tokens_out": it.tokens_out,
             "cost_usd": it.cost_usd,
+            "score": it.score,
+            "score_detail": it.score_detail,
             "attempts": it.attempts,
             "started_at": it.started_at,
             "finished_at": it.finished_at,
@@ -447,3 +495,26 @@ def resume(request, run_id: int = RunId):
     run = readable_run(request, run_id)
     run = services.resume_run(run, Actor.operator(request.auth, "api"))
     return run_out(request, run)
+
+
+@inbox_router.get(
+    "",
+    response={200: InboxOut, **errors(403, 422)},
+    summary="What needs attention, most urgent first (the inbox's order)",
+    description=(
+        "Pending gates, runs waiting for a person and runs running, ranked as the inbox ranks "
+        "them: gates with a deadline (soonest or most overdue first), then by the run's burn "
+        "rate (cost per minute since it started), then running loops whose plateau stop rule "
+        "one more flat iteration fires, then the rest (longest waiting first). Each item says "
+        "why in `reason`, as its inbox row does."
+    ),
+)
+def get_inbox(request):
+    require(request.auth, "runs.view_run")
+    if request.GET:
+        raise UnknownParameter(
+            f"GET /api/inbox takes no query parameter (given: {', '.join(sorted(request.GET))})."
+        )
+    with one_snapshot():
+        ranked = inbox.ranked_attention()
+    return {"items": [{**i.as_dict(), "url": request.build_absolute_uri(i.path)} for i in ranked]}

@@ -61,7 +61,7 @@ class CompareFilters(Schema):
 class ChartFilters(Schema):
     node: Text | None = Field(None, max_length=300)
     metric: Text | None = Field(
-        None, max_length=200, description="field:NAME, duration, tokens or cost"
+        None, max_length=200, description="score, field:NAME, duration, tokens or cost"
     )
 
 

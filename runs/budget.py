@@ -16,7 +16,7 @@ from decimal import Decimal
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from recipes.formats.budget import LABELS, LIMITS, title
+from recipes.formats.budget import LABELS, LIMITS, clean_limit, title
 from runs import dispatch, kinds
 from runs.models.node import HOLD
 
@@ -207,6 +207,8 @@ def allows_next_iteration(run, row, hold: dict, columns: dict | None = None) -> 
         over = next((s for s in states if s.reached), None)
         if over is None:
             return True
+        if over.name in soft_limits(run) and hold.get("action") != "node":
+            return not ask_to_go_on(run, row, hold, columns, over)
         over = replace(over, stopped=True)  # what it says from now on: stopped by this limit
         run.stop_at_budget(stop_message(over), **over.as_dict(), node=row.node_id)
     # The node waits (paused, no lease) and keeps what it will do on resume.
@@ -245,3 +247,192 @@ def resume_held_work(run) -> list[str]:
         resumed.append(row.node_id)
     dispatch.send_on_commit("advance_run", run.pk)
     return resumed
+
+
+# --- soft budgets: reaching a soft limit asks a person at a gate (Gate.Kind.BUDGET) ------
+
+CONTINUE, STOP = "continue", "stop"
+# The forecast reads this many of the run's latest iterations; the gate offers as many more.
+TRAILING = 3
+
+
+def soft_limits(run) -> list[str]:
+    """The run's limits that ask before going on (recipes.formats.budget.clean_soft)."""
+    return list((run.budget or {}).get("soft") or [])
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """What the next iteration will likely take: the mean of the run's latest iterations."""
+
+    based_on: int
+    cost_usd: Decimal | None
+    tokens: Decimal | None
+    seconds: Decimal | None
+
+    def per_iteration(self, name: str) -> Decimal | None:
+        return {
+            "cost_usd": self.cost_usd,
+            "tokens": self.tokens,
+            "wall_seconds": self.seconds,
+            "iterations": Decimal(1),
+        }[name]
+
+    def as_dict(self) -> dict:
+        return {
+            "based_on": self.based_on,
+            "cost_usd": None if self.cost_usd is None else str(self.cost_usd),
+            "tokens": None if self.tokens is None else int(self.tokens),
+            "seconds": None if self.seconds is None else int(self.seconds),
+        }
+
+
+def forecast(run) -> Forecast:
+    """The next iteration's cost, tokens and time, from the run's own latest `TRAILING`
+    finished loop iterations (a fork's carried-over history is not the run's spending)."""
+    from runs.models import Iteration, NodeRun
+
+    latest = list(
+        Iteration.objects.filter(run=run, carried_from__isnull=True, finished_at__isnull=False)
+        .exclude(node_run__kind__in=NodeRun.SINGLE_CALLS)
+        .filter(status__in=[Iteration.Status.COMPLETED, Iteration.Status.TIMED_OUT])
+        .order_by("-finished_at", "-id")
+        .values("cost_usd", "tokens_in", "tokens_out", "duration_ms")[:TRAILING]
+    )
+
+    def mean(values) -> Decimal | None:
+        known = [Decimal(v) for v in values if v is not None]
+        return sum(known, Decimal(0)) / len(known) if known else None
+
+    return Forecast(
+        based_on=len(latest),
+        cost_usd=mean(it["cost_usd"] for it in latest),
+        tokens=mean(
+            (it["tokens_in"] or 0) + (it["tokens_out"] or 0)
+            for it in latest
+            if it["tokens_in"] is not None or it["tokens_out"] is not None
+        ),
+        seconds=mean(it["duration_ms"] / 1000 for it in latest if it["duration_ms"] is not None),
+    )
+
+
+def offered(state: LimitState, expected: Forecast) -> Decimal:
+    """How much more the gate offers: `TRAILING` iterations' worth of the reached limit
+    (at least a cent, a token, a second or an iteration)."""
+    each = expected.per_iteration(state.name)
+    if state.name == "cost_usd":
+        return max((each or Decimal("0.01")) * TRAILING, Decimal("0.01")).quantize(
+            Decimal("0.0001")
+        )
+    return Decimal(max(int((each or 1) * TRAILING + Decimal("0.5")), 1))
+
+
+def forecast_words(expected: Forecast) -> str:
+    if not expected.based_on:
+        return "No iteration has finished yet to forecast from."
+    parts = []
+    if expected.cost_usd is not None:
+        parts.append(f"${expected.cost_usd:.4f}")
+    if expected.tokens is not None:
+        parts.append(f"{int(expected.tokens):,} tokens")
+    if expected.seconds is not None:
+        parts.append(f"{int(expected.seconds + Decimal('0.5')):,} s")
+    taken = " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
+    return (
+        f"The next iteration will take about {taken or 'nothing reported'} "
+        f"(the mean of the last {expected.based_on})."
+    )
+
+
+def ask_to_go_on(run, row, hold: dict, columns: dict | None, over: LimitState) -> bool:
+    """A soft limit is reached before `row`'s next iteration: the node waits at a budget
+    gate, keeping `hold` (what `gate_decided` starts), the forecast in its message. False
+    when the node had already ended (nothing was written)."""
+    from runs.models import Gate
+
+    expected = forecast(run)
+    amount = offered(over, expected)
+    more = over.shown(amount)
+    columns = dict(columns or {})
+    columns["state"] = {**columns.get("state", row.state), HOLD: hold}
+    message = (
+        f"Soft budget reached — {over.words}. {forecast_words(expected)} "
+        f"Continue for about {more} more, or stop here."
+    )
+    decisions = [
+        {
+            "id": CONTINUE,
+            "label": f"Continue for about {more} more",
+            "limit": over.name,
+            "amount": str(amount),
+        },
+        {"id": STOP, "label": "Stop here"},
+    ]
+    gate = row.pause(
+        run, kind=Gate.Kind.BUDGET, message=message, decisions=decisions, columns=columns
+    )
+    if gate is None:
+        return False
+    run.append_event(
+        "budget_soft_reached",
+        row.node_id,
+        gate=gate.pk,
+        **over.as_dict(),
+        forecast=expected.as_dict(),
+        offered=str(amount),
+    )
+    return True
+
+
+def amount_given(gate, comment: str) -> Decimal:
+    """How much a `continue` adds to the reached limit: the amount the reviewer wrote (in
+    the limit's unit), else what the gate offered. ServiceError for anything else."""
+    from runs.errors import ServiceError
+
+    offer = next(d for d in gate.decisions if d["id"] == CONTINUE)
+    text = (comment or "").strip().removeprefix("$")
+    if not text:
+        return Decimal(offer["amount"])
+    try:
+        return Decimal(str(clean_limit(offer["limit"], text)))
+    except ValueError as exc:
+        raise ServiceError(f"The amount to add {exc}.") from None
+
+
+def check_gate_decision(gate, action: str, comment: str, decision: str) -> None:
+    """A budget gate's `continue` carries an amount that must read as one."""
+    if gate.kind == "budget" and action == "approve" and decision == CONTINUE:
+        amount_given(gate, comment)
+
+
+def gate_decided(run, gate, row, status: str, actor) -> None:
+    """`continue`: the reached limit becomes what is spent plus the amount, and the held
+    iteration starts.
+    `stop` (or a reject): the run stops at its budget as at a hard limit, the iteration
+    still held, so raising the budget later resumes it."""
+    from runs.models import Gate
+
+    offer = next(d for d in gate.decisions if d["id"] == CONTINUE)
+    name = offer["limit"]
+    if status == Gate.Status.ACCEPTED and gate.decision == CONTINUE:
+        amount = amount_given(gate, gate.comment)
+        # "About $X more" from here: what is already spent past the limit is not the offer.
+        reached = next(s for s in limits(run) if s.name == name)
+        raised = max(reached.limit, reached.spent) + amount
+        value = clean_limit(name, str(raised) if name == "cost_usd" else int(raised))
+        run.budget = {**run.budget, name: value}
+        type(run).objects.filter(pk=run.pk).update(budget=run.budget)
+        run.append_event("budget_changed", budget=run.budget, by=actor.name, surface=actor.surface)
+        hold = row.release_hold()
+        kinds.of_run(run).begin_iteration(
+            run, row, hold["number"], feedback=hold["feedback"], after_gate=hold["after_gate"]
+        )
+        return
+    state = next(s for s in limits(run) if s.name == name)
+    state = replace(state, stopped=True)
+    run.stop_at_budget(
+        f"Stopped at its soft budget by {actor.name}: {state.words}. "
+        "Raise the budget and resume to go on.",
+        **state.as_dict(),
+        node=row.node_id,
+    )

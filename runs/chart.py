@@ -1,8 +1,9 @@
-"""Convergence of each loop of a run: per iteration, a chosen number (the score or any
+"""Convergence of each loop of a run: per iteration, a chosen number (the loop's score, any
 numeric field of the structured output, the duration, the tokens or the cost), drawn as a
 server-side SVG (no script needed to read it) and given as JSON by the API. A line needs two
 iterations: a node called once (a pipeline's one-shot agent) has its one call's figures said
-in words instead (`Series.one_iteration`).
+in words instead (`Series.one_iteration`). A scored loop charts its score by default, with
+its stop rules (`NodeRun.state["stop"]`) drawn over it: the target line, the plateau window.
 
 Built on Iteration rows only, so every loop kind has a chart: a loop's, not a prompt step's
 one call (NodeRun.SINGLE_CALLS). One query for a whole run (1,000 iterations cost one
@@ -19,8 +20,11 @@ from decimal import Decimal
 from django.db.models import F, Sum, Window
 from django.db.models.functions import RowNumber
 
+from runs.engine.stop_rules import rules_from, shown
 from runs.models import Iteration, NodeRun
 
+# The loop's own score (`Iteration.score`), a series of its own beside the output's fields.
+SCORE = "score"
 BUILTIN = {"duration": "duration (s)", "tokens": "tokens", "cost": "cost (USD)"}
 FIELD_PREFIX = "field:"
 SPARK_POINTS = 30
@@ -51,6 +55,21 @@ class Point:
 
 
 @dataclass
+class RuleMarks:
+    """A scored loop's stop rules as the plot draws them, in its user units; the labels are
+    page text over the plot (the target's placed by percent, `target_top`)."""
+
+    target_label: str = ""
+    target_y: float | None = None
+    target_top: float = 0
+    plateau_label: str = ""
+    plateau_x: float | None = None
+    plateau_width: float = 0
+    plateau_first: int = 0
+    plateau_last: int = 0
+
+
+@dataclass
 class Series:
     node_id: str
     node_run_id: int
@@ -60,21 +79,36 @@ class Series:
     low: float = 0
     high: float = 0
     path: str = ""
+    stop: dict | None = None  # the node's stop rules, stored form (runs.engine.stop_rules)
+    marks: RuleMarks | None = None  # what of them the plot draws (`_mark_rules`)
+
+    @property
+    def scored(self) -> bool:
+        """Some iteration has a score of the loop's own (a recipe's `score:`)."""
+        return any(SCORE in p.values for p in self.points)
 
     @property
     def metric_is_a_field(self) -> bool:
-        """The chosen metric is one of the iteration's own fields, not duration, tokens or
-        cost (which the figures table shows in columns of their own anyway)."""
+        """The chosen metric is the score or one of the iteration's own fields, not
+        duration, tokens or cost (which the figures table shows in columns of their own)."""
         return self.metric not in BUILTIN
 
     @property
     def metric_label(self) -> str:
-        return BUILTIN.get(self.metric) or self.metric.removeprefix(FIELD_PREFIX)
+        if self.metric == SCORE:
+            return SCORE
+        return BUILTIN.get(self.metric) or self.field_label(self.metric.removeprefix(FIELD_PREFIX))
+
+    def field_label(self, name: str) -> str:
+        # A scored loop's output may have a field called score too: two "score"s would
+        # read as one.
+        return f"{name} (output field)" if name == SCORE and self.scored else name
 
     @property
     def options(self) -> list[tuple[str, str]]:
-        fields = [(FIELD_PREFIX + name, name) for name in self.fields]
-        return fields + list(BUILTIN.items())
+        own = [(SCORE, SCORE)] if self.scored else []
+        fields = [(FIELD_PREFIX + name, self.field_label(name)) for name in self.fields]
+        return own + fields + list(BUILTIN.items())
 
     @property
     def first_number(self) -> int:
@@ -112,6 +146,8 @@ def _values(row: dict) -> dict:
         "tokens": tokens,
         "cost": float(row["cost_usd"]) if row["cost_usd"] is not None else None,
     }
+    if row["score"] is not None:
+        values[SCORE] = row["score"]
     structured = row["structured"]
     if isinstance(structured, dict):
         for key, value in structured.items():
@@ -120,6 +156,8 @@ def _values(row: dict) -> dict:
     return values
 
 
+# The node's stop rules alone: its state also keeps what a step needs to resume (heavy).
+STOP = "node_run__state__stop"
 COLUMNS = (
     "id",
     "node_run_id",
@@ -132,8 +170,10 @@ COLUMNS = (
     "tokens_out",
     "cost_usd",
     "structured",
+    "score",
     "carried_from_id",
     "node_run__kind",
+    STOP,
 )
 
 
@@ -146,7 +186,11 @@ def _group(rows) -> list[Series]:
     for row in rows:
         if row["generation"] != newest[row["node_id"]]:
             continue
-        series = by_node.setdefault(row["node_id"], Series(row["node_id"], row["node_run_id"]))
+        series = by_node.get(row["node_id"])
+        if series is None:
+            series = by_node[row["node_id"]] = Series(
+                row["node_id"], row["node_run_id"], stop=_stored_rules(row[STOP])
+            )
         if row["status"] in (Iteration.Status.PENDING, Iteration.Status.RUNNING):
             continue  # no figures yet
         values = _values(row)
@@ -161,7 +205,20 @@ def _group(rows) -> list[Series]:
     return list(by_node.values())
 
 
+def _stored_rules(raw) -> dict | None:
+    """The stop rules as stored, if they read as rules (a chart never fails on a state)."""
+    if not isinstance(raw, dict) or not raw:
+        return None
+    try:
+        rules_from(raw)
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return raw
+
+
 def default_metric(series: Series) -> str:
+    if series.scored:
+        return SCORE
     if "score" in series.fields:
         return FIELD_PREFIX + "score"
     return FIELD_PREFIX + series.fields[0] if series.fields else "duration"
@@ -174,11 +231,12 @@ def _choose(series: Series, metric: str | None) -> None:
         point.values["_chosen"] = point.values.get(series.metric)
 
 
-def _layout(series: Series, width, height, pad_left, pad_right, pad_y) -> None:
+def _layout(series: Series, width, height, pad_left, pad_right, pad_y, reach=()) -> None:
+    """Each point's place in the plot; the scale also spans `reach` (a target line)."""
     drawn = [p for p in series.points if p.value is not None]
     if not drawn:
         return
-    values = [p.value for p in drawn]
+    values = [p.value for p in drawn] + list(reach)
     low, high = min(0.0, min(values)), max(values)
     if high == low:
         high = low + 1
@@ -206,8 +264,34 @@ def run_chart(run, *, metrics: dict | None = None, node: str | None = None) -> l
     found = _group(_with_body_usage(run, list(rows.order_by("id").values(*COLUMNS))))
     for series in found:
         _choose(series, (metrics or {}).get(series.node_id))
-        _layout(series, WIDTH, HEIGHT, PAD_LEFT, PAD_RIGHT, PAD_Y)
+        rules = rules_from(series.stop) if series.metric == SCORE else None
+        reach = [rules.target.at] if rules and rules.target else []
+        _layout(series, WIDTH, HEIGHT, PAD_LEFT, PAD_RIGHT, PAD_Y, reach)
+        if rules and series.path:
+            series.marks = _mark_rules(series, rules)
     return found
+
+
+def _mark_rules(series: Series, rules) -> RuleMarks:
+    """The target line (its height in the plot) and the plateau window (the last
+    `plateau.iterations` scored iterations, from halfway after the one before them to the
+    plot's right edge)."""
+    marks = RuleMarks()
+    if rules.target:
+        at = rules.target.at
+        y = PAD_Y + (HEIGHT - 2 * PAD_Y) * (1 - (at - series.low) / (series.high - series.low))
+        marks.target_y = round(y, 1)
+        marks.target_top = round(100 * y / HEIGHT, 1)
+        marks.target_label = f"target {shown(at)}"
+    if rules.plateau:
+        drawn = series.drawn
+        window = drawn[-max(1, rules.plateau.iterations) :]
+        before = drawn[-len(window) - 1] if len(drawn) > len(window) else None
+        left = (before.x + window[0].x) / 2 if before else 0
+        marks.plateau_x, marks.plateau_width = round(left, 1), round(WIDTH - left, 1)
+        marks.plateau_first, marks.plateau_last = window[0].number, window[-1].number
+        marks.plateau_label = "plateau window"
+    return marks
 
 
 def _with_body_usage(run, rows: list[dict]) -> list[dict]:
@@ -239,6 +323,30 @@ def _with_body_usage(run, rows: list[dict]) -> list[dict]:
     return rows
 
 
+# Where a score came from (`Iteration.score_detail["source"]`), as an iteration's row says it.
+SOURCE_WORDS = {
+    "field": "from the output",
+    "bash": "from a command",
+    "judge": "by a judge",
+    "python": "by the script",
+}
+
+
+def show_scores(iterations):
+    """Each iteration as its row and the compare view show its score: `score_shown` (as
+    pages say a score, None when it has none), `score_source` (where it came from, in
+    words) and `score_reason` (a judge's reason, if any)."""
+    for it in iterations:
+        if it is None:
+            continue
+        detail = it.score_detail if isinstance(it.score_detail, dict) else {}
+        source = str(detail.get("source") or "")
+        it.score_shown = None if it.score is None else shown(it.score)
+        it.score_source = SOURCE_WORDS.get(source, source)
+        it.score_reason = str(detail.get("reason") or "")
+    return iterations
+
+
 def metrics_from(query) -> dict:
     """The metric chosen per loop, from a page's query string (`metric-<node>=...`)."""
     return {k.removeprefix("metric-"): v for k, v in query.items() if k.startswith("metric-")}
@@ -249,6 +357,7 @@ def as_dict(series: Series) -> dict:
         "node": series.node_id,
         "metric": series.metric,
         "metrics": [key for key, _ in series.options],
+        "stop_rules": series.stop,
         "points": [
             {
                 "iteration": p.number,
@@ -258,6 +367,7 @@ def as_dict(series: Series) -> dict:
                 "duration_s": p.values.get("duration"),
                 "tokens": p.values.get("tokens"),
                 "cost_usd": p.values.get("cost"),
+                "score": p.values.get(SCORE),
                 "fields": {
                     k.removeprefix(FIELD_PREFIX): v
                     for k, v in p.values.items()

@@ -47,7 +47,7 @@ def add_arguments(sub) -> None:
     chart = sub.add_parser("chart", help=HELPS["chart"], description=HELPS["chart"] + ".")
     chart.add_argument("run_id", type=int, help="the run's id")
     chart.add_argument("--node", default=None, help="only this loop")
-    chart.add_argument("--metric", default=None, help="field:NAME, duration, tokens or cost")
+    chart.add_argument("--metric", default=None, help="score, field:NAME, duration, tokens or cost")
     limits = sub.add_parser("budget", help=HELPS["budget"], description=HELPS["budget"] + ".")
     limits.add_argument("run_id", type=int, help="the run's id")
     add_budget_arguments(limits, removable=True)

@@ -1,6 +1,7 @@
 """Compare any two iterations, of one run or of two runs of one recipe: their output, the
 prompt as sent and the structured payload, as unified and side-by-side diffs (recipes.diff,
-the same code that compares recipe versions). Read-only; a fixed number of queries."""
+the same code that compares recipe versions), and a scored loop's two scores. Read-only; a
+fixed number of queries."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 from dataclasses import dataclass
 
 from recipes.diff import side_by_side, stats, unified
+from runs.chart import show_scores
+from runs.engine.stop_rules import shown
 from runs.errors import Conflict, NotFound
 from runs.models import Iteration, Run
 
@@ -79,6 +82,30 @@ def compare(a: Iteration, b: Iteration) -> list[FieldDiff]:
     return diffs
 
 
+def score_words(a: Iteration, b: Iteration | None) -> dict:
+    """What the compare view says of the two scores (each as `show_scores` gives it):
+    whether either iteration has one, and the change from a to b when both do."""
+    show_scores([a, b])
+    both = b is not None and a.score is not None and b.score is not None
+    change = None
+    if both:
+        gain = b.score - a.score
+        change = ("+" if gain > 0 else "") + shown(gain)
+    scored = a.score is not None or (b is not None and b.score is not None)
+    return {"scored": scored, "score_change": change}
+
+
+def _side(it: Iteration) -> dict:
+    return {
+        "id": it.pk,
+        "run": it.run_id,
+        "node": it.node_id,
+        "number": it.number,
+        "score": it.score,
+        "score_detail": it.score_detail,
+    }
+
+
 def default_partner(it: Iteration) -> Iteration | None:
     """What an iteration is compared with when only it is named: the one before it of the
     same node (else the next one)."""
@@ -109,8 +136,8 @@ def sibling_runs(run: Run) -> list[Run]:
 
 def as_dict(a: Iteration, b: Iteration, diffs: list[FieldDiff]) -> dict:
     return {
-        "a": {"id": a.pk, "run": a.run_id, "node": a.node_id, "number": a.number},
-        "b": {"id": b.pk, "run": b.run_id, "node": b.node_id, "number": b.number},
+        "a": _side(a),
+        "b": _side(b),
         "fields": {
             d.name: {
                 "same": d.same,

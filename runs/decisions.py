@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
-from runs import kinds
+from runs import budget, kinds
 from runs.actor import Actor
 from runs.errors import Conflict, NotFound, StarterCannotApprove
 from runs.executor.spec import SpecError, node_spec, spec_for
@@ -54,6 +54,7 @@ def decide(
         if record_only and not kind.decides_later:
             raise Conflict("Only a workflow recipe's gates can be decided now and resumed later.")
         check_approver(run, gate, actor, action, comment)
+        budget.check_gate_decision(gate, action, comment, decision)
         kind.check_decision(run, gate, action, comment)
         status = gate.decide(run, actor, action, comment, decision)
         if record_only:
@@ -160,7 +161,11 @@ def _run_spec(run: Run):
 
 
 def _apply(run: Run, gate: Gate, row: NodeRun, status: str, actor: Actor) -> None:
-    """Move the gate's node on: what a decision means is the run's kind's to say."""
+    """Move the gate's node on: what a decision means is the run's kind's to say, but at a
+    soft budget's gate, which the kernel opened (runs.budget)."""
+    if gate.kind == Gate.Kind.BUDGET:
+        budget.gate_decided(run, gate, row, status, actor)
+        return
     kinds.of_run(run).gate_decided(run, gate, row, status, actor)
 
 

@@ -15,6 +15,9 @@ CHANNEL_WORDS = {
     "until": "the agent said it was done",
     "until_field": "the agent's answer marked it done",
     "until_bash": "the check command passed",
+    "stop:target": "its score reached the target",
+    "stop:plateau": "its score stopped improving (plateau)",
+    "stop:cost_per_point": "its points cost too much (cost_per_point)",
 }
 EXCERPT = 160
 
@@ -102,6 +105,11 @@ def _about_run(kind: str, step: str, data: dict) -> str | None:
     if kind == "budget_changed":
         limits = ", ".join(f"{k} {v}" for k, v in (data.get("budget") or {}).items()) or "none"
         return f"{data.get('by') or 'Someone'} set the budget: {limits}."
+    if kind == "budget_soft_reached":
+        return (
+            f"The soft budget's {_limit(data)} is reached before {step}'s next iteration: "
+            "a person decides whether to go on."
+        )
     return None
 
 
@@ -147,6 +155,15 @@ def _about_iteration(kind: str, step: str, data: dict) -> str | None:
         return f"{where} failed: {_short(data.get('error'))}"
     if kind == "iteration_requeued":
         return f"{where} was handed to another worker (attempt {data.get('attempts')})."
+    if kind == "stop_rule_fired":
+        does = "opens a gate" if data.get("then") == "gate" else "ends the loop"
+        return (
+            f"After iteration {data.get('iteration')} of {step}, the stop rule "
+            f"{data.get('rule')} fired and {does}: {_short(data.get('reason'))}."
+        )
+    if kind == "score_missing":
+        why = _short(data.get("error") or data.get("reason"))
+        return f"{where} has no score" + (f": {why}" if why else ".")
     if kind == "python_iteration_checked":
         met = "was met" if data.get("condition_met") else "was not met"
         return f"After iteration {data.get('iteration')} of {step}, the stop condition {met}."

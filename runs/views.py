@@ -67,6 +67,7 @@ def run_detail(request, run_id):
     run = run_or_404(run_id)
     nodes_after = _positive_int(request.GET.get("nodes_after"))
     page = queries.run_page(run, nodes_after=nodes_after)
+    _show_scores(page["iterations"])
     page.update(_history(run, request.GET))
     kind_parts = []
     for name, part in _kind_parts(run).items():
@@ -140,7 +141,13 @@ def _event_log(run):
 
 def _timeline(run, before=None):
     page, older = queries.iterations(run, before=before)
-    return {"iterations": page, "older": older}
+    return {"iterations": _show_scores(page), "older": older}
+
+
+def _show_scores(iterations):
+    from runs.chart import show_scores
+
+    return show_scores(iterations)
 
 
 @require_GET

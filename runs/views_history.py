@@ -163,6 +163,7 @@ def iteration_compare(request):
         "a_choices": _with(comparing.choices(a.run), a),
         "b_choices": _with(comparing.choices(b_run), b),
         "diffs": [],
+        **comparing.score_words(a, b),
     }
     status = 200
     if b is not None:

@@ -2,7 +2,10 @@
 and parallel workflows that all share `await x.run(input)`.
 
     from loops.python import Agent, LoopWorkflow, score_at_least
+    from loops.python import StopRules, Target, Plateau, CostPerPoint  # a loop's stop rules
 """
+
+from runs.engine.stop_rules import CostPerPoint, Firing, Plateau, StopRules, Target
 
 from .agents import Agent
 from .conditions import StopCondition, contains_keyword, min_iterations_and_length, score_at_least
@@ -25,17 +28,22 @@ __all__ = [
     "Agent",
     "AgentFailed",
     "AgentResult",
+    "CostPerPoint",
     "DirectHost",
+    "Firing",
     "GateDecision",
     "GateOptions",
     "GateRejected",
     "GateRequest",
     "LoopWorkflow",
     "ParallelWorkflow",
+    "Plateau",
     "RunCancelled",
     "SequentialWorkflow",
     "Status",
     "StopCondition",
+    "StopRules",
+    "Target",
     "Usage",
     "WorkflowError",
     "WorkflowResult",

@@ -9,10 +9,13 @@ from .results import GateDecision, GateRequest, RunCancelled
 
 
 def gate_message(request: GateRequest) -> str:
+    """What the gate asks; a stop rule's gate says first which rule fired and the trend."""
     head = (
         f"Iteration {request.iteration} of at most {request.max_iterations} finished; "
         "accept this result, or give feedback for another iteration."
     )
+    if request.firing is not None:
+        head = f"{request.firing.words}\n{head}"
     return f"{head}\n{request.result.text}"
 
 

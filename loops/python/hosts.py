@@ -102,6 +102,9 @@ class DirectHost:
     async def note(self, path: tuple[str, ...], kind: str, **data) -> None:
         return None
 
+    async def record_score(self, agent_path, iteration, score, detail, state) -> None:
+        return None  # a loop's scores still decide its stop rules; only nothing keeps them
+
     async def ask(self, request: GateRequest) -> GateDecision:
         if self.decide is None:
             raise WorkflowError(

@@ -138,24 +138,25 @@ class RecordingHost:
             if run.is_terminal:
                 return
             row = self._workflow_row()
-            status = getattr(result, "status", "completed")
-            iterations = getattr(result, "iterations", 1)
-            ended = {
-                "state": {**row.state, "ended": status, "iterations": iterations},
-                "iteration_count": iterations,
+            # How it ended, and for a stop rule which and why (the firing's words).
+            said = {
+                "ended": getattr(result, "status", "completed"),
+                "iterations": getattr(result, "iterations", 1),
             }
+            if getattr(result, "stop_reason", ""):
+                said["stop_reason"] = result.stop_reason
+            ended = {"state": {**row.state, **said}, "iteration_count": said["iterations"]}
             if not row.complete(
                 run,
                 result.text,
                 jsonable(result.structured),
                 attempt=self.attempt,
                 columns=ended,
-                ended=status,
-                iterations=iterations,
+                **said,
             ):
                 return  # taken over meanwhile: the execution that holds it reports
             NodeRun.objects.filter(run=run, kind="agent").close_open(NodeRun.Status.COMPLETED)
-            run.update_status(finished=True, ended=status, iterations=iterations)
+            run.update_status(finished=True, **said)
 
     def _fail(self, error: Exception) -> None:
         if isinstance(error, WorkflowError):
@@ -314,6 +315,27 @@ class RecordingHost:
 
         await db_step(work)
 
+    async def record_score(
+        self, agent_path: tuple[str, ...], iteration: int, score, detail: dict, state: dict
+    ) -> None:
+        """A loop's score for `iteration`, on its last agent's call of that iteration, and
+        how the loop is scored and stopped (`state`: "score", "stop") on the agent's row,
+        where the pages and the inbox read them. A replay writes the same again."""
+
+        def work():
+            with transaction.atomic():
+                run = lock_run(self.run.pk, with_recipe=False)
+                row = None if run.is_terminal else agent_row(run, ".".join(agent_path))
+                if row is None:
+                    return  # ended, or the loop's last stage is a workflow: no row of its own
+                if any(row.state.get(key) != value for key, value in state.items()):
+                    NodeRun.objects.filter(pk=row.pk).update(state={**row.state, **state})
+                Iteration.objects.filter(
+                    node_run=row, generation=row.generation, number=iteration
+                ).update(score=score, score_detail=detail)
+
+        await db_step(work)
+
     async def ask(self, request: GateRequest) -> GateDecision:
         gate = await db_step(self._gate, request)
         if isinstance(gate, GateDecision):
@@ -345,7 +367,7 @@ class RecordingHost:
                     kind=Gate.Kind.LOOP,
                     message=gate_message(request),
                     iteration=it,
-                    fired=["gate"],
+                    fired=[f"stop:{request.firing.rule}"] if request.firing else ["gate"],
                     deadline=request.deadline,
                 )
                 if gate is None:

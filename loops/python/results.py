@@ -54,6 +54,7 @@ class Status:
     CONDITION_MET = "condition_met"  # a loop's stop_condition said stop
     MAX_ITERATIONS = "max_iterations_reached"  # a loop ran out of iterations
     ACCEPTED = "accepted"  # a person accepted a loop's result at its gate
+    STOP_RULE = "stop_rule"  # a loop's stop rule (then="complete") ended it
 
 
 @dataclass
@@ -63,6 +64,8 @@ class WorkflowResult(AgentResult):
 
     status: str = Status.COMPLETED
     iterations: int = 1
+    # Why a stop rule ended the loop (status `stop_rule`): the firing's words.
+    stop_reason: str = ""
     results: list[AgentResult] = field(default_factory=list)
 
 
@@ -87,6 +90,7 @@ class GateRequest:
     result: AgentResult
     condition_met: bool = False
     deadline: object = None  # a runs.engine.deadlines.GateDeadline, from GateOptions
+    firing: object = None  # a runs.engine.stop_rules.Firing: a stop rule asks, not a gate=
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import asyncio
 import inspect
 
 from runs.engine.deadlines import GateDeadline
+from runs.engine.stop_rules import COMPLETE, Point, fired
 
 from .agents import Agent, Runnable, check_name
 from .conditions import as_condition
@@ -19,6 +20,7 @@ from .results import (
     WorkflowResult,
     combine_usage,
 )
+from .scoring import SOURCE, check_score, check_stop_rules, iteration_cost, score_of
 
 
 def _stages(stages, what: str) -> list[Runnable]:
@@ -88,6 +90,10 @@ class LoopWorkflow(_Composite):
     `gate=True` asks a person between iterations (a callable `gate(result, iteration)`
     decides when to ask; `GateOptions` adds a deadline): accept ends the loop, feedback
     reaches the next iteration.
+
+    `score` scores each iteration's last result (a numeric field's name, or a callable
+    `score(result, iteration) -> float | None`); `stop_rules` (`StopRules`) read the
+    scores so far and end the loop or ask a person, as a YAML loop's `stop:` does.
     """
 
     def __init__(
@@ -97,6 +103,8 @@ class LoopWorkflow(_Composite):
         max_iterations: int = 5,
         *,
         gate=False,
+        score=None,
+        stop_rules=None,
         name: str = "loop",
     ):
         self.name = check_name(name, "workflow")
@@ -112,6 +120,8 @@ class LoopWorkflow(_Composite):
                 "gate must be True/False, a callable gate(result, iteration) or GateOptions(...)"
             )
         self.gate = gate
+        self.score = check_score(score)
+        self.stop_rules = check_stop_rules(stop_rules, self.score)
 
     def _wants_gate(self, result: AgentResult, iteration: int) -> bool:
         if isinstance(self.gate, GateOptions):
@@ -126,37 +136,27 @@ class LoopWorkflow(_Composite):
             scope = Scope(scope.host, (*scope.path[:-1], f"{scope.path[-1]}-{scope.iteration}"))
         stages = self.named_stages()
         history: list[AgentResult] = []
+        points: list[Point] = []
         last_iteration: AgentResult | None = None
         feedback = context.feedback
         for iteration in range(1, self.max_iterations + 1):
+            before = len(history)
             current = await self._one_pass(
                 stages, context, scope, iteration, last_iteration, feedback, history
             )
-            feedback = ""
             last_iteration = current
+            last_stage = (*scope.path, stages[-1][0])
+            await self._scored(scope, last_stage, iteration, current, history[before:], points)
             forked = await scope.host.forked_feedback(scope.path, iteration)
             if forked is not None:  # a fork goes on from here, with its own feedback
                 feedback = forked
                 continue
-            met = self.stop_condition(current, iteration) if self.stop_condition else False
-            await scope.host.note(
-                scope.path, "python_iteration_checked", iteration=iteration, condition_met=met
-            )
-            if met:
-                return _summary(
-                    self.name, current, history, status=Status.CONDITION_MET, iterations=iteration
-                )
-            if iteration == self.max_iterations:
+            ended = await self._settle(scope, last_stage, iteration, current, history, points)
+            if isinstance(ended, WorkflowResult):
+                return ended
+            if ended is None:
                 break
-            if self._wants_gate(current, iteration):
-                decision = await self._ask(scope, stages[-1][0], iteration, current)
-                if decision.action == GateDecision.ACCEPT:
-                    return _summary(
-                        self.name, current, history, status=Status.ACCEPTED, iterations=iteration
-                    )
-                if decision.action == GateDecision.REJECT:
-                    raise GateRejected(decision, iteration)
-                feedback = decision.feedback
+            feedback = ended
         return _summary(
             self.name,
             last_iteration,
@@ -164,6 +164,61 @@ class LoopWorkflow(_Composite):
             status=Status.MAX_ITERATIONS,
             iterations=self.max_iterations,
         )
+
+    async def _settle(self, scope, last_stage, iteration, current, history, points):
+        """What follows an iteration: the loop's result when it ends here, None when it
+        ran out of iterations, else the feedback for the next one ("" for none)."""
+        met = self.stop_condition(current, iteration) if self.stop_condition else False
+        await scope.host.note(
+            scope.path, "python_iteration_checked", iteration=iteration, condition_met=met
+        )
+        if met:
+            return _summary(
+                self.name, current, history, status=Status.CONDITION_MET, iterations=iteration
+            )
+        # Only a scored iteration fires a rule (an unscored one says nothing new).
+        scored = bool(points) and points[-1].number == iteration
+        firing = fired(self.stop_rules, points) if self.stop_rules and scored else None
+        if firing is not None and firing.then == COMPLETE:
+            await scope.host.note(last_stage, "stop_rule_fired", **firing.as_dict())
+            return _summary(
+                self.name,
+                current,
+                history,
+                status=Status.STOP_RULE,
+                iterations=iteration,
+                stop_reason=firing.words,
+            )
+        if iteration == self.max_iterations:
+            return None
+        if firing is not None:  # then="gate": the rule asks, whatever `gate=` says
+            await scope.host.note(last_stage, "stop_rule_fired", **firing.as_dict())
+        elif not self._wants_gate(current, iteration):
+            return ""
+        decision = await self._ask(scope, last_stage, iteration, current, firing)
+        if decision.action == GateDecision.ACCEPT:
+            return _summary(
+                self.name, current, history, status=Status.ACCEPTED, iterations=iteration
+            )
+        if decision.action == GateDecision.REJECT:
+            raise GateRejected(decision, iteration)
+        return decision.feedback
+
+    async def _scored(self, scope, last_stage, iteration, current, calls, points) -> None:
+        """Score the iteration (its last result), record the score on the last agent's
+        iteration, and add it to `points`; a missing score is said in the run's events."""
+        if self.score is None:
+            return
+        value, problem = await score_of(self.score, current, iteration)
+        # As a YAML loop keeps them: why there is no score under "error" ("reason" is a
+        # judge's word on a score), the rules in their stored form.
+        detail = {"source": SOURCE, **({"error": problem} if problem else {})}
+        state = {"score": SOURCE, "stop": self.stop_rules.as_dict() if self.stop_rules else {}}
+        await scope.host.record_score(last_stage, iteration, value, detail, state)
+        if value is None:
+            await scope.host.note(last_stage, "score_missing", iteration=iteration, reason=problem)
+            return
+        points.append(Point(iteration, value, iteration_cost(calls)))
 
     async def _one_pass(
         self,
@@ -193,16 +248,18 @@ class LoopWorkflow(_Composite):
             history.extend(_flatten(current))
         return current
 
-    async def _ask(self, scope: Scope, last_stage: str, iteration: int, current) -> GateDecision:
-        """A person's decision at the loop's gate after `iteration`."""
+    async def _ask(self, scope: Scope, last_stage, iteration: int, current, firing=None):
+        """A person's decision at the loop's gate after `iteration` (`firing`: the stop
+        rule that asks, when it is one)."""
         decision = await scope.host.ask(
             GateRequest(
                 path=scope.path,
-                agent_path=(*scope.path, last_stage),
+                agent_path=last_stage,
                 iteration=iteration,
                 max_iterations=self.max_iterations,
                 result=current,
                 deadline=getattr(self.gate, "deadline", None),
+                firing=firing,
             )
         )
         if inspect.isawaitable(decision):

@@ -25,6 +25,7 @@ from loops.stepmachine.spec import HANDOFF_SCHEMA, HANDOFF_STATUSES, SESSION_KIN
 from runs import dispatch
 from runs.actor import Actor
 from runs.agent_tools import AgentTool, ToolContext, ToolError
+from runs.engine.stop_rules import score_in
 from runs.errors import Conflict, InputError, NotFound
 from runs.executor.spec import SpecError, spec_for
 from runs.executor.state import lock_run, on_fresh_connection
@@ -119,6 +120,11 @@ def _store(
         surface=actor.surface,
         **({"turn": turn.number, "attempt": turn.attempts} if turn else {}),
     )
+    given = score_in(content.get("data"))
+    if turn is not None and given is not None:  # the role's own score of its turn
+        type(turn).objects.filter(pk=turn.pk).update(
+            score=given, score_detail={"source": "handoff"}
+        )
     return Handoff.objects.create(
         run=run,
         role=role,

@@ -93,9 +93,13 @@ def _shell_references(node: NodeSite, ctx: RuleContext) -> None:
         if isinstance(node.raw.get(block), dict):
             until_path = child_path(child_path(node.path, block), "until_bash")
             scripts.append((until_path, node.raw[block].get("until_bash")))
+    score = node.raw["loop"].get("score") if isinstance(node.raw.get("loop"), dict) else None
+    if isinstance(score, dict):
+        score_path = child_path(child_path(child_path(node.path, "loop"), "score"), "bash")
+        scripts.append((score_path, score.get("bash")))
     for path, script in scripts:
         if isinstance(script, str):
-            checked = path.endswith(".bash")  # a bash step checks values when it starts
+            checked = path == scripts[0][0]  # a bash step checks values when it starts
             errors, warnings = shell_report(
                 ctx.lines, path, script, node.label, start_checks=checked
             )

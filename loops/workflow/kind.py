@@ -29,6 +29,8 @@ def _node_shell_parts(nodes, prefix: str, parts: dict[str, str]) -> None:
             parts[f"{where}.script"] = json.dumps(script, sort_keys=True)
         if node.loop is not None and node.loop.until_bash:
             parts[f"{where}.loop.until_bash"] = node.loop.until_bash
+        if node.loop is not None and (node.loop.score or {}).get("bash"):
+            parts[f"{where}.loop.score.bash"] = node.loop.score["bash"]
         if node.loop_group is not None:
             if node.loop_group.until_bash:
                 parts[f"{where}.loop_group.until_bash"] = node.loop_group.until_bash
@@ -49,8 +51,8 @@ class WorkflowKind(LoopKind):
         return read_workflow(source)
 
     def shell_parts(self, spec) -> dict[str, str]:
-        """bash steps, script nodes, until_bash checks (loop_group bodies too), inline
-        providers."""
+        """bash steps, script nodes, until_bash checks and score commands (loop_group
+        bodies too), inline providers."""
         parts = inline_provider_parts(spec)
         _node_shell_parts(spec.nodes, "nodes.", parts)
         return parts

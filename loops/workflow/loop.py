@@ -12,6 +12,8 @@ from django.db import InterfaceError, OperationalError, transaction
 from console.redact import plain_cause
 from runs.engine.completion import detect_signal, gate_text, until_field_met
 from runs.engine.deadlines import GateDeadline
+from runs.engine.stop_rules import COMPLETE as STOP_COMPLETES
+from runs.engine.stop_rules import Firing
 from runs.engine.variables import VarContext, VariableError, substitute, substitute_shell
 from runs.executor.agent import StepFailed, prepare_prompt, request_for, run_call
 from runs.executor.context import build_context, step_env, step_sandbox
@@ -22,6 +24,8 @@ from runs.models import Gate, Iteration, NodeRun, Run, batched
 from runs.providers import registry
 from runs.providers.base import Cancelled, ProviderError
 from runs.sandbox import run_process
+
+from .scoring import stop_firing, take_score
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +41,8 @@ def start_loop(run: Run, spec, node, row: NodeRun) -> None:
         "prompt_template": node.loop.prompt,
         "provider": node.provider or spec.provider or "default",
     }
+    if node.loop.score:  # what the pages, the chart and the inbox read of a scored loop
+        state.update(score=next(iter(node.loop.score)), stop=node.loop.stop or {})
     open_loop(run, row, node.loop.max_iterations, state)
 
 
@@ -77,7 +83,7 @@ def run_loop_iteration(it: Iteration) -> None:
     try:
         if prompt_error is not None:
             raise prompt_error
-        outcome, fired = _ask(it, spec, node, turn, stream)
+        outcome, fired, scored = _ask(it, spec, node, turn, stream)
     except Cancelled:
         stream.keep_after_cancel()
         return
@@ -91,7 +97,7 @@ def run_loop_iteration(it: Iteration) -> None:
         error = f"{plain_cause(exc)} (details in the worker's log)"
         on_fresh_connection(_iteration_failed, it, error, stream)
         return
-    on_fresh_connection(_iteration_done, it, node, outcome, fired)
+    on_fresh_connection(_iteration_done, it, node, outcome, fired, scored)
 
 
 @dataclass(frozen=True)
@@ -129,8 +135,8 @@ def _claim(it: Iteration, turn: _Turn | None) -> bool:
 
 
 def _ask(it: Iteration, spec, node, turn: _Turn, stream: OutputStream) -> tuple:
-    """The agent's answer to the iteration's prompt, streamed as it comes, and the
-    completion conditions it met; `until_bash` runs only if no other did."""
+    """The agent's answer to the iteration's prompt, streamed as it comes, the completion
+    conditions it met (`until_bash` runs only if no other did) and its score's columns."""
     run, loop = it.run, node.loop
     request = request_for(
         run,
@@ -155,7 +161,7 @@ def _ask(it: Iteration, spec, node, turn: _Turn, stream: OutputStream) -> tuple:
         and until_bash_met(loop.until_bash, turn.ctx, run, stream, step_sandbox(run, spec, node))
     ):
         fired.append("until_bash")
-    return outcome, fired
+    return outcome, fired, take_score(it, spec, node, turn.ctx, outcome, stream)
 
 
 def _signals(loop, outcome) -> list[str]:
@@ -195,7 +201,7 @@ def _iteration_failed(it: Iteration, error: str, stream: OutputStream) -> None:
         row.fail(run, f"iteration {it.number} failed: {error}")
 
 
-def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
+def _iteration_done(it: Iteration, node, outcome, fired: list[str], scored: dict) -> None:
     result = outcome.result
     loop = node.loop
     goes_on = next_move(loop, it.number, fired) == GO_ON
@@ -207,6 +213,7 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
         and not result.tool_calls
         and not result.worktree_diff
         and not it.run.budget
+        and not scored
     )
     if goes_on and plain and batched.in_use():
         # The plain "go on": complete, log, and queue the next iteration in one statement.
@@ -214,7 +221,7 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
         return
     with transaction.atomic():
         run = lock_run(it.run_id, with_recipe=False)
-        if run.is_terminal or not it.complete(run, outcome, channels=fired):
+        if run.is_terminal or not it.complete(run, outcome, channels=fired, **scored):
             return
         row = NodeRun.objects.select_for_update().get(pk=it.node_run_id)
         # Not saved here: the transition settle_loop makes writes them (one write, not two).
@@ -225,29 +232,49 @@ def _iteration_done(it: Iteration, node, outcome, fired: list[str]) -> None:
             "output_bytes": outcome.fields.get("output_bytes"),
             "state": {**row.state, "session_id": result.session_id or row.state.get("session_id")},
         }
-        settle_loop(run, row, loop, it, fired, columns)
+        if scored and scored["score"] is None:
+            reason = scored["score_detail"].get("error", "")
+            run.append_event("score_missing", row.node_id, iteration=it.number, reason=reason)
+        firing = stop_firing(row, loop, it)
+        if firing is not None:
+            run.append_event("stop_rule_fired", row.node_id, **firing.as_dict())
+        settle_loop(run, row, loop, it, fired, columns, firing=firing)
 
 
 COMPLETE, FAIL, GATE, GO_ON = "complete", "fail", "gate", "go on"
 
 
-def next_move(loop, number: int, fired: list[str]) -> str:
+def next_move(loop, number: int, fired: list[str], firing: Firing | None = None) -> str:
     """What a loop (or a loop_group) does after iteration `number`: the one rule, acted on
-    by `settle_loop` and asked first by the one-statement path, which takes only GO_ON."""
+    by `settle_loop` and asked first by the one-statement path, which takes only GO_ON. A
+    completion signal is the loop's own word; a stop rule that fired (`firing`) does what
+    the recipe says it does, even on the last iteration."""
     if fired and (not loop.interactive or loop.signal_completes):
         return COMPLETE
+    if firing is not None:
+        return COMPLETE if firing.then == STOP_COMPLETES else GATE
     if not fired and number >= loop.max_iterations:
         return FAIL
     return GATE if loop.interactive else GO_ON
 
 
 def settle_loop(
-    run: Run, row: NodeRun, loop, it: Iteration, fired: list[str], columns: dict
+    run: Run,
+    row: NodeRun,
+    loop,
+    it: Iteration,
+    fired: list[str],
+    columns: dict,
+    *,
+    firing: Firing | None = None,
 ) -> None:
     """After an iteration (of a loop or a loop_group): complete, gate, fail or go on
     (`next_move`). `columns` (the node's output, its file, its state) are written by
-    whichever transition it makes."""
-    move = next_move(loop, it.number, fired)
+    whichever transition it makes. A stop rule that fired is the gate's message, and the
+    channel its decision completes by (`stop:<rule>`)."""
+    move = next_move(loop, it.number, fired, firing)
+    if firing is not None and not (fired and move == COMPLETE):
+        fired = [f"stop:{firing.rule}"]
     if move == COMPLETE:
         done = {k: v for k, v in columns.items() if k not in ("output", "structured")}
         row.complete(
@@ -264,6 +291,8 @@ def settle_loop(
             signal=getattr(loop, "until", None) or "",
             field=getattr(loop, "until_field", None) or "",
         )
+        if firing is not None:  # the rule is the gate's first line, the output follows
+            message = firing.words + message[len(message.split("\n", 1)[0]) :]
         row.pause(
             run,
             kind=Gate.Kind.LOOP,

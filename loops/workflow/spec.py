@@ -105,6 +105,10 @@ class LoopSpec(_Spec):
     signal_completes: bool = False
     gate_timeout: Text | None = None
     on_timeout: OnTimeout | None = None
+    # How each iteration is scored and the rules its scores stop it by, as
+    # recipes.formats.scoring stores them.
+    score: dict[str, Any] | None = None
+    stop: dict[str, dict[str, Any]] | None = None
 
 
 class LoopGroupSpec(_Spec):
@@ -187,7 +191,7 @@ class WorkflowSpec(_Spec):
     providers: dict[str, ProviderSpec] = Field(default_factory=dict)
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     # Already cleaned by recipes.formats.budget (limits as stored on a run).
-    budget: dict[str, str | int] = Field(default_factory=dict)
+    budget: dict[str, str | int | list[str]] = Field(default_factory=dict)
     nodes: list[NodeSpec] = Field(min_length=1)
     # The node whose output is this workflow's result (for include and child runs).
     returns: Text | None = None

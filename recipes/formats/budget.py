@@ -2,6 +2,7 @@
 the API and the command line.
 
     budget: {cost_usd: 2.5, tokens: 200000, wall_seconds: 3600, iterations: 40}
+    budget: {cost_usd: 2.5, soft: true}     # reaching it asks a person (or soft: [cost_usd])
 
 Every limit is optional; a missing one is no limit. `clean_budget` turns what a person or
 a file wrote into the stored form (numbers, cost as a string of a decimal) or says, per
@@ -39,7 +40,7 @@ class BudgetInvalid(ValueError):
         super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
 
 
-def _limit(name: str, value: Any) -> str | int:
+def clean_limit(name: str, value: Any) -> str | int:
     if isinstance(value, bool):
         raise ValueError(f"must be a number, not {value!r}")
     if isinstance(value, str) and not value.isascii() and any(c.isdigit() for c in value):
@@ -67,6 +68,26 @@ def _limit(name: str, value: Any) -> str | int:
     return value
 
 
+SOFT = "soft"
+
+
+def clean_soft(value: Any, raw: dict) -> list[str]:
+    """`soft`: true (every limit given asks before going on) or a list of limit names."""
+    if value is True:
+        return [name for name in LIMITS if name in raw]
+    if value is False or value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError("must be true, or a list of the limits that ask before going on")
+    unknown = [v for v in value if v not in LIMITS]
+    if unknown:
+        raise ValueError(f"unknown limit {unknown[0]!r}; the limits are {', '.join(LIMITS)}")
+    missing = [v for v in value if v not in raw]
+    if missing:
+        raise ValueError(f"{missing[0]} is soft but has no limit")
+    return [name for name in LIMITS if name in value]
+
+
 def clean_budget(raw: Any, *, allow_empty_values: bool = False) -> dict:
     """The stored budget, or BudgetInvalid naming each wrong limit. Empty values (a blank
     form field) mean "no limit" when `allow_empty_values`."""
@@ -76,13 +97,19 @@ def clean_budget(raw: Any, *, allow_empty_values: bool = False) -> dict:
         raise BudgetInvalid({"budget": "must be a mapping of limits: " + ", ".join(LIMITS)})
     errors, cleaned = {}, {}
     for key, value in raw.items():
+        if key == SOFT:
+            try:
+                cleaned[SOFT] = clean_soft(value, raw)
+            except ValueError as exc:
+                errors[SOFT] = str(exc)
+            continue
         if key not in LIMITS:
             errors[str(key)] = f"unknown limit; the limits are {', '.join(LIMITS)}"
             continue
         if value is None or (allow_empty_values and str(value).strip() == ""):
             continue
         try:
-            cleaned[key] = _limit(key, value)
+            cleaned[key] = clean_limit(key, value)
         except ValueError as exc:
             errors[key] = str(exc)
     if errors:

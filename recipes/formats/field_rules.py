@@ -17,6 +17,7 @@ from recipes.formats.rule_context import (
     is_blank,
     require_text,
 )
+from recipes.formats.scoring import check_score, check_stop
 from recipes.problems import child_path, short_repr
 from runs.engine.deadlines import on_timeout_problem
 from runs.engine.durations import DurationError, parse_duration
@@ -123,8 +124,8 @@ def check_gate_deadline(block: dict, path: str, label: str, ctx: RuleContext, ha
 def check_controls(block: dict, path: str, label: str, ctx: RuleContext, what: str) -> None:
     """Rules shared by ``loop`` and ``loop_group``."""
     channels = ("until", "until_bash", "until_field") if what == "loop" else ("until", "until_bash")
-    if all(block.get(name) is None for name in channels):
-        names = " / ".join(channels)
+    if all(block.get(name) is None for name in channels) and block.get("stop") is None:
+        names = " / ".join(channels) + (" or stop rules" if what == "loop" else "")
         ctx.error(path, f"{label}: a {what} needs at least one completion condition ({names})")
     for name in (*channels, "gate_message"):
         if is_blank(block.get(name)):
@@ -184,7 +185,23 @@ def check_loop(raw: dict, path: str, label: str, ctx: RuleContext) -> Any:
     check_controls(block, path, label, ctx, "loop")
     check_gate_deadline(out, path, label, ctx, has_gate=block.get("interactive") is True)
     check_until_field(block.get("until_field"), raw.get("output_format"), path, label, ctx)
+    _check_scoring(block, out, path, label, ctx, raw.get("output_format"))
     return out
+
+
+def _check_scoring(block: dict, out: dict, path: str, label: str, ctx: RuleContext, schema):
+    """`score:` and `stop:` (recipes.formats.scoring), cleaned into `out`."""
+    for key in ("score", "stop"):
+        out.pop(key, None)
+    if block.get("score") is not None:
+        score = check_score(block["score"], child_path(path, "score"), label, ctx, schema)
+        if score is not None:
+            out["score"] = score
+    if block.get("stop") is not None:
+        scored = block.get("score") is not None
+        stop = check_stop(block["stop"], child_path(path, "stop"), label, ctx, scored)
+        if stop is not None:
+            out["stop"] = stop
 
 
 def check_until_field(name: Any, schema: Any, path: str, label: str, ctx: RuleContext) -> None:

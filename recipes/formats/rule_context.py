@@ -75,7 +75,7 @@ _CONTROL_FIELDS = (
     "gate_timeout",
     "on_timeout",
 )
-LOOP_FIELDS = frozenset({"prompt", "command", "until_field", *_CONTROL_FIELDS})
+LOOP_FIELDS = frozenset({"prompt", "command", "until_field", "score", "stop", *_CONTROL_FIELDS})
 GROUP_FIELDS = frozenset({"nodes", *_CONTROL_FIELDS})
 INPUT_FIELDS = frozenset({"type", "label", "description", "required", "default", "options"})
 APPROVAL_FIELDS = frozenset(

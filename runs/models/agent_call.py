@@ -53,9 +53,15 @@ def failed_data(number: int, *, error: str, timed_out: bool, duration_ms) -> dic
 
 def answer_fields(outcome) -> dict:
     """The iteration's columns for what a provider returned (an AgentOutcome,
-    runs/executor/agent.py, as `OutputStream.keep` left it)."""
+    runs/executor/agent.py, as `OutputStream.keep` left it); a structured answer's own
+    `score` is the iteration's score (`score_in`) unless its kind scores it otherwise."""
+    from runs.engine.stop_rules import score_in
+
     result = outcome.result
+    given = score_in(outcome.payload)
+    scored = {} if given is None else {"score": given, "score_detail": {"source": "output"}}
     return {
+        **scored,
         "raw_output": outcome.raw,
         "output": outcome.text,
         "structured": outcome.payload,

@@ -52,6 +52,8 @@ class Gate(models.Model):
     class Kind(models.TextChoices):
         LOOP = "loop", "Loop gate"
         APPROVAL = "approval", "Approval"
+        # A soft budget reached: go on for about the forecast's amount more, or stop.
+        BUDGET = "budget", "Budget"
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -76,6 +78,9 @@ class Gate(models.Model):
         MCP = "mcp"  # an orchestrating agent, through the MCP server
         ENGINE = "engine"
         SWEEP = "sweep"
+
+    # The kinds of gate whose decisions are the ones it declares (`decisions`).
+    DECLARES = (Kind.APPROVAL, Kind.BUDGET)
 
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="gates")
     node_run = models.ForeignKey("runs.NodeRun", on_delete=models.CASCADE, related_name="gates")
@@ -179,7 +184,7 @@ class Gate(models.Model):
     def plain_approve_accepts(self) -> bool:
         """Approving with no comment and no choice of decision accepts: what the `a` key
         may do (the page renders this; the script never works it out)."""
-        if self.kind == self.Kind.APPROVAL and self.decisions:
+        if self.kind in self.DECLARES and self.decisions:
             return False
         return self.outcome("approve") == self.Status.ACCEPTED
 
@@ -187,13 +192,13 @@ class Gate(models.Model):
     def commented_approve_accepts(self) -> bool:
         """Approving with a comment still accepts (an approval's comment is only a note; a
         loop gate's feedback asks for another iteration)."""
-        if self.kind == self.Kind.APPROVAL and self.decisions:
+        if self.kind in self.DECLARES and self.decisions:
             return False
         return self.outcome("approve", "feedback") == self.Status.ACCEPTED
 
     def approve_label_for(self, comment: str = "") -> str:
         """What the primary button says when the reviewer has written `comment`."""
-        if self.kind == self.Kind.APPROVAL:
+        if self.kind in self.DECLARES:
             return "Approve"
         accepts = self.outcome("approve", comment) == self.Status.ACCEPTED
         return "Accept & complete" if accepts else "Continue"
@@ -214,7 +219,7 @@ class Gate(models.Model):
             raise ServiceError(
                 f"Feedback is limited to {COMMENT_LIMIT:,} characters; this has {len(comment):,}."
             )
-        if action == "approve" and self.kind == self.Kind.APPROVAL and self.decisions:
+        if action == "approve" and self.kind in self.DECLARES and self.decisions:
             ids = [d["id"] for d in self.decisions]
             if decision not in ids:
                 raise ServiceError(f"Choose one of the decisions: {', '.join(ids)}.")

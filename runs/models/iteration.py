@@ -131,6 +131,10 @@ class Iteration(models.Model):
     tokens_in = models.PositiveIntegerField(null=True, blank=True)
     tokens_out = models.PositiveIntegerField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    # A scored loop's number for this iteration (a recipe's `score:`), and where it came
+    # from: {"source": "field" | "bash" | "judge" | ..., "reason": ..., the judge's usage}.
+    score = models.FloatField(null=True, blank=True)
+    score_detail = models.JSONField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     queued_at = models.DateTimeField(null=True, blank=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+from django.conf import settings
 from django.db.models import Prefetch
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -21,17 +22,19 @@ from pydantic import Field
 from console.api_errors import require
 from runs import services, waiting
 from runs.actor import Actor
+from runs.inbox import ranked_attention
 from runs.models import Gate, Run
 from runs.orchestration.state import gate_state, run_row, run_state, run_url
 from runs.queries import take_page
 
 INSTRUCTIONS = """Loop Console runs loops of AI agent iterations that pause at gates for a
-decision. Use list_gates to find runs waiting for you, get_gate to read a gate's
-structured state (the iteration, completionSignaled, an output excerpt and what an
-approve would do), then approve with accept: true to finalize a completed iteration, or
-with feedback to run another iteration; reject fails the step. start_run starts a recipe,
-cancel_run stops a run; wait_for_run waits until a run needs you or ends, instead of
-polling get_run."""
+decision. Use inbox to see what needs attention first (gates by deadline, runs by burn
+rate, loops about to plateau, each with its reason), list_gates to find runs waiting for
+you, get_gate to read a gate's structured state (the iteration, completionSignaled, an
+output excerpt and what an approve would do), then approve with accept: true to finalize a
+completed iteration, or with feedback to run another iteration; reject fails the step.
+start_run starts a recipe, cancel_run stops a run; wait_for_run waits until a run needs you
+or ends, instead of polling get_run."""
 
 RunId = Annotated[int, Field(ge=1, description="The run's id")]
 GateId = Annotated[
@@ -129,6 +132,7 @@ def _outcome(gate: Gate, run: Run) -> dict:
 def build_server(caller_of: CallerOf) -> MCPServer:
     server = MCPServer("loop-console", version="1", instructions=INSTRUCTIONS, log_level="WARNING")
     _add_reading_tools(server, caller_of)
+    _add_inbox_tool(server, caller_of)
     _add_waiting_tool(server, caller_of)
     _add_steering_tools(server, caller_of)
     return server
@@ -204,6 +208,22 @@ def _add_reading_tools(server: MCPServer, caller_of: CallerOf) -> None:
         waits at (or, when none waits, the last one decided)."""
         caller_of(ctx).may_read()
         return gate_state(_gate_of(_run(run_id), gate_id))
+
+
+def _add_inbox_tool(server: MCPServer, caller_of: CallerOf) -> None:
+    """The inbox's ranking, as the console's inbox and GET /api/inbox give it: a read."""
+
+    @server.tool()
+    @_done
+    def inbox(ctx: Context) -> dict[str, Any]:
+        """What needs attention, most urgent first, each item with its reason: gates with a
+        deadline (soonest or most overdue first), then by the run's burn rate (cost per
+        minute since it started), then running loops whose plateau stop rule one more flat
+        iteration fires, then the rest (longest waiting first). kind: gate,
+        needs_person or running; why: deadline, burn_rate, plateau or waiting."""
+        caller_of(ctx).may_read()
+        base = settings.LOOP_BASE_URL.rstrip("/")
+        return {"items": [{**i.as_dict(), "url": base + i.path} for i in ranked_attention()]}
 
 
 def _add_waiting_tool(server: MCPServer, caller_of: CallerOf) -> None:

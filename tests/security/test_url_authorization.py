@@ -31,6 +31,7 @@ READ_ONLY_NAMES = {
     "get_recipe",
     "list_runs",
     "get_run",
+    "get_inbox",
     "list_iterations",
     "list_events",
     "openapi-json",
