@@ -329,13 +329,16 @@ SOURCE_WORDS = {
     "bash": "from a command",
     "judge": "by a judge",
     "python": "by the script",
+    "output": "given in the answer",
+    "handoff": "given in the handoff",
 }
 
 
 def show_scores(iterations):
     """Each iteration as its row and the compare view show its score: `score_shown` (as
     pages say a score, None when it has none), `score_source` (where it came from, in
-    words) and `score_reason` (a judge's reason, if any)."""
+    words), `score_reason` (a judge's reason, if any) and `score_missing` (why a scored
+    loop's iteration has no score: its command failed, the judge gave no number)."""
     for it in iterations:
         if it is None:
             continue
@@ -344,6 +347,7 @@ def show_scores(iterations):
         it.score_shown = None if it.score is None else shown(it.score)
         it.score_source = SOURCE_WORDS.get(source, source)
         it.score_reason = str(detail.get("reason") or "")
+        it.score_missing = str(detail.get("error") or "") if it.score is None else ""
     return iterations
 
 

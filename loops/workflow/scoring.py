@@ -2,9 +2,10 @@
 stop rule its scores fire (`stop:`, runs/engine/stop_rules.py).
 
 The score is taken in the worker after the agent answered, from reads and sandboxed work
-only: a field of the structured answer, the last number a sandboxed command prints (the
-answer reaches it as `$LOOP_OUTPUT`, an environment value, never pasted into the command),
+only: a field of the structured answer, the last number a sandboxed command prints,
 or a judge: an agent call of its own, with its own provider, asked for `{score, reason}`.
+A command reads the answer on its standard input (any size, and never pasted into the
+command).
 A score that cannot be taken is no score (the iteration keeps why); the loop goes on by
 its other conditions.
 """
@@ -74,13 +75,14 @@ def _from_field(name: str, payload) -> float | None:
 
 
 def _from_command(script, run, spec, node, ctx, outcome, stream) -> tuple[float | None, dict]:
-    """The last number the command prints on its standard output; its exit code must be 0."""
+    """The last number the command prints, given the answer on its standard input; its exit
+    code must be 0."""
     command, values = substitute_shell(script, ctx)
-    env = {**step_env(run, ctx), **values, "LOOP_OUTPUT": outcome.text}
     result = run_process(
         ["bash", "-c", command],
         sandbox=step_sandbox(run, spec, node),
-        env=env,
+        stdin_text=outcome.text,
+        env={**step_env(run, ctx), **values},
         on_chunk=lambda chunk: stream(""),
     )
     if result.exit_code != 0:

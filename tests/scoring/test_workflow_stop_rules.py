@@ -165,10 +165,10 @@ def test_a_judge_scores_each_iteration_with_its_own_provider(live_worker, start,
     assert its[0].cost_usd == Decimal(3) + Decimal(detail["judge"]["cost_usd"])
 
 
-def test_a_command_scores_the_answer_it_reads_from_the_environment(live_worker, start, fake_ai):
+def test_a_command_scores_the_answer_it_reads_on_its_standard_input(live_worker, start, fake_ai):
     fake_ai.answers = ["one", "one two", "one two three; rm -rf ~ $(touch pwned)"]
     loop = """      max_iterations: 3
-      score: {bash: 'printf "%s" "$LOOP_OUTPUT" | wc -w'}
+      score: {bash: "wc -w"}
       stop: {target: 5}"""
     run = wait_run(start(recipe(fake_ai.url, loop, schema=False)), "completed", "failed")
     its = iterations(run)
@@ -225,3 +225,23 @@ def test_a_loop_with_only_stop_rules_has_a_completion_condition(db):
         "target": {"at": 0.9, "then": "complete"},
         "plateau": {"iterations": 3, "then": "gate"},
     }
+
+
+def test_an_iteration_that_cannot_be_scored_says_why_and_the_loop_goes_on(
+    live_worker, start, fake_ai, client, operator
+):
+    fake_ai.answers = ["first", "second DONE"]
+    loop = """      max_iterations: 3
+      until: DONE
+      score: {bash: 'echo "no number here"; exit 3'}
+      stop: {target: 5}"""
+    run = wait_run(start(recipe(fake_ai.url, loop, schema=False)), "completed", "failed")
+    assert run.status == "completed", run.error
+    first, second = iterations(run)
+    assert first.score is None
+    assert first.score_detail == {"source": "bash", "error": "the score command exited 3"}
+    missing = run.events.filter(kind="score_missing").values_list("data__reason", flat=True)
+    assert list(missing) == ["the score command exited 3"] * 2
+    client.force_login(operator)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "No score" in page and "the score command exited 3" in page
