@@ -12,6 +12,12 @@ from console.env import env_bool, env_int, env_list, env_url
 # --- Engine ------------------------------------------------------------------------------------
 LOOP_LEASE_SECONDS = env_int("LOOP_LEASE_SECONDS", 30)
 LOOP_MAX_ATTEMPTS = env_int("LOOP_MAX_ATTEMPTS", 3)
+# Provider limits (runs/providers/limits.py): how long a call's slot lasts unless renewed
+# (a killed worker's slot comes back after it), how often a waiting call asks again, and
+# how long a call may wait for its provider (slots, 429s) before it fails.
+LOOP_PROVIDER_SLOT_LEASE_SECONDS = env_int("LOOP_PROVIDER_SLOT_LEASE_SECONDS", 60)
+LOOP_PROVIDER_POLL_SECONDS = env_int("LOOP_PROVIDER_POLL_SECONDS", 2)
+LOOP_PROVIDER_WAIT_CEILING_SECONDS = env_int("LOOP_PROVIDER_WAIT_CEILING_SECONDS", 1800)
 # The longest a step's `retry.delay_ms` may make a worker wait between attempts.
 LOOP_MAX_RETRY_DELAY_SECONDS = env_int("LOOP_MAX_RETRY_DELAY_SECONDS", 300)
 LOOP_RECIPE_DIRS = env_list("LOOP_RECIPE_DIRS", [])

@@ -14,9 +14,28 @@ class ProviderConfigAdmin(admin.ModelAdmin):
         (None, {"fields": ["name", "kind", "model", "is_default", "enabled"]}),
         ("CLI agents", {"fields": ["command"]}),
         ("HTTP APIs", {"fields": ["base_url", "api_key_env"]}),
+        (
+            "Limits (shared by every worker; empty: none)",
+            {
+                "fields": ["max_concurrent", "requests_per_minute", "tokens_per_minute"],
+                "description": "Calls beyond them wait in the queue, holding no worker; "
+                "configurations with the same API key share them.",
+            },
+        ),
         ("Extras", {"fields": ["options"]}),
     ]
     actions = ["make_default"]
+
+    def changelist_view(self, request, extra_context=None):
+        """The list, under a panel of the limits at work (runs/providers/limits.py)."""
+        from runs.providers import limits
+
+        context = dict(extra_context or {})
+        try:
+            context["limits_figures"] = limits.figures()
+        except Exception:  # noqa: BLE001 - the list still shows when Redis does not answer
+            context["limits_error"] = "The limits' figures are unavailable: Redis did not answer."
+        return super().changelist_view(request, extra_context=context)
 
     @admin.display(description="command / URL")
     def target(self, obj):

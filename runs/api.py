@@ -20,7 +20,7 @@ from pydantic import field_validator
 from console.api_errors import InvalidInputsOut, JsonObject, errors, require
 from recipes.api import Text
 from recipes.models import Recipe
-from runs import inbox, services, waiting
+from runs import inbox, services, telemetry, waiting
 from runs.actor import Actor
 from runs.models import Iteration, Run
 from runs.output_reads import api_output, api_prompt, bounded_page
@@ -137,6 +137,16 @@ class GateOut(Schema):
     reminded_at: datetime | None = Field(None, description="When the reminder was sent")
 
 
+class ProviderWaitOut(Schema):
+    iteration: int
+    node: str
+    number: int
+    provider: str
+    ahead: int
+    since: datetime | None
+    words: str = Field(..., description='"waiting for provider NAME (3 ahead)"')
+
+
 class RunOut(Schema):
     id: int
     recipe: str
@@ -159,6 +169,16 @@ class RunOut(Schema):
     parent: ParentOut | None = None
     nodes: list[NodeOut]
     pending_gate: GateOut | None
+    waiting_for_provider: list[ProviderWaitOut] = Field(
+        default_factory=list,
+        description="Its iterations waiting for their provider's limits (shared by every "
+        "worker): which provider and how many wait ahead, as the run page says it",
+    )
+    trace_id: str | None = Field(
+        None,
+        description="The run's OpenTelemetry trace id (32 hex digits) when runs are exported "
+        "as traces (docs/operations.md), else null",
+    )
 
 
 SCORE_HELP = "A scored loop's number for this iteration (its recipe's `score:`); null if none"
@@ -190,6 +210,10 @@ class IterationOut(Schema):
     cost_usd: Decimal | None
     score: float | None = Field(None, description=SCORE_HELP)
     score_detail: dict[str, Any] | None = Field(None, description=SCORE_DETAIL_HELP)
+    waiting_for: str = Field(
+        "", description="A pending iteration waiting for this provider's limits, else empty"
+    )
+    waiting_ahead: int | None = Field(None, description="How many wait ahead of it")
     attempts: int
     started_at: datetime | None
     finished_at: datetime | None
@@ -325,7 +349,7 @@ def readable_run(request, run_id: int) -> Run:
 
 
 def run_out(request, run: Run) -> dict:
-    return {**run_summary(run), "url": run_url(request, run)}
+    return {**run_summary(run), "url": run_url(request, run), "trace_id": telemetry.trace_of(run)}
 
 
 # --- endpoints -----------------------------------------------------------------------------
@@ -447,6 +471,8 @@ def list_iterations(request, filters: Query[IterationFilters], run_id: int = Run
             "cost_usd": it.cost_usd,
             "score": it.score,
             "score_detail": it.score_detail,
+            "waiting_for": it.waiting_words and it.waiting_for,
+            "waiting_ahead": it.waiting_ahead if it.waiting_words else None,
             "attempts": it.attempts,
             "started_at": it.started_at,
             "finished_at": it.finished_at,

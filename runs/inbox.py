@@ -215,6 +215,8 @@ class Attention:
     burn: Decimal | None = None
     # The loop whose plateau rule one more flat iteration fires: (node id, its `then`).
     plateau: tuple[str, str] | None = None
+    # What its iteration waiting for its provider says (`provider_waits`), if one waits.
+    provider_wait: str = ""
     tier: str = WAITING
     reason: str = ""
     rank: int = 0
@@ -285,7 +287,8 @@ def ranked_attention(
     3. then running runs whose loop's plateau stop rule one more flat iteration fires
        (`plateaus_near`);
     4. then the rest;
-    the longest waiting (or running) first within 2, 3 and 4. Three queries at most."""
+    the longest waiting (or running) first within 2, 3 and 4; a running run waiting for its
+    provider's limits says so as its reason. Four queries at most."""
     if gates is None:
         gates, waiting, running = attention_candidates()
     now = now or timezone.now()
@@ -300,9 +303,11 @@ def ranked_attention(
     ]
     rates = burn_rates([item.run for item in items], now)
     near = plateaus_near([item.run for item in items if item.kind == RUNNING])
+    waits = provider_waits([item.run for item in items if item.kind == RUNNING])
     for item in items:
         item.burn = rates.get(item.run.pk)
         item.plateau = near.get(item.run.pk)
+        item.provider_wait = waits.get(item.run.pk, "")
         item.tier, item.reason = _why(item, now)
     items.sort(key=Attention.sort_key)
     for rank, item in enumerate(items, 1):
@@ -325,6 +330,8 @@ def _why(item: Attention, now: datetime) -> tuple[str, str]:
         node, then = item.plateau
         does = "opens its gate" if then == THEN_GATE else "ends the loop"
         return PLATEAU, f"plateau at {node}: one more flat iteration {does}"
+    if item.provider_wait:
+        return WAITING, item.provider_wait
     if item.kind != RUNNING:
         doing = "waiting"
     else:
@@ -350,6 +357,23 @@ def burn_rates(runs: list[Run], now: datetime) -> dict[int, Decimal]:
         seconds = Decimal((now - (run.started_at or run.created_at)).total_seconds())
         rates[pk] = Decimal(totals["cost_usd"]) / max(Decimal(1), seconds / 60)
     return rates
+
+
+def provider_waits(runs: list[Run]) -> dict[int, str]:
+    """Per running run, what its first iteration waiting for its provider says ("waiting
+    for provider X (3 ahead)"): one query."""
+    waits: dict[int, str] = {}
+    ids = [run.pk for run in runs]
+    if not ids:
+        return waits
+    for it in (
+        Iteration.objects.filter(run_id__in=ids, status=Iteration.Status.PENDING)
+        .exclude(waiting_for="")
+        .only("run_id", "status", "waiting_for", "waiting_ahead")
+        .order_by("id")
+    ):
+        waits.setdefault(it.run_id, it.waiting_words)
+    return waits
 
 
 def plateaus_near(runs: list[Run]) -> dict[int, tuple[str, str]]:

@@ -193,6 +193,44 @@ def workers():
     return [last, alive, sandboxed]
 
 
+def provider_limits():
+    """Calls in flight and waiting under each provider's limits, and what waiting cost:
+    read from Redis, shared by every worker (runs/providers/limits.py)."""
+    from runs.providers import limits
+
+    families = {
+        "in_flight": GaugeMetricFamily(
+            "loop_provider_calls_in_flight",
+            "Calls holding a slot, per provider.",
+            labels=["provider"],
+        ),
+        "waiting": GaugeMetricFamily(
+            "loop_provider_calls_waiting",
+            "Calls waiting for a slot or room in a window, per provider.",
+            labels=["provider"],
+        ),
+        "throttled": CounterMetricFamily(
+            "loop_provider_throttled",
+            "Busy answers (HTTP 429, 503, 529) from each provider.",
+            labels=["provider"],
+        ),
+        "waited_seconds": CounterMetricFamily(
+            "loop_provider_wait_seconds",
+            "Seconds calls were told to wait for each provider.",
+            labels=["provider"],
+        ),
+    }
+    try:
+        rows = limits.figures()
+    except Exception as exc:  # noqa: BLE001 - Redis down is itself worth a scrape
+        log.warning("metrics: provider limits unavailable: %s", exc)
+        rows = []
+    for row in rows:
+        for name, family in families.items():
+            family.add_metric([row["provider"]], row.get(name, 0))
+    return list(families.values())
+
+
 class ConsoleCollector:
     def collect(self):
         from django.utils import timezone
@@ -212,7 +250,7 @@ class ConsoleCollector:
             # read in this transaction, under the same statement timeout.
             for collect in kinds.metrics():
                 families += collect()
-        families += queue_depth() + workers()
+        families += queue_depth() + workers() + provider_limits()
         yield from families
 
 

@@ -1,6 +1,6 @@
 """Plain-data views of runs, shared by the API and the command line."""
 
-from runs.models import Gate, NodeRun, Run
+from runs.models import Gate, Iteration, NodeRun, Run
 from runs.output_reads import api_output, api_stderr, bounded
 
 
@@ -47,7 +47,30 @@ def run_summary(run: Run) -> dict:
         else None,
         "nodes": nodes,
         "pending_gate": gate.as_dict() if gate else None,
+        "waiting_for_provider": provider_waits(run),
     }
+
+
+def provider_waits(run: Run) -> list[dict]:
+    """The run's iterations waiting for their provider (runs/executor/provider_queue.py)."""
+    waiting = (
+        Iteration.objects.filter(run=run, status=Iteration.Status.PENDING)
+        .exclude(waiting_for="")
+        .only("node_id", "number", "status", "waiting_for", "waiting_ahead", "waiting_since")
+        .order_by("id")[:20]
+    )
+    return [
+        {
+            "iteration": it.pk,
+            "node": it.node_id,
+            "number": it.number,
+            "provider": it.waiting_for,
+            "ahead": it.waiting_ahead or 0,
+            "since": it.waiting_since,
+            "words": it.waiting_words,
+        }
+        for it in waiting
+    ]
 
 
 def _children(row) -> list[int]:

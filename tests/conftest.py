@@ -208,6 +208,8 @@ WORKER_FIXTURES = frozenset(
         "toy_worker_process",  # tests/toy_kind
         "fault_engine",  # tests/faults: starts the workers each test asks for
         "beat_worker",  # tests/triggers: a worker running beat
+        "limits_workers",  # tests/limits: two workers on a queue of their own
+        "tracing_worker_process",  # tests/telemetry: a worker exporting traces
     }
 )
 BROWSER_FIXTURES = frozenset({"chromium", "page"})

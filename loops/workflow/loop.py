@@ -17,12 +17,13 @@ from runs.engine.stop_rules import Firing
 from runs.engine.variables import VarContext, VariableError, substitute, substitute_shell
 from runs.executor.agent import StepFailed, prepare_prompt, request_for, run_call
 from runs.executor.context import build_context, step_env, step_sandbox
+from runs.executor.provider_queue import give_back, put_back, take_or_queue
 from runs.executor.spec import node_spec, spec_for
 from runs.executor.state import lock_run, max_iterations_error, on_fresh_connection
 from runs.executor.stream import OutputStream
 from runs.models import Gate, Iteration, NodeRun, Run, batched
 from runs.providers import registry
-from runs.providers.base import Cancelled, ProviderError
+from runs.providers.base import Cancelled, ProviderBusy, ProviderError
 from runs.sandbox import run_process
 
 from .scoring import stop_firing, take_score
@@ -64,31 +65,55 @@ def open_loop(run: Run, row: NodeRun, max_iterations: int, state: dict) -> None:
 
 
 def run_loop_iteration(it: Iteration) -> None:
-    """One iteration of a workflow's `loop` node (loops/workflow/kind.py registers it)."""
+    """One iteration of a workflow's `loop` node (loops/workflow/kind.py registers it).
+    Under a provider's limits it first takes a slot, or goes back to the queue to wait
+    (runs/executor/provider_queue.py), holding no worker and spending no attempt."""
     run = it.run
     if run.is_terminal:
         return
     spec = spec_for(run)
     node = node_spec(spec, it.node_run.node_id)
-    turn, prompt_error = None, None
+    turn, prompt_error, slot = None, None, None
     try:
         turn = _prepare(it, spec, node)
     except (OperationalError, InterfaceError):
         raise
     except Exception as exc:  # noqa: BLE001 - claimed, then reported below like any failure
         prompt_error = exc
+    if turn is not None:
+        try:
+            go, slot = take_or_queue(it, turn.provider)
+        except StepFailed as exc:  # it waited past the ceiling
+            go, prompt_error, turn = True, exc, None
+        if not go:
+            return
     if not _claim(it, turn):
+        give_back(slot)
         return
-    stream = OutputStream(Iteration, it.pk, it.attempts, run.pk)
+    _run_claimed(it, spec, node, turn, prompt_error, slot)
+
+
+def _run_claimed(it: Iteration, spec, node, turn, prompt_error, slot) -> None:
+    stream = OutputStream(Iteration, it.pk, it.attempts, it.run_id)
+    outcome = None
     try:
         if prompt_error is not None:
             raise prompt_error
-        outcome, fired, scored = _ask(it, spec, node, turn, stream)
+        try:
+            outcome, fired, scored = _ask(it, spec, node, turn, stream)
+        finally:
+            give_back(slot, outcome)  # and what the call used: the tokens a minute
     except Cancelled:
         stream.keep_after_cancel()
         return
     except (OperationalError, InterfaceError):
         raise  # the database is unreachable, not the agent at fault: the sweep re-runs it
+    except ProviderBusy as busy:  # back to the queue, the attempt not spent
+        try:
+            on_fresh_connection(put_back, it, busy, stream)
+        except StepFailed as exc:
+            on_fresh_connection(_iteration_failed, it, str(exc), stream)
+        return
     except (StepFailed, VariableError, ProviderError) as exc:
         on_fresh_connection(_iteration_failed, it, str(exc), stream)
         return
@@ -149,6 +174,7 @@ def _ask(it: Iteration, spec, node, turn: _Turn, stream: OutputStream) -> tuple:
         session_id=turn.session_id,
         ctx=turn.ctx,
     )
+    request.queue_when_busy = True  # it holds its slot (run_loop_iteration)
     fired: list[str] = []
     # Signals are looked for in the whole answer, before it is cut to what the row keeps
     # (LOOP_MAX_OUTPUT_BYTES; the rest is in the file).

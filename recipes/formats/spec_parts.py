@@ -72,6 +72,15 @@ class ProviderSpec(SpecModel):
             raise ValueError(problem)
         return value
 
+    @field_validator("options")
+    @classmethod
+    def _limits_are_counts(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from runs.providers.policy import limit_problems
+
+        if problems := limit_problems(value):
+            raise ValueError("; ".join(problems.values()))
+        return value
+
     @model_validator(mode="before")
     @classmethod
     def _collect_options(cls, data: Any) -> Any:

@@ -23,6 +23,7 @@ from runs.providers.base import (
     AgentResult,
     Cancelled,
     Provider,
+    ProviderBusy,
     ProviderError,
 )
 
@@ -127,12 +128,19 @@ def run_call(
     records them with the call's end (`Iteration.complete`), in the same transaction."""
     feed = on_chunk or output
     keeps = hasattr(output, "keep")
+    slot = None if request.queue_when_busy else _slot_for(provider, feed)
+    outcome = None
     try:
         outcome = call_agent(provider, request, feed, request.output_schema)
     except Cancelled:
         if keeps:
             output.keep_after_cancel()
         raise
+    finally:
+        if slot is not None:
+            from .provider_queue import give_back
+
+            give_back(slot, outcome)
     if not keeps:
         if inspect is not None:
             inspect(outcome)
@@ -145,6 +153,19 @@ def run_call(
             inspect(outcome)
         output.keep(outcome)
     return outcome
+
+
+def _slot_for(provider, feed):
+    """A slot under the provider's limits, waited for here (a kind whose calls do not go
+    back to the queue); None for a provider without limits."""
+    inner = getattr(provider, "inner", provider)
+    if not getattr(inner, "limits", None):
+        return None
+    import uuid
+
+    from runs.providers import limits
+
+    return limits.wait_for(provider, f"call:{uuid.uuid4().hex}", keep_alive=lambda: feed(""))
 
 
 def prepare_prompt(prompt: str, provider: Provider, schema: dict | None) -> str:
@@ -204,23 +225,56 @@ def call_agent(
 
 
 def _with_transient_retries(provider: Provider, request: AgentRequest, on_chunk) -> AgentResult:
-    delay = 1.0
-    for attempt in range(TRANSIENT_RETRIES + 1):
+    """The call, tried again after a transient error (three times, a second, then two,
+    four). A busy provider (429, 503, 529) is waited for instead, as long as it takes up to
+    the ceiling, with no try spent: in the queue (ProviderBusy, `queue_when_busy`), else
+    here (`_wait_while_busy`)."""
+    delay, failures, busy = 1.0, 0, None
+    while True:
         try:
             return provider.run(request, on_chunk)
         except ProviderError as exc:
-            if exc.permanent or attempt == TRANSIENT_RETRIES:
+            if exc.busy:
+                busy = _wait_while_busy(provider, request, on_chunk, exc, busy)
+                continue
+            if exc.permanent or failures == TRANSIENT_RETRIES:
                 raise StepFailed(str(exc)) from exc
+            failures += 1
             on_chunk(f"\n[transient error, retrying in {delay:.0f}s: {exc}]\n")
-            if getattr(on_chunk, "renew_lease", None) is None:
-                time.sleep(delay)  # a plain callback: no lease to keep
-            else:
-                from .lease import keep_lease, renewer
-
-                with keep_lease(renewer(on_chunk)):
-                    time.sleep(delay)
+            _pause(on_chunk, delay)
             delay *= 2
-    raise AssertionError("unreachable")
+
+
+def _wait_while_busy(provider, request, on_chunk, exc: ProviderError, busy) -> tuple:
+    """After a busy answer: count it, then put the call back in the queue, or wait here
+    for the provider's Retry-After (else a backoff with jitter). `busy` is (first busy
+    answer's time, answers so far); past the ceiling the call fails with the provider's
+    words."""
+    from runs.providers import limits
+
+    name = getattr(provider, "name", "") or "provider"
+    limits.count("throttled", name)
+    if request.queue_when_busy:
+        raise ProviderBusy(name, exc) from exc
+    since, tries = busy or (time.monotonic(), 0)
+    wait = limits.backoff(tries + 1, exc.retry_after)
+    waited = time.monotonic() - since
+    if waited + wait > limits.ceiling_seconds():
+        raise StepFailed(limits.gave_up(name, waited, str(exc))) from exc
+    on_chunk(f"\n[provider {name} is busy (HTTP {exc.status}); waiting {wait:.0f}s]\n")
+    _pause(on_chunk, wait)
+    limits.count("waited_seconds", name, wait)
+    return since, tries + 1
+
+
+def _pause(on_chunk, seconds: float) -> None:
+    if getattr(on_chunk, "renew_lease", None) is None:
+        time.sleep(seconds)  # a plain callback: no lease to keep
+    else:
+        from .lease import keep_lease, renewer
+
+        with keep_lease(renewer(on_chunk)):
+            time.sleep(seconds)
 
 
 def _add_usage(total: AgentResult, extra: AgentResult) -> None:

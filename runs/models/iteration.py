@@ -2,6 +2,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, models, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from runs import dispatch
@@ -40,7 +41,7 @@ class IterationQuerySet(models.QuerySet):
                 f"UPDATE {Iteration._meta.db_table} SET status = %s, attempts = attempts + 1, "
                 "started_at = %s, finished_at = NULL, lease_expires_at = %s, prompt = %s, "
                 "session_id = %s, raw_output = '', output = '', error = '', output_file = '', "
-                "output_bytes = NULL "
+                "output_bytes = NULL, waiting_for = '', waiting_ahead = NULL "
                 f"WHERE id = %s AND {fence} RETURNING attempts",
                 [
                     Iteration.Status.RUNNING,
@@ -135,6 +136,11 @@ class Iteration(models.Model):
     # from: {"source": "field" | "bash" | "judge" | ..., "reason": ..., the judge's usage}.
     score = models.FloatField(null=True, blank=True)
     score_detail = models.JSONField(null=True, blank=True)
+    # A pending iteration waiting for its provider's limits (runs/providers/limits.py):
+    # which provider, how many wait ahead of it, since when (its ceiling counts from here).
+    waiting_for = models.CharField(max_length=100, blank=True)
+    waiting_ahead = models.PositiveIntegerField(null=True, blank=True)
+    waiting_since = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     queued_at = models.DateTimeField(null=True, blank=True)
@@ -271,6 +277,65 @@ class Iteration(models.Model):
         if next_id is not None:
             dispatch.send_on_commit("run_iteration", next_id)
         return next_id
+
+    # --- waiting for the provider (runs/executor/provider_queue.py) --------------------
+
+    def waiting_for_provider(self, provider: str, ahead: int) -> bool:
+        """Say what this pending iteration waits for (its provider's limits); True when it
+        starts waiting now. Nothing is written once it was claimed or ended."""
+        now = timezone.now()
+        started = not self.waiting_for
+        fields = {
+            "waiting_for": provider,
+            "waiting_ahead": ahead,
+            "waiting_since": self.waiting_since or now,
+            "queued_at": now,
+        }
+        if not Iteration.objects.filter(pk=self.pk, status=self.Status.PENDING).update(**fields):
+            return False
+        for name, value in fields.items():
+            setattr(self, name, value)
+        return started
+
+    def give_back_attempt(self, provider: str) -> bool:
+        """A busy provider answered this attempt: the iteration is pending again, waiting
+        for it, and the attempt does not count (fenced like `finish`; nothing it printed
+        is kept). False when the attempt lost its claim meanwhile."""
+        now = timezone.now()
+        fields = {
+            "status": self.Status.PENDING,
+            "started_at": None,
+            "lease_expires_at": None,
+            "raw_output": "",
+            "output": "",
+            "output_file": "",
+            "output_bytes": None,
+            "waiting_for": provider,
+            "waiting_ahead": 0,
+            "waiting_since": self.waiting_since or now,
+            "queued_at": now,
+        }
+        fence = {"pk": self.pk, "status": self.Status.RUNNING, "attempts": self.attempts}
+        if not Iteration.objects.filter(**fence).update(attempts=F("attempts") - 1, **fields):
+            return False
+        for name, value in fields.items():
+            setattr(self, name, value)
+        self.attempts -= 1
+        return True
+
+    def provider_waits_in_a_row(self) -> int:
+        """How many busy answers this iteration had (its backoff grows with them)."""
+        return self.run.events.filter(
+            kind="provider_busy", step=self.node_id, data__iteration=self.number
+        ).count()
+
+    @property
+    def waiting_words(self) -> str:
+        """ "waiting for provider X (3 ahead)", as the run page, the inbox and the API say
+        it; "" when it is not waiting."""
+        if not self.waiting_for or self.status != self.Status.PENDING:
+            return ""
+        return f"waiting for provider {self.waiting_for} ({self.waiting_ahead or 0} ahead)"
 
     def cancel_if_pending(self, reason: str) -> bool:
         """Cancel an iteration no worker has claimed yet (its run ended before the turn

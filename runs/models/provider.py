@@ -4,7 +4,7 @@ Secrets never live here: a provider names the environment variable that holds it
 """
 
 from django.core.exceptions import ValidationError
-from django.core.validators import URLValidator
+from django.core.validators import MinValueValidator, URLValidator
 from django.db import models, transaction
 
 
@@ -41,6 +41,25 @@ class ProviderConfig(models.Model):
         help_text="NAME of the environment variable holding the API key (never the key itself).",
     )
     options = models.JSONField(default=dict, blank=True, help_text="Kind-specific extras.")
+    # Limits of the provider's account, shared by every worker (runs/providers/limits.py).
+    max_concurrent = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="At most this many calls at once (every worker).",
+    )
+    requests_per_minute = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="At most this many calls a minute.",
+    )
+    tokens_per_minute = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="No new call once this many tokens went in a minute.",
+    )
     is_default = models.BooleanField(
         default=False, help_text="Used when a recipe and its node name no provider."
     )
@@ -96,6 +115,9 @@ class ProviderConfig(models.Model):
             "base_url": self.base_url or None,
             "model": self.model or None,
             "api_key_env": self.api_key_env or None,
+            "max_concurrent": self.max_concurrent,
+            "requests_per_minute": self.requests_per_minute,
+            "tokens_per_minute": self.tokens_per_minute,
         }
 
 

@@ -17,11 +17,42 @@ if TYPE_CHECKING:
 
 
 class ProviderError(Exception):
-    """An agent call failed. `permanent` errors fail fast; transient ones may be retried."""
+    """An agent call failed. `permanent` errors fail fast; transient ones may be retried.
+    `status`: the HTTP status the API answered, if it did; `retry_after`: the seconds its
+    Retry-After header asked for."""
 
-    def __init__(self, message: str, *, permanent: bool = True):
+    def __init__(
+        self,
+        message: str,
+        *,
+        permanent: bool = True,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ):
         super().__init__(message)
         self.permanent = permanent
+        self.status = status
+        self.retry_after = retry_after
+
+    @property
+    def busy(self) -> bool:
+        """The provider is busy, not broken: rate limited (429), unavailable (503) or
+        overloaded (529). Such a call waits (runs/providers/limits.py) rather than fails."""
+        return self.status in BUSY_STATUSES
+
+
+BUSY_STATUSES = frozenset({429, 503, 529})
+
+
+class ProviderBusy(ProviderError):
+    """A busy provider's answer, raised where the call goes back to the queue to wait
+    (`AgentRequest.queue_when_busy`) rather than waiting in the worker."""
+
+    def __init__(self, provider: str, cause: ProviderError):
+        super().__init__(
+            str(cause), permanent=False, status=cause.status, retry_after=cause.retry_after
+        )
+        self.provider = provider
 
 
 class Cancelled(Exception):
@@ -58,6 +89,9 @@ class AgentRequest:
     # resource limits the recipe asked for (runs.sandbox.Limits; None: the administrator's).
     network: bool = True
     limits: object | None = None
+    # The caller holds the call's slot under its provider's limits and puts the call back
+    # in the queue when the provider is busy (ProviderBusy): a workflow loop's iteration.
+    queue_when_busy: bool = False
 
     def confinement(self, *, read: tuple[str, ...] = (), write: tuple[str, ...] = ()):
         """Where a CLI agent's process runs: its working folder (read-only for a role that

@@ -91,18 +91,52 @@ def _reason(status: int) -> str:
         return "error"
 
 
-def status_error(provider: str, status: int, url: str, body: bytes) -> ProviderError:
+def retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (seconds or an HTTP date), None if absent or odd."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(min(int(value), 24 * 3600))
+    try:
+        from email.utils import parsedate_to_datetime
+
+        seconds = parsedate_to_datetime(value).timestamp() - time.time()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return max(0.0, min(seconds, 24 * 3600.0))
+
+
+def status_error(
+    provider: str, status: int, url: str, body: bytes, wait: str | None = None
+) -> ProviderError:
     """The stored error says the status and its standard reason only: it is shown to every
     viewer of the run, and the body may be anything the endpoint chose to answer (an
     internal service's page, a reflected secret). The body goes to the worker's log."""
     transient = status in TRANSIENT_STATUS or status >= 500
     logger.warning("provider %r: HTTP %s from %s: %s", provider, status, url, error_message(body))
     hint = " (the API key was refused: check api_key_env)" if status in (401, 403) else ""
+    kind = _error_type(body)
+    said = f" ({kind})" if kind else ""
     return ProviderError(
-        f"provider '{provider}': HTTP {status} {_reason(status)}{hint}; "
+        f"provider '{provider}': HTTP {status} {_reason(status)}{said}{hint}; "
         "the response is in the worker's log",
         permanent=not transient,
+        status=status,
+        retry_after=retry_after(wait),
     )
+
+
+def _error_type(body: bytes) -> str:
+    """The error's type when the API names one as a plain identifier (rate_limit_error,
+    overloaded_error): the provider's own word, which is safe to show every viewer."""
+    try:
+        data = json.loads(body.decode("utf-8", errors="replace"))
+    except ValueError:
+        return ""
+    err = data.get("error") if isinstance(data, dict) else None
+    kind = err.get("type") or err.get("code") if isinstance(err, dict) else None
+    return kind if isinstance(kind, str) and re.fullmatch(r"[A-Za-z_]{1,40}", kind) else ""
 
 
 def stream_error_message(provider: str, err: object) -> str:
@@ -196,7 +230,13 @@ class HttpStream:
                 if response.status_code >= 400:
                     body = response.read()
                     self._lines.put(
-                        status_error(self.provider, response.status_code, self.url, body)
+                        status_error(
+                            self.provider,
+                            response.status_code,
+                            self.url,
+                            body,
+                            response.headers.get("retry-after"),
+                        )
                     )
                     return
                 for line in response.iter_lines():

@@ -117,3 +117,20 @@ def _https_without_port(parts) -> str:
     if ":" in netloc:  # an IPv6 address
         netloc = f"[{netloc}]"
     return urlunsplit(("https", netloc, parts.path, parts.query, ""))
+
+
+# How much of its account a provider's calls may use (runs/providers/limits.py enforces it).
+LIMIT_FIELDS = ("max_concurrent", "requests_per_minute", "tokens_per_minute")
+
+
+def limit_problems(config: dict) -> dict[str, str]:
+    """What is wrong with the limits a provider's configuration gives: each is a whole
+    number above 0, or absent (checked when a recipe loads and in the admin form)."""
+    found = {}
+    for name in LIMIT_FIELDS:
+        value = config.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            found[name] = f"{name} must be a whole number above 0, not {value!r}"
+    return found

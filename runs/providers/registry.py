@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from . import limits
 from .base import Provider, ProviderError
 from .command import CommandProvider
 from .demo import DemoProvider
@@ -25,6 +26,27 @@ KINDS = ("command", "claude", "codex", "opencode", "gemini", "openai", "anthropi
 
 
 def build(name: str, kind: str, config: dict) -> Provider:
+    """The provider `kind` of `config`, carrying its limits and the account they count
+    against (runs/providers/limits.py)."""
+    provider = _of_kind(name, kind, config)
+    provider.limits = limits.Limits.of(config)
+    if provider.limits:
+        provider.limit_account = limits.account(name, kind, config, _key_value(config))
+    return provider
+
+
+def _key_value(config: dict) -> str:
+    """The API key's value, to tell accounts apart (hashed, never kept); "" when unread."""
+    from console.secrets import secret
+
+    env_name = config.get("api_key_env")
+    try:
+        return secret(env_name) if env_name else ""
+    except Exception:  # noqa: BLE001 - the call itself reports a key it cannot read
+        return ""
+
+
+def _of_kind(name: str, kind: str, config: dict) -> Provider:
     if kind == "demo":
         return DemoProvider(
             name,

@@ -161,3 +161,11 @@ def labelled_inputs(run):
         (getattr(declared.get(name), "label", None) or name, value)
         for name, value in (run.inputs or {}).items()
     ]
+
+
+@register.simple_tag
+def trace_of(run):
+    """The run's OpenTelemetry trace id when runs are exported as traces, else None."""
+    from runs import telemetry
+
+    return telemetry.trace_of(run)

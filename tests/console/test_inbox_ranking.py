@@ -261,4 +261,4 @@ def test_the_ranking_costs_the_same_queries_for_2_or_12_runs(bundled, operator):
         run = _run(bundled, operator, "guided-refine", f"more {n}", "running", 5)
         _scored_loop(run, [0.1] * (n + 3))
         _spent(run, "0.5")
-    assert cost() == few == 3
+    assert cost() == few == 4

@@ -150,12 +150,19 @@ def _calls(tree: ast.AST):
     yield from visit(tree, set())
 
 
+def _a_span_status(call: ast.Call) -> bool:
+    """`span.set_status(Status(...))`: OpenTelemetry's span, not a kernel row (runs/telemetry.py
+    marks a failed step's span so)."""
+    first = call.args[0] if call.args else None
+    return isinstance(first, ast.Call) and _root_name(first.func) == "Status"
+
+
 def _writes(tree: ast.AST, related: set[str]) -> list[int]:
     lines = []
     for node, assigned in _calls(tree):
         method, receiver = node.func.attr, node.func.value
         keywords = {k.arg: k for k in node.keywords}
-        if method in PRIVATE_WRITERS:
+        if method in PRIVATE_WRITERS and not _a_span_status(node):
             lines.append(node.lineno)
         elif method == "update" and "status" in keywords:
             # `status=Loop.Status.X` names a model of another app (its own `iterations`).

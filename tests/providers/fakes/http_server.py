@@ -8,7 +8,10 @@ Started by a test fixture on a free 127.0.0.1 port. Tests steer it:
   `tool_calls`; Anthropic: `tool_use` blocks with `input_json_delta` and stop_reason
   `tool_use`), or a function of the request body that returns one of those;
 - `delay` pauses between streamed chunks;
-- `requests` records every call (path, headers, JSON body).
+- `requests` records every call (path, headers, JSON body);
+- `capacity` (None: unlimited) answers 429 with `Retry-After: retry_after` to a call that
+  arrives while that many are being answered (`throttled` counts them); `peak` is the most
+  answered at once.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ class FakeAI:
         self.failures: list[int] = []
         self.requests: list[dict] = []
         self.aborted = 0  # streams the client closed before the end
+        self.capacity: int | None = None
+        self.retry_after = 1
+        self.in_flight = self.peak = self.throttled = 0
         self.ids = 0
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -53,6 +59,9 @@ class FakeAI:
             self.failures.clear()
             self.requests.clear()
             self.aborted = 0
+            self.capacity = None
+            self.retry_after = 1
+            self.in_flight = self.peak = self.throttled = 0
 
     def next_id(self) -> str:
         with self.lock:
@@ -63,6 +72,16 @@ class FakeAI:
         self.failures.extend([status] * times)
 
     # --- what the fake says ----------------------------------------------------------
+
+    def _enter(self) -> bool:
+        """Count a call in; False (a 429) when `capacity` calls are already answered."""
+        with self.lock:
+            if self.capacity is not None and self.in_flight >= self.capacity:
+                self.throttled += 1
+                return False
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            return True
 
     def _take(self, path: str, headers: dict, body: dict) -> tuple[int | None, dict]:
         with self.lock:
@@ -113,6 +132,23 @@ class FakeAI:
                 )
                 if given != fake.key:
                     return self._error(401, "authentication_error", "Invalid API key", anthropic)
+                if not fake._enter():
+                    return self._error(429, "rate_limit_error", "too many at once", anthropic)
+                self.counted = True
+                try:
+                    self._answer(headers, body, anthropic)
+                finally:
+                    self._leave()
+
+            def _leave(self):
+                """The call is answered once its last event is about to go out: a client
+                reads it and may call again before this thread is done."""
+                if getattr(self, "counted", False):
+                    self.counted = False
+                    with fake.lock:
+                        fake.in_flight -= 1
+
+            def _answer(self, headers, body, anthropic):
                 status, answer = fake._take(self.path, headers, body)
                 if status:
                     return self._error(status, _error_type(status), f"injected {status}", anthropic)
@@ -134,6 +170,8 @@ class FakeAI:
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
+                if status == 429:
+                    self.send_header("Retry-After", str(fake.retry_after))
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -195,6 +233,7 @@ class FakeAI:
                         "total_tokens": 0,
                     }
                     self._send({**base, "choices": [], "usage": usage})
+                self._leave()
                 self._send("[DONE]")
 
             def _stream_anthropic(self, body, text, calls):
@@ -271,6 +310,7 @@ class FakeAI:
                     },
                     "message_delta",
                 )
+                self._leave()
                 self._send({"type": "message_stop"}, "message_stop")
 
         return Handler
