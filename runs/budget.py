@@ -31,6 +31,8 @@ class LimitState:
     # The run stands stopped by its budget (budget_exceeded): a limit reached then is the
     # one it exceeded. A run that finished at its limit used it up and exceeded nothing.
     stopped: bool = False
+    # A soft limit asks a person before the next iteration instead of stopping the run.
+    soft: bool = False
 
     @property
     def label(self) -> str:
@@ -85,6 +87,7 @@ class LimitState:
             "warning": self.warning,
             "reached": self.reached,
             "exceeded": self.exceeded,
+            "soft": self.soft,
         }
 
 
@@ -159,8 +162,9 @@ def limits(run, used: dict | None = None) -> list[LimitState]:
 
     used = used if used is not None else spent(run)
     stopped = run.status == Run.Status.BUDGET_EXCEEDED
+    soft = soft_limits(run)
     return [
-        LimitState(name, Decimal(str(run.budget[name])), used[name], stopped)
+        LimitState(name, Decimal(str(run.budget[name])), used[name], stopped, name in soft)
         for name in LIMITS
         if name in run.budget
     ]

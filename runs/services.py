@@ -236,7 +236,7 @@ def _limits(spec, budget: dict | None, *, replaces_recipe: bool, errors: dict) -
 
     try:
         given = clean_budget(budget, allow_empty_values=True)
-        return given if replaces_recipe else merged(getattr(spec, "budget", None), given)
+        return merged(getattr(spec, "budget", None), given, replace=replaces_recipe)
     except BudgetInvalid as exc:
         errors.update({f"budget.{k}": v for k, v in exc.errors.items()})
         return {}

@@ -93,12 +93,13 @@ class StartRunForm(forms.Form):
             field = _field(declared[name], branches)
             field.label = field.label or name
             self.fields[FIELD_PREFIX + name] = field
+        soft = (budget or {}).get("soft") or []
         for name in LIMITS:  # the recipe's limits, which a person may change for this run
             self.fields[BUDGET_PREFIX + name] = forms.CharField(
                 required=False,
                 label=budget_title(name),
                 initial=(budget or {}).get(name, ""),
-                help_text="Empty: no limit." if name == LIMITS[-1] else "",
+                help_text=_budget_help(name, soft),
                 widget=forms.TextInput(attrs={"inputmode": "decimal", "size": 12}),
             )
 
@@ -148,3 +149,10 @@ class StartRunForm(forms.Form):
             elif name.startswith("budget."):
                 key, text = BUDGET_PREFIX + name.removeprefix("budget."), error_words(name, message)
             self.add_error(key if key in self.fields else None, text)
+
+
+def _budget_help(name: str, soft: list[str]) -> str:
+    """A limit's hint on the start form: the recipe's soft ones say what they do."""
+    if name in soft:
+        return "Soft: reaching it asks whether to go on, with a forecast."
+    return "Empty: no limit." if name == LIMITS[-1] else ""

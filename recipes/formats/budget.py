@@ -117,9 +117,15 @@ def clean_budget(raw: Any, *, allow_empty_values: bool = False) -> dict:
     return cleaned
 
 
-def merged(recipe_budget: dict | None, override: dict | None) -> dict:
-    """The recipe's limits, with the ones given at the start replacing them one by one."""
-    return {**(recipe_budget or {}), **(override or {})}
+def merged(recipe_budget: dict | None, override: dict | None, *, replace: bool = False) -> dict:
+    """The recipe's limits, with the ones given at the start replacing them one by one (or
+    all of them: `replace`, a form that showed them). Which are soft is the recipe's unless
+    the start says: a limit a person kept keeps asking before going on."""
+    recipe, given = recipe_budget or {}, override or {}
+    out = {**({} if replace else recipe), **given}
+    soft = [name for name in given.get(SOFT, recipe.get(SOFT, [])) if name in out]
+    out.pop(SOFT, None)
+    return {**out, SOFT: soft} if soft else out
 
 
 def check_budget_field(value: Any, path: str, ctx) -> dict | None:

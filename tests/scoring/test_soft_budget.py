@@ -108,3 +108,30 @@ def test_soft_is_true_or_a_list_of_limits_with_a_limit_each(db):
     assert "no limit" in problems("budget: {cost_usd: 1, soft: [tokens]}")["budget.soft"]
     assert "unknown limit" in problems("budget: {cost_usd: 1, soft: [money]}")["budget.soft"]
     assert "must be true" in problems("budget: {cost_usd: 1, soft: yes please}")["budget.soft"]
+
+
+def test_a_soft_limit_stays_soft_when_the_start_form_sends_the_limits(
+    db, make_recipe, operator, client
+):
+    recipe = make_recipe(SOURCE.format(url="http://127.0.0.1:1"), slug="soft-form")
+    client.force_login(operator)
+    form = client.get(f"/recipes/{recipe.slug}/start/").content.decode()
+    assert "Soft: reaching it asks whether to go on" in form
+    kept = services.start_run(
+        recipe,
+        Actor.operator(operator, "console"),
+        message="go",
+        budget={"cost_usd": "12", "tokens": ""},
+        budget_replaces_recipe=True,
+        start=False,
+    )
+    assert kept.budget == {"cost_usd": "12", "soft": ["cost_usd"]}
+    dropped = services.start_run(
+        recipe,
+        Actor.operator(operator, "console"),
+        message="go",
+        budget={"cost_usd": ""},
+        budget_replaces_recipe=True,
+        start=False,
+    )
+    assert dropped.budget == {}
