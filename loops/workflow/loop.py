@@ -100,9 +100,9 @@ def _run_claimed(it: Iteration, spec, node, turn, prompt_error, slot) -> None:
         if prompt_error is not None:
             raise prompt_error
         try:
-            outcome, fired, scored = _ask(it, spec, node, turn, stream)
+            outcome, fired, scored = _ask(it, spec, node, turn, stream, slot)
         finally:
-            give_back(slot, outcome)  # and what the call used: the tokens a minute
+            give_back(slot, outcome)  # if the call raised (`_ask` gives it back once answered)
     except Cancelled:
         stream.keep_after_cancel()
         return
@@ -159,9 +159,11 @@ def _claim(it: Iteration, turn: _Turn | None) -> bool:
         return not locked.is_terminal and it.start(locked, "", None)
 
 
-def _ask(it: Iteration, spec, node, turn: _Turn, stream: OutputStream) -> tuple:
+def _ask(it: Iteration, spec, node, turn: _Turn, stream: OutputStream, slot) -> tuple:
     """The agent's answer to the iteration's prompt, streamed as it comes, the completion
-    conditions it met (`until_bash` runs only if no other did) and its score's columns."""
+    conditions it met (`until_bash` runs only if no other did) and its score's columns.
+    The provider's slot is given back as soon as the agent answered: the checks and a
+    judge (which may use the same provider) do not hold it."""
     run, loop = it.run, node.loop
     request = request_for(
         run,
@@ -181,6 +183,7 @@ def _ask(it: Iteration, spec, node, turn: _Turn, stream: OutputStream) -> tuple:
     outcome = run_call(
         turn.provider, request, stream, inspect=lambda answer: fired.extend(_signals(loop, answer))
     )
+    give_back(slot, outcome)
     if (
         loop.until_bash
         and not fired

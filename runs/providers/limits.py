@@ -92,16 +92,18 @@ def _keys(account_key: str) -> list[str]:
 
 
 # KEYS: held, waiting, seen, requests, tokens. ARGV: now (ms), lease (ms), max_concurrent,
-# requests a minute, tokens a minute, the caller, how long a waiter may stay unseen (ms).
+# requests a minute, tokens a minute, the caller, how long it may take to ask again (ms).
+# `seen` scores each waiter by when it must have asked again: one that did not (its run was
+# cancelled, its worker lost) leaves the queue, not blocking those behind it.
 # Returns {1} when the caller holds a slot (and its request is counted), {2} when it held
 # one already (another delivery of the same call has it), else {0, how many wait ahead of
 # it, the least time to wait in ms}.
 _TAKE = """
 local now, lease = tonumber(ARGV[1]), tonumber(ARGV[2])
 local most, rpm, tpm = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local me, stale = ARGV[6], tonumber(ARGV[7])
+local me, grace = ARGV[6], tonumber(ARGV[7])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - stale)) do
+for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do
   redis.call('ZREM', KEYS[2], gone)
   redis.call('ZREM', KEYS[3], gone)
 end
@@ -109,7 +111,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - 60000)
 redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - 60000)
 if redis.call('ZSCORE', KEYS[1], me) then return {2, 0, 0} end
 if not redis.call('ZSCORE', KEYS[2], me) then redis.call('ZADD', KEYS[2], now, me) end
-redis.call('ZADD', KEYS[3], now, me)
+redis.call('ZADD', KEYS[3], now + grace, me)
 local ahead = redis.call('ZRANK', KEYS[2], me)
 local free, wait = 1000000, 0
 if most > 0 then free = math.min(free, most - redis.call('ZCARD', KEYS[1])) end
@@ -152,6 +154,11 @@ return redis.call('ZRANGE', KEYS[2], 0, tonumber(ARGV[4]) - 1)
 _RENEW = "return redis.call('ZADD', KEYS[1], 'XX', 'CH', ARGV[1], ARGV[2])"
 
 
+# How late a waiter may ask again (a busy machine delays a task's countdown) before it is
+# taken for gone.
+GRACE_SECONDS = 15.0
+
+
 def lease_seconds() -> float:
     return float(settings.LOOP_PROVIDER_SLOT_LEASE_SECONDS)
 
@@ -169,6 +176,7 @@ class Slot:
         )
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
+        self.released = False
 
     def keep(self) -> Slot:
         if self.limits.max_concurrent and self._renewer is None:
@@ -187,7 +195,11 @@ class Slot:
                 log.warning("could not renew a slot of provider %s: %s", self.provider, exc)
 
     def give_back(self, tokens: int | None = None) -> list[str]:
-        """Release the slot and count `tokens`; the callers waiting first, to wake."""
+        """Release the slot and count `tokens`; the callers waiting first, to wake. Once:
+        a second call does nothing."""
+        if self.released:
+            return []
+        self.released = True
         self._stop.set()
         held, waiting, _, _, used = _keys(self.account_key)
         wake = max(self.limits.max_concurrent, 1)
@@ -218,7 +230,6 @@ def take(provider, caller: str) -> Slot | None:
         return None
     name = getattr(provider, "name", "") or account_key
     now = int(time.time() * 1000)
-    stale = int(max(30.0, 3 * settings.LOOP_PROVIDER_POLL_SECONDS) * 1000)
     client = _client()
     client.hset(NAMES, account_key, name)
     got, ahead, wait_ms = client.eval(
@@ -231,13 +242,17 @@ def take(provider, caller: str) -> Slot | None:
         limits.requests_per_minute,
         limits.tokens_per_minute,
         caller,
-        stale,
+        int(GRACE_SECONDS * 1000),
     )
     if got == 2:
         raise AlreadyHeld(caller)
     if got:
         return Slot(name, account_key, caller, limits).keep()
-    raise Busy(name, int(ahead), poll_after(int(ahead), int(wait_ms) / 1000))
+    wait = poll_after(int(ahead), int(wait_ms) / 1000)
+    # It must ask again by then (plus the grace), or it leaves the queue.
+    seen = _keys(account_key)[2]
+    client.zadd(seen, {caller: now + int((wait + GRACE_SECONDS) * 1000)}, xx=True)
+    raise Busy(name, int(ahead), wait)
 
 
 def poll_after(ahead: int, at_least: float) -> float:
@@ -275,11 +290,18 @@ def gave_up(provider: str, waited: float, words: str) -> str:
 
 def wait_for(provider, caller: str, keep_alive=None) -> Slot | None:
     """Block until `caller` holds a slot (for a kind that cannot put its call back in the
-    queue); `keep_alive()` runs between polls (it may raise Cancelled)."""
+    queue); `keep_alive()` runs between polls (it may raise Cancelled). Past the ceiling, a
+    ProviderError with what it waited for."""
+    from .base import ProviderError
+
+    since = time.monotonic()
     while True:
         try:
             return take(provider, caller)
         except Busy as busy:
+            waited = time.monotonic() - since
+            if waited > ceiling_seconds():
+                raise ProviderError(gave_up(busy.provider, waited, busy.words)) from None
             count("waits", busy.provider)
             if keep_alive is not None:
                 keep_alive()

@@ -170,3 +170,21 @@ def test_a_worker_killed_holding_a_slot_gives_it_back_within_a_lease(
     finally:
         held.set()
         replacement.stop()
+
+
+def test_a_judge_on_the_same_one_slot_provider_does_not_wait_for_its_own_loop(
+    limits_workers, start, fake_ai
+):
+    def answer(body):
+        asked = body["messages"][-1]["content"]
+        return '{"score": 7, "reason": "fine"}' if "Score the answer" in asked else "Draft. Done."
+
+    fake_ai.answers = [answer] * 4
+    source = RECIPE.format(n=0, url=fake_ai.url, limits=", max_concurrent: 1").replace(
+        "      max_iterations: 2\n",
+        '      max_iterations: 2\n      score: {judge: {rubric: "Rate it 0-10."}}\n',
+    )
+    run = wait_run(start(source, slug="judged"), "completed", "failed", timeout=120)
+    assert run.status == "completed", run.error
+    it = Iteration.objects.get(run=run)
+    assert it.score == 7 and it.score_detail["judge"]["provider"] == "agent"
