@@ -81,7 +81,7 @@ def test_first_ten_minutes(
 
         # Runs that finish on their own: every bundled recipe without a gate (the Python
         # ones included).
-        gated = {"guided-refine", "release-approval"}
+        gated = {"guided-refine", "release-approval", "scored-polish"}
         # Step machines work on a repository and end approved, for a person to merge: the
         # demo's own walk is tests/browser/test_no_mistakes_demo.py.
         step_machines = {slug for slug, recipe in bundled.items() if recipe.kind == "planeai"}
@@ -100,6 +100,15 @@ def test_first_ten_minutes(
         page.locator("[data-gate-primary]").click()
         expect(page.locator("#run-header .badge").first).to_have_text("completed")
         walk.shot("gate-loop-accepted")
+        wait_run(run, "completed")
+
+        # A stop rule's gate: the scores stopped improving; the chart draws the window.
+        run = walk.start("scored-polish", f"an essay by {width}")
+        expect(gate).to_contain_text("Stop rule plateau")
+        expect(page.locator(".rule-label.plateau")).to_have_text("plateau window")
+        walk.shot("gate-stop-rule")
+        page.locator("[data-gate-primary]").click()
+        expect(page.locator("#run-header .badge").first).to_have_text("completed")
         wait_run(run, "completed")
 
         # An approval with decisions: ship.

@@ -70,7 +70,7 @@ def sending_to(worker, monkeypatch):
 
     monkeypatch.setattr(dispatch, "deliver", deliver)
     yield worker
-    quiesce_worker()
+    quiesce_worker(queue=worker.queue)  # its queue idle, not only the suite's
     time.sleep(0.2)
 
 
