@@ -20,7 +20,7 @@ from pydantic import field_validator
 from console.api_errors import InvalidInputsOut, JsonObject, errors, require
 from recipes.api import Text
 from recipes.models import Recipe
-from runs import inbox, services, telemetry, waiting
+from runs import inbox, services, waiting
 from runs.actor import Actor
 from runs.models import Iteration, Run
 from runs.output_reads import api_output, api_prompt, bounded_page
@@ -349,7 +349,7 @@ def readable_run(request, run_id: int) -> Run:
 
 
 def run_out(request, run: Run) -> dict:
-    return {**run_summary(run), "url": run_url(request, run), "trace_id": telemetry.trace_of(run)}
+    return {**run_summary(run), "url": run_url(request, run)}
 
 
 # --- endpoints -----------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Plain-data views of runs, shared by the API and the command line."""
 
+from runs import telemetry
 from runs.models import Gate, Iteration, NodeRun, Run
 from runs.output_reads import api_output, api_stderr, bounded
 
@@ -48,6 +49,7 @@ def run_summary(run: Run) -> dict:
         "nodes": nodes,
         "pending_gate": gate.as_dict() if gate else None,
         "waiting_for_provider": provider_waits(run),
+        "trace_id": telemetry.trace_of(run),
     }
 
 

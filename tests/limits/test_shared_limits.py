@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from runs.inbox import ranked_attention
 from runs.models import Iteration, Run, RunEvent
+from runs.orchestration.state import run_state
 from runs.serializers import run_summary
 from tests.conftest import wait_for, wait_run
 from tests.limits.conftest import QUICK
@@ -63,6 +64,7 @@ def says_what_it_waits_for(run, client, operator) -> None:
     assert reasons[run.pk] == words
     (wait,) = run_summary(run)["waiting_for_provider"]
     assert (wait["provider"], wait["ahead"], wait["words"]) == ("agent", 3, words)
+    assert run_state(run)["waiting_for_provider"][0]["words"] == words  # MCP's get_run
     assert words in client.get("/").content.decode()
 
 
