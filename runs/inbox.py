@@ -215,7 +215,7 @@ class Attention:
     burn: Decimal | None = None
     # The loop whose plateau rule one more flat iteration fires: (node id, its `then`).
     plateau: tuple[str, str] | None = None
-    # What its iteration waiting for its provider says (`provider_waits`), if one waits.
+    # What its iteration waiting for its provider says (`waiting_words`), if one waits.
     provider_wait: str = ""
     tier: str = WAITING
     reason: str = ""
@@ -303,7 +303,7 @@ def ranked_attention(
     ]
     rates = burn_rates([item.run for item in items], now)
     near = plateaus_near([item.run for item in items if item.kind == RUNNING])
-    waits = provider_waits([item.run for item in items if item.kind == RUNNING])
+    waits = waiting_words([item.run for item in items if item.kind == RUNNING])
     for item in items:
         item.burn = rates.get(item.run.pk)
         item.plateau = near.get(item.run.pk)
@@ -359,19 +359,14 @@ def burn_rates(runs: list[Run], now: datetime) -> dict[int, Decimal]:
     return rates
 
 
-def provider_waits(runs: list[Run]) -> dict[int, str]:
+def waiting_words(runs: list[Run]) -> dict[int, str]:
     """Per running run, what its first iteration waiting for its provider says ("waiting
     for provider X (3 ahead)"): one query."""
     waits: dict[int, str] = {}
     ids = [run.pk for run in runs]
     if not ids:
         return waits
-    for it in (
-        Iteration.objects.filter(run_id__in=ids, status=Iteration.Status.PENDING)
-        .exclude(waiting_for="")
-        .only("run_id", "status", "waiting_for", "waiting_ahead")
-        .order_by("id")
-    ):
+    for it in Iteration.objects.filter(run_id__in=ids).waiting_for_a_provider():
         waits.setdefault(it.run_id, it.waiting_words)
     return waits
 

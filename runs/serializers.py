@@ -55,12 +55,7 @@ def run_summary(run: Run) -> dict:
 
 def provider_waits(run: Run) -> list[dict]:
     """The run's iterations waiting for their provider (runs/executor/provider_queue.py)."""
-    waiting = (
-        Iteration.objects.filter(run=run, status=Iteration.Status.PENDING)
-        .exclude(waiting_for="")
-        .only("node_id", "number", "status", "waiting_for", "waiting_ahead", "waiting_since")
-        .order_by("id")[:20]
-    )
+    waiting = Iteration.objects.filter(run=run).waiting_for_a_provider()[:20]
     return [
         {
             "iteration": it.pk,

@@ -8,10 +8,9 @@ score and its point on the trend.
 from __future__ import annotations
 
 import inspect
-import math
 from decimal import Decimal
 
-from runs.engine.stop_rules import THEN, CostPerPoint, Plateau, StopRules, Target
+from runs.engine.stop_rules import THEN, CostPerPoint, Plateau, StopRules, Target, as_score
 
 from .conditions import field_value
 from .results import AgentResult
@@ -65,17 +64,9 @@ def _check_rule(name: str, rule, rule_type) -> None:
         if field == "iterations":
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
                 raise ValueError(f"{label}(iterations=...) must be a whole number 1-1000")
-        elif not _number(value) or (field != "at" and value < 0):
+        elif as_score(value) is None or (field != "at" and value < 0):
             extra = "" if field == "at" else " of 0 or more"
             raise ValueError(f"{label}({field}=...) must be a number{extra}, not {value!r}")
-
-
-def _number(value) -> bool:
-    return (
-        isinstance(value, int | float | Decimal)
-        and not isinstance(value, bool)
-        and math.isfinite(float(value))
-    )
 
 
 def _kind(value) -> str:
@@ -104,7 +95,7 @@ async def score_of(score, result: AgentResult, iteration: int) -> tuple[float | 
         what = "score()"
     if value is None:
         return None, f"{what} gave no score"
-    if not _number(value):
+    if as_score(value) is None:
         return None, f"{what} is not a number: {_short(value)}"
     return float(value), ""
 

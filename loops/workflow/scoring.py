@@ -17,7 +17,7 @@ import re
 from decimal import Decimal
 
 from console.redact import plain_cause
-from runs.engine.stop_rules import Firing, Point, fired, rules_from
+from runs.engine.stop_rules import Firing, Point, as_score, fired, rules_from
 from runs.engine.variables import substitute_shell
 from runs.executor.agent import prepare_prompt, request_for, run_call
 from runs.executor.context import step_env, step_sandbox
@@ -63,15 +63,8 @@ def take_score(it: Iteration, spec, node, ctx, outcome, stream) -> dict:
     return columns
 
 
-def _number(value) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    value = float(value)
-    return value if value == value and abs(value) != float("inf") else None
-
-
 def _from_field(name: str, payload) -> float | None:
-    return _number(payload.get(name)) if isinstance(payload, dict) else None
+    return as_score(payload.get(name)) if isinstance(payload, dict) else None
 
 
 def _from_command(script, run, spec, node, ctx, outcome, stream) -> tuple[float | None, dict]:
@@ -90,7 +83,7 @@ def _from_command(script, run, spec, node, ctx, outcome, stream) -> tuple[float 
     numbers = NUMBER.findall(result.output or "")
     if not numbers:
         return None, {"error": "the score command printed no number"}
-    return _number(float(numbers[-1])), {}
+    return as_score(float(numbers[-1])), {}
 
 
 def _from_judge(judge: dict, it, spec, node, ctx, outcome, stream) -> tuple[float | None, dict]:
@@ -126,7 +119,7 @@ def _from_judge(judge: dict, it, spec, node, ctx, outcome, stream) -> tuple[floa
     detail = {"judge": usage}
     if isinstance(reason, str) and reason.strip():
         detail["reason"] = reason.strip()[:DETAIL_TEXT]
-    value = _number(payload.get("score"))
+    value = as_score(payload.get("score"))
     if value is None:
         detail["error"] = "the judge gave no number: " + json.dumps(payload)[:DETAIL_TEXT]
     return value, detail

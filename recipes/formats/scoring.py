@@ -13,12 +13,11 @@ form the runtime reads (`runs.engine.stop_rules.rules_from`).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from recipes.formats.rule_context import RuleContext, is_blank
 from recipes.problems import child_path, short_repr
-from runs.engine.stop_rules import DEFAULT_THEN, RULES, THEN
+from runs.engine.stop_rules import DEFAULT_THEN, RULES, THEN, as_score
 
 SOURCES = ("field", "bash", "judge")
 JUDGE_FIELDS = ("provider", "model", "rubric")
@@ -29,14 +28,6 @@ RULE_FIELDS = {
 }
 # A shorthand's number is the rule's first field: `target: 0.9`, `plateau: 3`.
 SHORTHAND = {"target": "at", "plateau": "iterations", "cost_per_point": "max_usd"}
-
-
-def _number(value: Any) -> bool:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(float(value))
-    )
 
 
 def check_score(raw: Any, path: str, label: str, ctx: RuleContext, schema: Any) -> dict | None:
@@ -131,7 +122,7 @@ def check_stop(raw: Any, path: str, label: str, ctx: RuleContext, scored: bool) 
 
 
 def _rule(name: str, value: Any, where: str, label: str, ctx: RuleContext) -> dict | None:
-    if _number(value):
+    if as_score(value) is not None:
         value = {SHORTHAND[name]: value}
     if not isinstance(value, dict):
         ctx.error(
@@ -161,14 +152,14 @@ def _rule(name: str, value: Any, where: str, label: str, ctx: RuleContext) -> di
                 ok = False
             rule["iterations"] = given
         else:
-            if not _number(given) or (key != "at" and given < 0):
+            if as_score(given) is None or (key != "at" and given < 0):
                 ctx.error(
                     at,
                     f"{label}: stop.{name}.{key} must be a number"
                     + ("" if key == "at" else " of 0 or more"),
                 )
                 ok = False
-            rule[key] = float(given) if _number(given) else given
+            rule[key] = float(given) if as_score(given) is not None else given
     missing = SHORTHAND[name]
     if missing not in rule:
         ctx.error(where, f"{label}: stop.{name} needs {missing}")

@@ -18,7 +18,7 @@ the rule and the score trend. The first rule that fires, in that order, is the o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from decimal import Decimal
 
 COMPLETE, GATE = "complete", "gate"
@@ -70,12 +70,7 @@ class StopRules:
 
     def as_dict(self) -> dict:
         """What the chart draws and the API shows of the rules."""
-        out = {}
-        for name in RULES:
-            rule = getattr(self, name)
-            if rule is not None:
-                out[name] = {k: v for k, v in rule.__dict__.items()}
-        return out
+        return {name: asdict(getattr(self, name)) for name in RULES if getattr(self, name)}
 
 
 @dataclass(frozen=True)
@@ -210,14 +205,18 @@ _REASONS = {"target": _target, "plateau": _plateau, "cost_per_point": _cost_per_
 SCORE_FIELD = "score"
 
 
+def as_score(value) -> float | None:
+    """`value` as a score: a finite number (an int, a float, a Decimal; not a bool, not a
+    numeric string), else None. The one rule of what counts as a number wherever scores
+    and stop rules are read or written."""
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
 def score_in(payload) -> float | None:
     """The score an answer gives of itself: a finite number under `score` at the top of a
     structured answer (any kind's: a driven agent's output schema, a step machine's
     handoff data, a workflow node's output_format), else None."""
-    if not isinstance(payload, dict):
-        return None
-    value = payload.get(SCORE_FIELD)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
+    return as_score(payload.get(SCORE_FIELD)) if isinstance(payload, dict) else None

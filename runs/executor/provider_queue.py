@@ -37,7 +37,7 @@ def take_or_queue(it, provider) -> tuple[bool, limits.Slot | None]:
         return False, None  # another delivery of this iteration makes the call
     except limits.Busy as busy:
         _check_ceiling(it, busy.provider, busy.words)
-        _wait(it, busy.provider, busy.ahead, busy.wait_seconds, why="limit")
+        _wait(it, busy.provider, busy.ahead, busy.wait_seconds)
         return False, None
 
 
@@ -76,12 +76,10 @@ def put_back(it, busy: ProviderBusy, stream) -> None:
     dispatch.send_later("run_iteration", wait, it.pk)
 
 
-def _wait(it, provider: str, ahead: int, seconds: float, why: str) -> None:
+def _wait(it, provider: str, ahead: int, seconds: float) -> None:
     """Record what the pending iteration waits for (logged when it starts waiting) and
     send it again in `seconds`."""
-    started = it.waiting_for_provider(provider, ahead)
-    if started:
-        limits.count("waits", provider)
+    if it.waiting_for_provider(provider, ahead):
         with transaction.atomic():
             run = lock_run(it.run_id, with_recipe=False)
             if not run.is_terminal:
@@ -91,7 +89,6 @@ def _wait(it, provider: str, ahead: int, seconds: float, why: str) -> None:
                     iteration=it.number,
                     provider=provider,
                     ahead=ahead,
-                    why=why,
                 )
     limits.count("waited_seconds", provider, seconds)
     dispatch.send_later("run_iteration", seconds, it.pk)

@@ -18,6 +18,8 @@ path (runs/models/batched.py) writes the same dicts.
 
 from __future__ import annotations
 
+from runs.engine.stop_rules import score_in
+
 STARTED_KEYS = ("iteration", "attempt")
 ENDED_KEYS = ("iteration", "channels", "timed_out", "duration_ms", "error")
 EVENT_KEYS = {
@@ -55,8 +57,6 @@ def answer_fields(outcome) -> dict:
     """The iteration's columns for what a provider returned (an AgentOutcome,
     runs/executor/agent.py, as `OutputStream.keep` left it); a structured answer's own
     `score` is the iteration's score (`score_in`) unless its kind scores it otherwise."""
-    from runs.engine.stop_rules import score_in
-
     result = outcome.result
     given = score_in(outcome.payload)
     scored = {} if given is None else {"score": given, "score_detail": {"source": "output"}}

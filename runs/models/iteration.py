@@ -77,6 +77,24 @@ class IterationQuerySet(models.QuerySet):
             run = Run.objects.select_for_update().filter(pk=it.run_id).first()
             return run is not None and not run.is_terminal and it.start(run, prompt, session_id)
 
+    def waiting_for_a_provider(self):
+        """Pending iterations waiting for their provider's limits (`waiting_for_provider`),
+        oldest first: what the run page, the inbox and the API say they wait for."""
+        return (
+            self.filter(status=Iteration.Status.PENDING)
+            .exclude(waiting_for="")
+            .only(
+                "run_id",
+                "node_id",
+                "number",
+                "status",
+                "waiting_for",
+                "waiting_ahead",
+                "waiting_since",
+            )
+            .order_by("id")
+        )
+
     def expired(self, now):
         """Running iterations whose worker stopped renewing the lease."""
         return self.filter(status=Iteration.Status.RUNNING, lease_expires_at__lt=now)

@@ -14,6 +14,7 @@ is limited by its name.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import random
@@ -73,9 +74,9 @@ class Busy(Exception):
     """No slot (or no room in a window) yet: wait `wait_seconds` at least; `ahead` callers
     wait before this one."""
 
-    def __init__(self, provider: str, ahead: int, wait_seconds: float, why: str = "limit"):
+    def __init__(self, provider: str, ahead: int, wait_seconds: float):
         super().__init__(f"waiting for provider {provider} ({ahead} ahead)")
-        self.provider, self.ahead, self.wait_seconds, self.why = provider, ahead, wait_seconds, why
+        self.provider, self.ahead, self.wait_seconds = provider, ahead, wait_seconds
 
     @property
     def words(self) -> str:
@@ -83,7 +84,14 @@ class Busy(Exception):
 
 
 def _client() -> redis.Redis:
-    return redis.Redis.from_url(settings.LIVE_REDIS_URL, socket_timeout=5)
+    """This process's client (its pool reconnects after a fork): every call, renewal and
+    release would otherwise open a connection of its own."""
+    return _client_for(settings.LIVE_REDIS_URL)
+
+
+@functools.cache
+def _client_for(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=5)
 
 
 def _keys(account_key: str) -> list[str]:
@@ -91,8 +99,9 @@ def _keys(account_key: str) -> list[str]:
     return [f"{base}:{part}" for part in ("held", "waiting", "seen", "requests", "tokens")]
 
 
-# KEYS: held, waiting, seen, requests, tokens. ARGV: now (ms), lease (ms), max_concurrent,
-# requests a minute, tokens a minute, the caller, how long it may take to ask again (ms).
+# KEYS: held, waiting, seen, requests, tokens, the names. ARGV: now (ms), lease (ms),
+# max_concurrent, requests a minute, tokens a minute, the caller, how long it may take to
+# ask again (ms), the provider's name and its account (kept for the figures: `figures`).
 # `seen` scores each waiter by when it must have asked again: one that did not (its run was
 # cancelled, its worker lost) leaves the queue, not blocking those behind it.
 # Returns {1} when the caller holds a slot (and its request is counted), {2} when it held
@@ -102,6 +111,7 @@ _TAKE = """
 local now, lease = tonumber(ARGV[1]), tonumber(ARGV[2])
 local most, rpm, tpm = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local me, grace = ARGV[6], tonumber(ARGV[7])
+redis.call('HSET', KEYS[6], ARGV[9], ARGV[8])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do
   redis.call('ZREM', KEYS[2], gone)
@@ -168,12 +178,8 @@ class Slot:
     third of its lease meanwhile, from a thread of its own, while the call runs)."""
 
     def __init__(self, provider: str, account_key: str, caller: str, limits: Limits):
-        self.provider, self.account_key, self.caller, self.limits = (
-            provider,
-            account_key,
-            caller,
-            limits,
-        )
+        self.provider, self.account_key = provider, account_key
+        self.caller, self.limits = caller, limits
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self.released = False
@@ -231,11 +237,11 @@ def take(provider, caller: str) -> Slot | None:
     name = getattr(provider, "name", "") or account_key
     now = int(time.time() * 1000)
     client = _client()
-    client.hset(NAMES, account_key, name)
     got, ahead, wait_ms = client.eval(
         _TAKE,
-        5,
+        6,
         *_keys(account_key),
+        NAMES,
         now,
         int(lease_seconds() * 1000),
         limits.max_concurrent,
@@ -243,6 +249,8 @@ def take(provider, caller: str) -> Slot | None:
         limits.tokens_per_minute,
         caller,
         int(GRACE_SECONDS * 1000),
+        name,
+        account_key,
     )
     if got == 2:
         raise AlreadyHeld(caller)
@@ -302,10 +310,11 @@ def wait_for(provider, caller: str, keep_alive=None) -> Slot | None:
             waited = time.monotonic() - since
             if waited > ceiling_seconds():
                 raise ProviderError(gave_up(busy.provider, waited, busy.words)) from None
-            count("waits", busy.provider)
             if keep_alive is not None:
                 keep_alive()
-            time.sleep(min(busy.wait_seconds, settings.LOOP_PROVIDER_POLL_SECONDS * 2))
+            pause = min(busy.wait_seconds, settings.LOOP_PROVIDER_POLL_SECONDS * 2)
+            count("waited_seconds", busy.provider, pause)
+            time.sleep(pause)
 
 
 # --- figures for /metrics and the admin's panel ---------------------------------------------
@@ -314,7 +323,7 @@ COUNTERS = PREFIX + "counters"
 
 
 def count(what: str, provider: str, amount: float = 1) -> None:
-    """Add to a provider's counter (`throttled`: answers of 429/503/529, `waits`, and
+    """Add to a provider's counter (`throttled`: answers of 429/503/529, and
     `waited_seconds`), shared by every worker."""
     try:
         _client().hincrbyfloat(COUNTERS, f"{provider}\0{what}", amount)
