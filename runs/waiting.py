@@ -77,6 +77,12 @@ def wait_for_person(run: Run, timeout: float) -> WaitResult:
 
     def settled(now: Run) -> WaitResult | None:
         state, reason = state_of(now)
+        if state == NEEDS_PERSON:
+            # The gate was read after the run: a pause committed in between shows its gate
+            # but not yet its status. Read the run again, so the answer's run is the one
+            # that waits (a run decided meanwhile is running again, and the wait goes on).
+            now.refresh_from_db()
+            state, reason = state_of(now)
         return None if state == RUNNING else WaitResult(state, reason, now)
 
     found = wait_until(run, timeout, settled)
