@@ -68,10 +68,15 @@ def test_skip_starts_nothing_while_its_run_waits_then_starts_again(
     inbox = client.get("/").content.decode()
     starter = '<span class="muted starter">by schedule &#x27;every few seconds&#x27;</span>'
     assert f"Run {first.pk}</a> {starter}" in inbox
-    wait_for(lambda: firings(sched, "skipped"), message="a firing skipped while run 1 waits")
+    still_going = f"run {first.pk} of this schedule is still going"
+    # On a busy machine beat may also send a firing twice, recorded as SENT_AGAIN: the
+    # skip this test is about is the one that names the waiting run.
+    wait_for(
+        lambda: any(f.note == still_going for f in firings(sched, "skipped")),
+        message="a firing skipped while run 1 waits",
+    )
     assert len(runs_of(sched)) == 1
-    note = firings(sched, "skipped")[0].note
-    assert note == f"run {first.pk} of this schedule is still going"
+    assert {f.note for f in firings(sched, "skipped")} <= {still_going, SENT_AGAIN}
     stop(first, operator)
     wait_for(lambda: len(runs_of(sched)) == 2, message="a run once the first ended")
 
