@@ -9,6 +9,7 @@ from recipes.api import router as recipes_router
 from runs import kinds
 from runs.api import inbox_router
 from runs.api import router as runs_router
+from runs.api_audit import router as audit_router
 from runs.api_gates import router as gates_router
 from runs.api_history import iterations_router
 from runs.api_history import router as history_router
@@ -41,6 +42,7 @@ api.add_router("/runs", history_router, tags=["runs"])
 api.add_router("/runs", outputs_router, tags=["runs"])
 api.add_router("/iterations", iterations_router, tags=["runs"])
 api.add_router("", triggers_router, tags=["schedules and webhooks"])
+api.add_router("/audit", audit_router, tags=["audit"])
 for kind in kinds.all_kinds():
     if kind.api_router is not None:  # its tags are the router's own; None: it has no API
         api.add_router(kind.api_prefix, kind.api_router)

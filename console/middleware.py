@@ -19,6 +19,8 @@ PUBLIC_PREFIXES = (
     "/metrics",
     "/favicon.ico",
     "/hooks/",
+    "/slack/interactions/",  # Slack's signature proves it (notifications.slack)
+    "/decide/",  # a signed decision link names its one person (notifications.links)
 )
 
 

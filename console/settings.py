@@ -10,6 +10,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from slack_sdk import WebClient
 
 from console.env import env_bool, env_int, env_list, env_url
 
@@ -329,6 +330,17 @@ EMAIL_BACKEND = os.getenv("EMAIL_BACKEND") or (
     else "django.core.mail.backends.console.EmailBackend"
 )
 DEFAULT_FROM_EMAIL = os.getenv("DEFAULT_FROM_EMAIL", "Loop Console <loop-console@localhost>")
+# How long a signed decision link in a mail decides (notifications/links.py); a gate's own
+# deadline, when sooner, ends it first.
+LOOP_DECISION_LINK_HOURS = env_int("LOOP_DECISION_LINK_HOURS", 72)
+if LOOP_DECISION_LINK_HOURS < 1:
+    raise ImproperlyConfigured("LOOP_DECISION_LINK_HOURS must be >= 1")
+# Slack (notifications/slack.py): the app's bot token posts gate messages; its signing
+# secret proves an interaction came from Slack. Without the secret, /slack/interactions/
+# refuses everything.
+LOOP_SLACK_BOT_TOKEN = secret("LOOP_SLACK_BOT_TOKEN")
+LOOP_SLACK_SIGNING_SECRET = secret("LOOP_SLACK_SIGNING_SECRET")
+LOOP_SLACK_API_URL = env_url("LOOP_SLACK_API_URL", ("http", "https")) or WebClient.BASE_URL
 
 # The fault suite's tiny visibility timeout (console/loop_settings.py) reaches the broker here.
 if LOOP_VISIBILITY_TIMEOUT:

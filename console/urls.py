@@ -7,6 +7,7 @@ from django.views.generic import RedirectView
 from console import views
 from console.api import api
 from console.forms import LoginForm
+from notifications.slack_views import slack_interactions
 from runs import kinds
 from runs.ag_ui_views import run_ag_ui
 
@@ -37,6 +38,9 @@ urlpatterns = [
     path("", include("runs.urls")),
     path("", include("recipes.urls")),
     path("", include("triggers.urls")),  # /hooks/<key>: inbound webhooks
+    path("decide/", include("notifications.urls")),  # signed decision links from mails
+    # Slack's interactivity request URL: signed by Slack, decided as the mapped person.
+    path("slack/interactions/", slack_interactions, name="slack_interactions"),
     # Each loop kind's own pages (`LoopKind.urls`).
     *(path("", include(list(kind.urls))) for kind in kinds.all_kinds() if kind.urls),
 ]

@@ -5,14 +5,15 @@ from django.utils import timezone
 from console.admin_read_only import ReadOnlyAdmin
 from runs import dispatch
 
-from .models import SEND_TASK, Delivery, Subscription
+from .links import revoke_all_for
+from .models import SEND_TASK, DecisionLink, Delivery, SlackUser, Subscription
 
 
 @admin.register(Subscription)
 class SubscriptionAdmin(admin.ModelAdmin):
     list_display = ["name", "channel", "target", "recipe", "user", "enabled", "created_at"]
     list_filter = ["channel", "enabled", "recipe"]
-    search_fields = ["name", "url", "email", "user__username"]
+    search_fields = ["name", "url", "email", "slack_channel", "user__username"]
     # Pick the person by name (a search box over the accounts), not by a raw id.
     autocomplete_fields = ["user"]
     actions = ["send_test"]
@@ -33,6 +34,7 @@ class SubscriptionAdmin(admin.ModelAdmin):
         ),
         ("Webhook", {"fields": ["url", "secret"]}),
         ("E-mail", {"fields": ["email"]}),
+        ("Slack", {"fields": ["slack_channel"]}),
     ]
 
     @admin.display(description="to")
@@ -83,6 +85,7 @@ class DeliveryAdmin(ReadOnlyAdmin):
     list_select_related = ["subscription", "run"]
     readonly_fields = [
         "subscription",
+        "recipient",
         "event",
         "run",
         "gate",
@@ -96,3 +99,62 @@ class DeliveryAdmin(ReadOnlyAdmin):
         "next_attempt_at",
         "delivered_at",
     ]
+
+
+@admin.register(DecisionLink)
+class DecisionLinkAdmin(ReadOnlyAdmin):
+    """The signed decision links sent in mails: made by the sender, never edited; an admin
+    revokes them (a link, or every link of its recipient: a lost phone, someone who left)."""
+
+    list_display = ["created_at", "recipient", "gate", "decision", "state", "expires_at"]
+    list_filter = ["decision", "used_at", "revoked_at"]
+    search_fields = ["recipient__username", "recipient__email", "decision"]
+    date_hierarchy = "created_at"
+    list_select_related = ["recipient", "gate"]
+    readonly_fields = [
+        "gate",
+        "decision",
+        "recipient",
+        "digest",
+        "delivery",
+        "created_at",
+        "expires_at",
+        "used_at",
+        "revoked_at",
+    ]
+    actions = ["revoke", "revoke_all_of_recipients"]
+
+    @admin.display(description="state")
+    def state(self, link):
+        if link.used_at:
+            return "used"
+        if link.revoked_at:
+            return "revoked"
+        return "expired" if link.expires_at <= timezone.now() else "live"
+
+    def has_revoke_permission(self, request):
+        return request.user.has_perm("notifications.change_decisionlink")
+
+    @admin.action(description="Revoke the selected links", permissions=["revoke"])
+    def revoke(self, request, queryset):
+        count = queryset.revoke()
+        messages.success(request, f"Revoked {count} link(s).")
+
+    @admin.action(
+        description="Revoke every link of the selected links' recipients", permissions=["revoke"]
+    )
+    def revoke_all_of_recipients(self, request, queryset):
+        people = {link.recipient for link in queryset.select_related("recipient")}
+        count = sum(revoke_all_for(person) for person in people)
+        names = ", ".join(sorted(person.get_username() for person in people))
+        messages.success(request, f"Revoked {count} link(s) of {names}.")
+
+
+@admin.register(SlackUser)
+class SlackUserAdmin(admin.ModelAdmin):
+    """Who a Slack user is here, when their Slack e-mail is not their console one (a press
+    of a gate's button decides as this account)."""
+
+    list_display = ["slack_user_id", "team_id", "user"]
+    search_fields = ["slack_user_id", "team_id", "user__username", "user__email"]
+    autocomplete_fields = ["user"]

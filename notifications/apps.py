@@ -18,5 +18,8 @@ class NotificationsConfig(AppConfig):
         signals.gate_reminded.connect(
             events.gate_reminded, dispatch_uid="notifications.gate_reminded"
         )
+        signals.gate_escalated.connect(
+            events.gate_escalated, dispatch_uid="notifications.gate_escalated"
+        )
         kinds.add_sweep_pass(tasks.lost_notifications)
         kinds.add_metrics(metrics.deliveries)

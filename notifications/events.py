@@ -7,15 +7,19 @@ listening nothing else is done."""
 from __future__ import annotations
 
 from django.conf import settings
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
 from runs import dispatch
+from runs.actor import can_operate
 from runs.engine.durations import say_duration
 
 from .models import EVENTS, SEND_TASK, Delivery, Subscription
 
 SUMMARY_LIMIT = 300
+# An escalation's event: not one a subscription hears (EVENTS); the recipe names who.
+ESCALATED = "gate_escalated"
 
 
 def absolute(path: str) -> str:
@@ -37,9 +41,10 @@ def summary(event: str, run, gate=None, now=None) -> str:
     what = f"Run {run.pk} ({run.recipe.slug})"
     if gate is not None:
         where = gate.node_id + (f", iteration {gate.iteration_number}" if gate.iteration_id else "")
-        if event == "gate_reminder":
+        if event in ("gate_reminder", ESCALATED):
             waited = say_duration((now - gate.created_at).total_seconds())
-            return f"Reminder: {what} has waited {waited} for a decision at {where}."
+            first = "Escalated to you" if event == ESCALATED else "Reminder"
+            return f"{first}: {what} has waited {waited} for a decision at {where}."
         text = f"{what} waits for a decision at {where}."
         if gate.deadline_at:
             text += f" Decide within {say_duration(gate.timeout_seconds or 0)}."
@@ -112,3 +117,39 @@ def gate_opened(sender, *, run, gate, **_) -> None:
 
 def gate_reminded(sender, *, run, gate, now, **_) -> None:
     announce(run, "gate_reminder", gate=gate, now=now)
+
+
+def gate_escalated(sender, *, run, gate, now, **_) -> None:
+    """A gate's first deadline passed: mail each person its `escalate_to` names, with their
+    own decision links (made when the mail is sent). They subscribed to nothing, so each
+    delivery names its recipient instead of a subscription."""
+    people = escalation_recipients(gate.escalate_to)
+    if not people:
+        return
+    body = payload(ESCALATED, run, gate, now)
+    for person in people:
+        delivery = Delivery.objects.create(
+            recipient=person,
+            event=ESCALATED,
+            run=run,
+            gate=gate,
+            payload=body,
+            next_attempt_at=timezone.now(),
+        )
+        dispatch.send_on_commit(SEND_TASK, delivery.pk)
+
+
+def escalation_recipients(names) -> list:
+    """The active people with an e-mail address and the operator role among the members
+    of the groups `names` names and the accounts it names, each once, by username."""
+    from django.contrib.auth import get_user_model
+
+    names = [str(name) for name in names or []]
+    people = (
+        get_user_model()
+        .objects.filter(Q(groups__name__in=names) | Q(username__in=names), is_active=True)
+        .exclude(email="")
+        .distinct()
+        .order_by("username")
+    )
+    return [person for person in people if can_operate(person)]

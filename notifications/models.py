@@ -37,6 +37,7 @@ class Subscription(models.Model):
     class Channel(models.TextChoices):
         WEBHOOK = "webhook", "webhook (signed POST)"
         EMAIL = "email", "e-mail"
+        SLACK = "slack", "Slack (a message with decision buttons)"
 
     name = models.CharField(max_length=100, help_text="What this subscription is for.")
     channel = models.CharField(max_length=10, choices=Channel.choices, default=Channel.WEBHOOK)
@@ -69,6 +70,12 @@ class Subscription(models.Model):
         help_text="Webhook: the key the signature is made with; give it to the receiver.",
     )
     email = models.EmailField(blank=True, help_text="E-mail: the address (else the person's).")
+    slack_channel = models.CharField(
+        max_length=80,
+        blank=True,
+        help_text="Slack: the channel's ID (C0123ABCD, at the foot of its details); the app "
+        "must be a member of it.",
+    )
     on_gate_waiting = models.BooleanField("a gate waits", default=True)
     on_gate_reminder = models.BooleanField("a gate's deadline passed", default=True)
     on_run_completed = models.BooleanField("a run completed", default=False)
@@ -89,6 +96,9 @@ class Subscription(models.Model):
                 errors["url"] = "A webhook needs a URL."
             elif problem := webhook_host_problem(self.url):
                 errors["url"] = problem
+        elif self.channel == self.Channel.SLACK:
+            if not self.slack_channel:
+                errors["slack_channel"] = "A Slack subscription needs a channel."
         elif not (self.email or (self.user_id and self.user.email)):
             errors["email"] = "Give an address, or choose a person who has one."
         if self.only_own_runs and not self.user_id:
@@ -102,6 +112,8 @@ class Subscription(models.Model):
 
     @property
     def target(self) -> str:
+        if self.channel == self.Channel.SLACK:
+            return self.slack_channel
         return self.url if self.channel == self.Channel.WEBHOOK else self.address
 
     @classmethod
@@ -132,7 +144,7 @@ class DeliveryQuerySet(models.QuerySet):
         )
         if not claimed:
             return None
-        return self.select_related("subscription__user").get(pk=pk)
+        return self.select_related("subscription__user", "recipient").get(pk=pk)
 
     def lost(self, stale_before):
         """Deliveries due for a while that nobody sent (their message was lost)."""
@@ -151,8 +163,18 @@ class Delivery(models.Model):
         DELIVERED = "delivered"
         FAILED = "failed"
 
+    # A subscription's delivery; or, with none, an escalation to a person the recipe names
+    # (`escalate_to`), who subscribed to nothing: `recipient` says who.
     subscription = models.ForeignKey(
-        Subscription, on_delete=models.CASCADE, related_name="deliveries"
+        Subscription, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    recipient = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        help_text="An escalation's person (a delivery without a subscription).",
     )
     event = models.CharField(max_length=30)
     run = models.ForeignKey("runs.Run", null=True, on_delete=models.SET_NULL, related_name="+")
@@ -175,4 +197,156 @@ class Delivery(models.Model):
         indexes = [models.Index(fields=["status", "next_attempt_at"], name="delivery_due")]
 
     def __str__(self):
-        return f"{self.event} → {self.subscription} [{self.status}]"
+        return f"{self.event} → {self.subscription or self.recipient} [{self.status}]"
+
+
+class DecisionLinkQuerySet(models.QuerySet):
+    def live(self, now=None):
+        """Links that could still decide: not used, not revoked, not expired."""
+        return self.filter(
+            used_at__isnull=True, revoked_at__isnull=True, expires_at__gt=now or timezone.now()
+        )
+
+    def revoke(self, now=None) -> int:
+        """Revoke every live link of this queryset (e.g. all of one person's); how many."""
+        return self.filter(used_at__isnull=True, revoked_at__isnull=True).update(
+            revoked_at=now or timezone.now()
+        )
+
+
+class DecisionLink(models.Model):
+    """One signed link that decides one gate one way, for one named person, once. The URL
+    carries a signed token naming this row; the row is what makes it single-use and
+    revocable (notifications/links.py makes and checks them)."""
+
+    gate = models.ForeignKey("runs.Gate", on_delete=models.CASCADE, related_name="decision_links")
+    decision = models.CharField(max_length=64, help_text="The offered decision's id.")
+    recipient = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="decision_links"
+    )
+    digest = models.CharField(
+        max_length=64, blank=True, help_text="The gate's digest when the link was made."
+    )
+    delivery = models.ForeignKey(
+        Delivery, null=True, blank=True, on_delete=models.SET_NULL, related_name="links"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = DecisionLinkQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["recipient", "used_at"], name="decisionlink_recipient")]
+
+    def __str__(self):
+        return f"{self.decision} on gate {self.gate_id} for {self.recipient}"
+
+    def use(self, now=None) -> bool:
+        """Spend the link (conditional UPDATE: of two clicks, one wins); False if it was
+        used, revoked or expired in between."""
+        now = now or timezone.now()
+        spent = DecisionLink.objects.live(now).filter(pk=self.pk).update(used_at=now)
+        if spent:
+            self.used_at = now
+        return bool(spent)
+
+    def revoke(self, now=None) -> bool:
+        now = now or timezone.now()
+        revoked = DecisionLink.objects.filter(pk=self.pk).revoke(now)
+        if revoked:
+            self.revoked_at = now
+        return bool(revoked)
+
+
+class SlackUserQuerySet(models.QuerySet):
+    def console_user(self, slack_user_id: str, team_id: str = ""):
+        """The console account linked to this Slack user (a link naming the workspace
+        before one for any workspace), or None."""
+        link = (
+            self.filter(slack_user_id=slack_user_id, team_id__in=[team_id, ""])
+            .select_related("user")
+            .order_by("-team_id")
+            .first()
+        )
+        return link.user if link else None
+
+
+class SlackUser(models.Model):
+    """An explicit link from a Slack user to a console account: asked before the e-mail of
+    the Slack profile, for people whose two addresses differ."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="slack_accounts"
+    )
+    slack_user_id = models.CharField(
+        "Slack member ID", max_length=32, help_text="U0123ABCD: in the person's Slack profile."
+    )
+    team_id = models.CharField(
+        "Slack workspace ID", max_length=32, blank=True, help_text="T0123ABCD. Empty: any."
+    )
+
+    objects = SlackUserQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = "Slack user"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["slack_user_id", "team_id"], name="one_link_per_slack_user"
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.slack_user_id} → {self.user}"
+
+
+class SlackMessage(models.Model):
+    """A gate's message in a Slack channel, kept so that it can be updated with who
+    decided (every message of the gate: a reminder posts another)."""
+
+    gate = models.ForeignKey("runs.Gate", on_delete=models.CASCADE, related_name="slack_messages")
+    delivery = models.ForeignKey(
+        Delivery, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    channel = models.CharField(max_length=80)
+    ts = models.CharField(max_length=32, help_text="Slack's id of the message in its channel.")
+    summary = models.TextField(help_text="What the message said, kept for its updates.")
+    posted_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["channel", "ts"], name="one_row_per_slack_message")
+        ]
+
+    def __str__(self):
+        return f"gate {self.gate_id} in {self.channel} at {self.ts}"
+
+
+# Slack refuses a request older than this (its signature's timestamp), so a key older than
+# it can never be replayed and is dropped.
+SLACK_REPLAY_SECONDS = 5 * 60
+
+
+class SlackAction(models.Model):
+    """A button press Slack sent, by its workspace, user and `action_ts`: a replay of the
+    same signed request finds its key taken and decides nothing."""
+
+    key = models.CharField(max_length=120, unique=True)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    def __str__(self):
+        return self.key
+
+    @classmethod
+    def first_time(cls, key: str, now=None) -> bool:
+        """Record the press; False when it was recorded before (a replay). The unique key
+        makes it one winner of two concurrent copies."""
+        now = now or timezone.now()
+        cls.objects.filter(
+            at__lt=now - timezone.timedelta(seconds=2 * SLACK_REPLAY_SECONDS)
+        ).delete()
+        _, created = cls.objects.get_or_create(key=key, defaults={"at": now})
+        return created

@@ -32,7 +32,10 @@ def send(delivery_id: int) -> str | None:
         pk=delivery.pk, status=Delivery.Status.SENDING, attempts=delivery.attempts
     )
     try:
-        code = transports.send(delivery.subscription, delivery)
+        if delivery.subscription_id:
+            code = transports.send(delivery.subscription, delivery)
+        else:  # an escalation: a mail to the person the recipe names, no subscription
+            code = transports.send_email(None, delivery)
     except transports.TransportError as exc:
         if exc.permanent or delivery.attempts >= settings.LOOP_NOTIFY_MAX_ATTEMPTS:
             fence.update(

@@ -15,6 +15,7 @@ import httpx
 from django.conf import settings
 from django.core.mail import EmailMessage
 
+from . import links
 from .events import absolute
 from .policy import webhook_host_problem
 from .signing import DELIVERY_HEADER, EVENT_HEADER, signed_headers
@@ -33,6 +34,10 @@ class TransportError(Exception):
 def send(subscription, delivery) -> int | None:
     if subscription.channel == subscription.Channel.WEBHOOK:
         return post_webhook(subscription, delivery)
+    if subscription.channel == subscription.Channel.SLACK:
+        from .slack import post_gate  # it raises this module's TransportError
+
+        return post_gate(subscription, delivery)
     return send_email(subscription, delivery)
 
 
@@ -83,16 +88,23 @@ def post_webhook(subscription, delivery) -> int:
 
 
 def send_email(subscription, delivery) -> None:
-    address = subscription.address
+    """A subscription's mail, or an escalation's (no subscription: to its recipient). A
+    person who may operate gets their own decision links (notifications.links)."""
+    person = subscription.user if subscription else delivery.recipient
+    address = subscription.address if subscription else (person.email if person else "")
     if not address:
         raise TransportError("no e-mail address", permanent=True)
     payload = delivery.payload
     link = (payload.get("gate") or {}).get("url") or payload["run"]["url"]
+    decide = ""
+    # A link is the named person's credential: only ever sent to their own address.
+    own = person is not None and address.lower() == (person.email or "").lower()
+    if own and delivery.gate_id and delivery.event in links.LINKED_EVENTS:
+        decide = links.mail_lines(delivery.gate, person, delivery=delivery)
     text = (
         f"{payload['summary']}\n\n"
-        f"Open it: {link}\n\n"
-        "Deciding needs you to sign in and press a button there; no link in this message "
-        "decides anything.\n\n"
+        + (decide or "Deciding needs you to sign in and press a button on the page.\n\n")
+        + f"Open it: {link}\n\n"
         f"— Loop Console ({absolute('/')})\n"
     )
     message = EmailMessage(

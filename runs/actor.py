@@ -12,7 +12,19 @@ from dataclasses import dataclass
 
 from runs.errors import NotAllowed
 
-SURFACES = ("console", "api", "cli", "mcp", "engine", "sweep", "agent", "schedule", "webhook")
+SURFACES = (
+    "console",
+    "api",
+    "cli",
+    "mcp",
+    "engine",
+    "sweep",
+    "agent",
+    "schedule",
+    "webhook",
+    "link",
+    "slack",
+)
 # What a decision or cancel without a person reads as, per surface.
 NO_PERSON = {
     "console": "console",
@@ -24,6 +36,8 @@ NO_PERSON = {
     "agent": "an agent",  # a tool call from an agent's process (never a gate decision)
     "schedule": "a schedule",  # a recipe's schedule (triggers), named in its label
     "webhook": "a webhook",  # a recipe's inbound webhook (triggers), named in its label
+    "link": "a decision link",  # a signed link from a notification, for its named person
+    "slack": "slack",  # a button of a gate's Slack message, for the mapped person
 }
 
 
@@ -103,3 +117,5 @@ class Actor:
 
 ENGINE = Actor("engine")
 SWEEP = Actor("sweep")
+# The sweep taking a gate's `timeout_decision`: the decision reads "by the deadline".
+DEADLINE = Actor("sweep", label="the deadline")

@@ -106,6 +106,7 @@ class RunState:
                 "completionSignaled": bool(data.get("completion_signaled")),
                 "message": data.get("message", ""),
                 "deadline": data.get("deadline"),
+                "decisions": data.get("decisions") or [],
                 "status": "pending",
             }
             return self._set(("gates", str(data.get("gate"))), gate)
@@ -117,7 +118,7 @@ class RunState:
                 "decidedBy": data.get("by"),
                 "surface": data.get("surface"),
                 "comment": data.get("comment", ""),
-                "decision": data.get("decision", ""),
+                "decision": data.get("answered") or data.get("decision", ""),
             }
             return self._set(("gates", key), gate)
         if is_crumb(kind):
@@ -294,6 +295,8 @@ class AgUiRun:
                     "kind": gate.get("kind"),
                     "iteration": gate.get("iteration"),
                     "completionSignaled": gate.get("completionSignaled", False),
+                    # What POST /api/runs/{run}/respond takes, by id.
+                    "decisions": gate.get("decisions", []),
                 },
             )
             for gate in gates

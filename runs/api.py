@@ -130,11 +130,29 @@ class GateOut(Schema):
     message: str
     completion_signaled: bool
     status: str
-    decisions: list[dict[str, Any]]
+    decisions: list[dict[str, Any]] = Field(..., description="The decisions the recipe declares")
+    offered_decisions: list[dict[str, Any]] = Field(
+        ...,
+        description="What POST .../respond takes: {id, label, text_required, then} each (the "
+        "declared decisions, else the gate's default set)",
+    )
+    digest: str = Field(
+        "", description="The digest of what the gate shows now; send it with respond"
+    )
+    approvals_needed: int = Field(1, description="Distinct people who must approve")
+    approvals: list[dict[str, Any]] = Field(
+        [], description="Approvals counted so far while a quorum is short"
+    )
+    result: dict[str, Any] | None = Field(
+        None, description="Once decided: {decision, text, by, via}"
+    )
     created_at: datetime | None = Field(None, description="When the gate opened")
     deadline_at: datetime | None = Field(None, description="gate_timeout: decide by then")
     on_timeout: str | None = Field(None, description="What the sweep does at the deadline")
     reminded_at: datetime | None = Field(None, description="When the reminder was sent")
+    escalate_to: list[str] = Field([], description="Told at the first deadline (escalation)")
+    escalated_at: datetime | None = Field(None, description="When it was escalated")
+    timeout_decision: str | None = Field(None, description="The decision the deadline takes")
 
 
 class ProviderWaitOut(Schema):

@@ -41,6 +41,21 @@ class AlreadyDecided(Conflict):
         self.gate = gate
 
 
+class UnknownDecision(ServiceError):
+    """A decision id the gate does not offer; the message lists the ones it does."""
+
+    status = 422
+
+
+class StaleReview(Conflict):
+    """A decision made on other content than the gate shows now (runs.review)."""
+
+    def __init__(self, changed: list[str]):
+        said = ", ".join(changed) if changed else "what the gate shows"
+        super().__init__(f"What you reviewed has changed since ({said}): look again, then decide.")
+        self.changed = changed
+
+
 @dataclass
 class InputError(ServiceError):
     errors: dict

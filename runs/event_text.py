@@ -174,7 +174,7 @@ def _about_iteration(kind: str, step: str, data: dict) -> str | None:
 
 
 def _about_gate(kind: str, step: str, data: dict) -> str | None:
-    """A gate: opened, decided, a decision kept for later, a reminder."""
+    """A gate: opened, decided, a decision kept for later, a reminder, an escalation."""
     if kind == "approval_requested":
         return f"Waiting for a decision at {step}."
     if kind == "gate_decided":
@@ -191,7 +191,23 @@ def _about_gate(kind: str, step: str, data: dict) -> str | None:
             f"{by} sent a reminder: the gate at {_where(step, data)} has waited {waited} "
             "(gate_timeout)."
         )
+    if kind == "gate_escalated":
+        return _escalation(step, data)
+    if kind == "gate_approval_counted":
+        return _approval_counted(step, data)
     return None
+
+
+def _escalation(step: str, data: dict) -> str:
+    """The sweep told `escalate_to` at a gate's first deadline."""
+    waited = say_duration(data.get("waited_seconds") or 0)
+    after = say_duration(data.get("after_seconds") or 0)
+    then = f"; then {data['then']}" if data.get("then") else ""
+    return (
+        f"{data.get('by') or 'the sweep'} escalated the gate at {_where(step, data)} to "
+        f"{', '.join(data.get('to') or [])}: nobody decided within {waited} (gate_timeout); "
+        f"they have {after} more (escalate_after){then}."
+    )
 
 
 def _about_more(kind: str, step: str, data: dict) -> str | None:
@@ -247,7 +263,7 @@ def _decision(step: str, data: dict) -> str:
         "cancelled": "cancelled the gate at",
         "timed_out": "closed the gate at",
     }.get(status, status or "decided")
-    if status == "accepted" and data.get("decision"):
+    if data.get("decision") and status in ("accepted", "iterated", "rejected"):
         verb = f"chose “{data['decision']}” at"
     elif status == "accepted" and data.get("iteration"):
         verb = "accepted"  # a loop's iteration
@@ -255,4 +271,12 @@ def _decision(step: str, data: dict) -> str:
     elif status == "accepted":
         verb = "approved"
     comment = _short(data.get("comment"))
-    return f"{by} {verb} {step}" + (f": “{comment}”" if comment else ".")
+    via = f" (via {data['surface']})" if data.get("surface") else ""
+    return f"{by} {verb} {step}{via}" + (f": “{comment}”" if comment else ".")
+
+
+def _approval_counted(step: str, data: dict) -> str:
+    """One approval of a quorum still short (runs.decisions._short_of_quorum)."""
+    by = data.get("by") or "someone"
+    count = f"{data.get('approvals')} of {data.get('needed')}"
+    return f"{by} approved “{data.get('decision')}” at {step}: {count} approvals, still waiting."

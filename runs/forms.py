@@ -48,7 +48,15 @@ class RunFilterForm(forms.Form):
 class ApproveForm(forms.Form):
     comment = LineText(what="Feedback")
     decision = forms.CharField(required=False, max_length=100)
+    digest = forms.CharField(required=False, max_length=64)
+
+
+class RespondForm(forms.Form):
+    decision = forms.CharField(max_length=100)
+    text = LineText(what="The text")
+    digest = forms.CharField(required=False, max_length=64)
 
 
 class RejectForm(forms.Form):
     reason = LineText(what="A reason")
+    digest = forms.CharField(required=False, max_length=64)

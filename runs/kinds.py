@@ -183,8 +183,13 @@ class LoopKind:
 
         apply_kernel_decision(run, gate, node_run, status, actor)
 
-    def check_decision(self, run, gate, action: str, comment: str) -> None:
+    def check_decision(self, run, gate, status: str) -> None:
         """Before a decision is recorded: raise a services error to refuse it."""
+
+    def review_parts(self, run, gate) -> dict[str, str]:
+        """What this kind's gate shows beside the answer and the artifacts (runs.review),
+        as words naming each part and its hash; none by default."""
+        return {}
 
     def begin_iteration(self, run, node_run, number: int, *, feedback="", after_gate=False):
         """Start iteration `number` of a looping node (after a gate's feedback, or when a

@@ -67,7 +67,7 @@ def run_change_events(kinds: set[str]) -> list[str]:
         names.append("iterations-changed")
     if any(is_crumb(k) for k in kinds) or "run_catch_up" in kinds:
         names.append("loops-changed")
-    if kinds & {"approval_requested", "gate_decided", "gate_reminded"} or any(
+    if kinds & {"approval_requested", "gate_decided", "gate_reminded", "gate_escalated"} or any(
         k.startswith("run_") for k in kinds
     ):
         names.append("gate-changed")

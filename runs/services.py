@@ -29,9 +29,11 @@ from runs.decisions import (  # noqa: F401 - the gate services, re-exported
     check_room_to_iterate,
     decide,
     gate_for_decision,
+    offered,
     pending_gate,
     recorded_decisions,
     reject,
+    respond,
 )
 from runs.errors import (
     AlreadyDecided,

@@ -17,3 +17,7 @@ gate_opened = Signal()
 # A gate's deadline passed and the sweep recorded its one reminder (`Gate.remind`):
 # run=, gate=, now= (the sweep's clock, which the reminder's wording counts from).
 gate_reminded = Signal()
+
+# A gate's first deadline passed and it names `escalate_to` (the sweep): run=, gate=, now=.
+# Receivers tell those groups and people (notifications mails them their decision links).
+gate_escalated = Signal()

@@ -30,4 +30,5 @@ urlpatterns = [
     path("runs/<int:run_id>/budget/", views_history.run_budget_change, name="run_budget"),
     path("runs/<int:run_id>/gates/<int:gate_id>/approve/", views.gate_approve, name="gate_approve"),
     path("runs/<int:run_id>/gates/<int:gate_id>/reject/", views.gate_reject, name="gate_reject"),
+    path("runs/<int:run_id>/gates/<int:gate_id>/respond/", views.gate_respond, name="gate_respond"),
 ]

@@ -13,7 +13,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from console.permissions import operator_required, viewer_required
 from runs import kinds, queries, services
-from runs.forms import ApproveForm, RejectForm, RunFilterForm
+from runs.forms import ApproveForm, RejectForm, RespondForm, RunFilterForm
 from runs.models import Gate, Run
 
 
@@ -339,10 +339,31 @@ def gate_approve(request, run_id, gate_id):
             request.actor,
             comment=form.cleaned_data["comment"],
             decision=form.cleaned_data["decision"],
+            digest=form.cleaned_data["digest"],
         )
         return _decision_notice(decided)
 
     return act(request, run, approve, "gate", draft=request.POST.get("comment", ""))
+
+
+@require_POST
+@operator_required
+def gate_respond(request, run_id, gate_id):
+    """One of the gate's offered decisions, by id (a gate that declares its own)."""
+    run = run_or_404(run_id)
+    form = RespondForm(request.POST)
+
+    def respond():
+        if not form.is_valid():
+            raise services.ServiceError(_form_errors(form) + " The gate is still waiting.")
+        gate = services.gate_for_decision(run, gate_id)
+        data = form.cleaned_data
+        decided = services.respond(
+            gate.pk, request.actor, data["decision"], text=data["text"], digest=data["digest"]
+        )
+        return _decision_notice(decided)
+
+    return act(request, run, respond, "gate", draft=request.POST.get("text", ""))
 
 
 @require_POST
@@ -355,13 +376,25 @@ def gate_reject(request, run_id, gate_id):
         if not form.is_valid():
             raise services.ServiceError(_form_errors(form) + " The gate is still waiting.")
         gate = services.gate_for_decision(run, gate_id)
-        services.reject(gate.pk, request.actor, reason=form.cleaned_data["reason"])
+        services.reject(
+            gate.pk,
+            request.actor,
+            reason=form.cleaned_data["reason"],
+            digest=form.cleaned_data["digest"],
+        )
         return f"Rejected at {gate.node_id}."  # the reason: once, in the run's header
 
     return act(request, run, reject, "gate", draft_reason=request.POST.get("reason", ""))
 
 
 def _decision_notice(gate: Gate) -> str:
+    if gate.is_pending:  # a quorum still short
+        return (
+            f"Your approval is counted: {gate.approvals_given()} of {gate.approvals_needed}. "
+            "The gate waits for the others."
+        )
+    if gate.decisions and gate.kind == Gate.Kind.LOOP:
+        return f"Decided “{gate.decision_label}” at {gate.node_id}."
     if gate.kind == Gate.Kind.LOOP and gate.iteration_id is None:  # a step machine's human.wait
         if gate.status == Gate.Status.ACCEPTED:
             return f"Accepted at {gate.node_id}: the run goes on."

@@ -97,7 +97,40 @@ def _gate_option_problems(tree: ast.Module) -> list[Problem]:
                         f"GateOptions.{keyword.arg}", where.lineno, where.col_offset + 1, problem
                     )
                 )
+        problems += _escalation_problems(node)
     return problems
+
+
+def _escalation_problems(call: ast.Call) -> list[Problem]:
+    """`GateOptions(escalate_to=..., escalate_after=...)`, by the rules of a recipe's
+    escalate_to / escalate_after. A value that is not a literal is checked when the loop
+    is built; here it only counts as given."""
+    from runs.engine.deadlines import escalation_problems
+
+    given = {keyword.arg: keyword.value for keyword in call.keywords if keyword.arg}
+    if "escalate_to" not in given and "escalate_after" not in given:
+        return []
+
+    def written(name: str, stand_in):
+        if name not in given:
+            return None
+        try:
+            return ast.literal_eval(given[name])
+        except (ValueError, TypeError, SyntaxError):
+            return stand_in
+
+    found = escalation_problems(
+        written("timeout", "1h"), written("escalate_to", "someone"), written("escalate_after", "1h")
+    )
+    return [
+        Problem(
+            f"GateOptions.{name}",
+            given.get(name, call).lineno,
+            given.get(name, call).col_offset + 1,
+            problem.replace("gate_timeout", "timeout"),
+        )
+        for name, problem in found
+    ]
 
 
 def _agents_without_provider(tree: ast.Module) -> list[Problem]:

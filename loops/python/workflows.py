@@ -69,15 +69,21 @@ class GateOptions:
     """`LoopWorkflow(gate=GateOptions(...))`: when to ask (`when(result, iteration)`, else
     after every iteration) and a deadline, as a recipe's `gate_timeout` / `on_timeout`:
     `timeout` is a duration ("30m", "2h", "1d", or a timedelta), `on_timeout` one of
-    "remind" (the default), "reject" or "fail" — never "approve"."""
+    "remind" (the default), "reject" or "fail" — never "approve". `escalate_to` (group or
+    user names) are told at that deadline, which then moves on by `escalate_after` (a
+    duration), as a recipe's escalate_to / escalate_after."""
 
-    def __init__(self, *, when=None, timeout=None, on_timeout=None):
+    def __init__(
+        self, *, when=None, timeout=None, on_timeout=None, escalate_to=None, escalate_after=None
+    ):
         if when is not None and not callable(when):
             raise TypeError("GateOptions(when=...) must be a callable when(result, iteration)")
         if on_timeout is not None and timeout is None:
             raise ValueError("GateOptions(on_timeout=...) needs a timeout (how long it waits)")
         self.when = when
-        self.deadline = GateDeadline.parse(timeout, on_timeout)
+        self.deadline = GateDeadline.parse(
+            timeout, on_timeout, escalate_to=escalate_to, escalate_after=escalate_after
+        )
 
     def wanted(self, result, iteration: int) -> bool:
         return True if self.when is None else bool(self.when(result, iteration))

@@ -21,7 +21,7 @@ from loops.stepmachine.spec import (
     STEP_KINDS,
     TRIGGER_KINDS,
 )
-from recipes.formats.field_rules import check_gate_deadline, check_input
+from recipes.formats.field_rules import THENS, check_decisions, check_gate_deadline, check_input
 from recipes.formats.rule_context import ID_PATTERN, RuleContext, is_blank
 from recipes.formats.sandbox import check_sandbox_fields
 from recipes.problems import child_path, short_repr
@@ -42,6 +42,7 @@ ROLE_FIELDS = ("provider", "mode", "isolation", "instructions", "session_reuse",
 POLICY_FIELDS = "max_rounds max_ticks max_sessions stale_after_ms merge_policy auto_approve".split()
 STEP_FIELDS = (
     "id kind role prompt branch from on status next select event_kind gates gate_timeout on_timeout"
+    " escalate_to escalate_after timeout_decision decisions approvals"
 ).split()
 GATE_FIELDS = ("name", "command")
 RECIPE_ID = r"[a-z0-9]+(?:[-_][a-z0-9]+)*"
@@ -57,7 +58,18 @@ NEEDS = {
     "loop.status": ("status",),
     "loop.event": ("event_kind",),
 }
-MAY = {"session.create": ("branch",), "human.wait": ("gate_timeout", "on_timeout")}
+MAY = {
+    "session.create": ("branch",),
+    "human.wait": (
+        "gate_timeout",
+        "on_timeout",
+        "escalate_to",
+        "escalate_after",
+        "timeout_decision",
+        "decisions",
+        "approvals",
+    ),
+}
 ON_KEYS = {"handoff.wait": HANDOFF_STATUSES, "gates.run": GATE_RESULTS}
 TEMPLATE_FIELDS = ("prompt", "branch")
 
@@ -413,6 +425,7 @@ def _check_step(raw, path, label, ids, roles, ctx: RuleContext) -> dict:
             _template(raw[name], child_path(path, name), label, ctx)
     out = {k: v for k, v in raw.items() if k in STEP_FIELDS and v is not None}
     if kind == "human.wait":
+        check_decisions(out, path, label, ctx, THENS["loop"])
         check_gate_deadline(out, path, label, ctx, has_gate=True)
     if kind == "gates.run":
         out["gates"] = _check_gates(raw.get("gates"), child_path(path, "gates"), label, ctx)

@@ -91,6 +91,23 @@ def head(workdir: str | Path, ref: str = "HEAD") -> str:
     return _ok(git("rev-parse", "--verify", f"{ref}^{{commit}}", cwd=workdir), f"{ref}").strip()
 
 
+def branch_heads(repository: str | Path) -> dict[str, str]:
+    """Each branch's head, as a reviewer's digest names it ("the branch work": its commit);
+    read by the console's git, confined: the repository's branches are an agent's work."""
+    if not is_repository(repository):
+        return {}
+    found = git(
+        "for-each-ref",
+        "--format=%(refname:short) %(objectname)",
+        "refs/heads",
+        cwd=repository,
+        confined=True,
+        repository=repository,
+    )
+    heads = (line.rsplit(" ", 1) for line in found.stdout.splitlines() if " " in line)
+    return {f"the branch {name}": commit for name, commit in heads}
+
+
 def check_branch(repository: str | Path, name: str) -> str:
     name = (name or "").strip()
     if not name or name.startswith("-"):

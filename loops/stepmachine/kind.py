@@ -12,7 +12,7 @@ from recipes.problems import LoadResult
 from runs.fork import Continuation
 from runs.kinds import LoopKind
 
-from . import demo, forking, machine, runner, start, surfaces, sweep, tasks, turns  # noqa: F401  (tasks: registers the Celery task)
+from . import demo, forking, git, machine, runner, start, surfaces, sweep, tasks, turns  # noqa: F401  (tasks: registers the Celery task)
 from .format import parse_planeai
 from .spec import MACHINE_KIND, RECIPE_KIND, SCHEMA, SESSION_KIND
 
@@ -112,6 +112,9 @@ class StepMachineKind(LoopKind):
             # Templates read the message as `goal` when no goal is given (context.run_inputs).
             "message_is_command": "goal" in commands,
         }
+
+    def review_parts(self, run, gate):
+        return git.branch_heads(run.workdir) if run.workdir else {}
 
     def gate_decided(self, run, gate, node_run, status, actor):
         runner.gate_decided(run, gate, node_run, status, actor)

@@ -221,6 +221,8 @@ def _apply(run, row, state: MachineState, step, outcome, report: TickReport):
             kind=Gate.Kind.LOOP,  # empty approve accepts; feedback continues; reject stops
             message=outcome.message,
             fired=["human.wait"],
+            decisions=step.decisions,
+            approvals=step.approvals,
             label=step.id,
             deadline=GateDeadline.of(step),  # its gate_timeout / on_timeout, if any
         )

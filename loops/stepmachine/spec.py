@@ -9,7 +9,7 @@ other node; each role's sessions are rows of kind ``session``.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -136,6 +136,12 @@ class StepSpec(_Spec):
     gates: list[GateCommandSpec] = Field(default_factory=list)
     gate_timeout: Text | None = None  # a human.wait's deadline (runs.engine.deadlines)
     on_timeout: OnTimeout | None = None
+    escalate_to: list[Text] | None = None
+    escalate_after: Text | None = None
+    timeout_decision: Text | None = None
+    # A human.wait's own decisions ({id, label, text_required, then}) and its quorum.
+    decisions: list[dict[str, Any]] = Field(default_factory=list)
+    approvals: int = 1
 
     model_config = ConfigDict(
         strict=True, extra="ignore", protected_namespaces=(), populate_by_name=True

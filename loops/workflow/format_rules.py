@@ -107,8 +107,29 @@ def _shell_references(node: NodeSite, ctx: RuleContext) -> None:
             ctx.warnings.extend(warnings)
 
 
+def _no_gate_when_unattended(node: NodeSite, ctx: RuleContext) -> None:
+    """An unattended recipe's runs have nobody to decide: a gate in one would wait forever."""
+    if not ctx.workflow_unattended:
+        return
+    gate = "an approval" if node.kind == "approval" else ""
+    for block in ("loop", "loop_group"):
+        if isinstance(node.raw.get(block), dict) and node.raw[block].get("interactive") is True:
+            gate = f"an interactive {block}"
+    if gate:
+        ctx.error(
+            node.path,
+            f"{node.label} is {gate}, a gate: an unattended recipe (unattended: true) may "
+            "not contain one, nobody would decide it",
+        )
+
+
 # Rules that report about every node (top level and loop_group bodies), in this order.
-NODE_RULES: list[NodeRule] = [_timeout_applies, _shell_references, check_loop_prev_references]
+NODE_RULES: list[NodeRule] = [
+    _timeout_applies,
+    _shell_references,
+    check_loop_prev_references,
+    _no_gate_when_unattended,
+]
 
 
 # ------------------------------------------------------------------------ top level
@@ -120,6 +141,7 @@ def check_workflow(data: dict, ctx: RuleContext) -> dict:
             ctx.warn(child_path("", key), f"unknown top-level field {short_repr(key)} is ignored")
     cleaned = {k: v for k, v in data.items() if k in TOP_LEVEL_FIELDS}
     ctx.workflow_interactive = data.get("interactive") is True
+    ctx.workflow_unattended = data.get("unattended") is True
 
     if data.get("name") is None:
         ctx.error("name", "a workflow needs a 'name'")

@@ -57,8 +57,8 @@ class WorkflowKind(LoopKind):
         _node_shell_parts(spec.nodes, "nodes.", parts)
         return parts
 
-    def check_decision(self, run, gate, action, comment):
-        check_room_to_iterate(run, gate, action, comment)
+    def check_decision(self, run, gate, status):
+        check_room_to_iterate(run, gate, status)
 
     def begin_iteration(self, run, node_run, number, *, feedback="", after_gate=False):
         if node_run.kind == NodeRun.Kind.LOOP_GROUP:  # its body runs again

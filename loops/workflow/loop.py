@@ -27,6 +27,7 @@ from runs.providers.base import Cancelled, ProviderBusy, ProviderError
 from runs.sandbox import run_process
 
 from .scoring import stop_firing, take_score
+from .spec import gate_decisions
 
 log = logging.getLogger(__name__)
 
@@ -328,6 +329,8 @@ def settle_loop(
             message=message,
             iteration=it,
             fired=fired,
+            decisions=gate_decisions(loop.decisions),
+            approvals=loop.approvals,
             deadline=GateDeadline.of(loop),
             columns=columns,
         )

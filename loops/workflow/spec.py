@@ -66,6 +66,9 @@ class RetrySpec(_Spec):
 class DecisionSpec(_Spec):
     id: Text
     label: Text
+    text_required: bool = False
+    # What it does to its gate: a loop's complete / iterate / fail; an approval's approve.
+    then: Literal["complete", "iterate", "fail", "approve"] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -77,12 +80,23 @@ class DecisionSpec(_Spec):
         return data
 
 
+def gate_decisions(decisions: list[DecisionSpec]) -> list[dict]:
+    """Declared decisions as a Gate keeps them (runs.models.Gate.offered_decisions)."""
+    return [d.model_dump(exclude_none=True) for d in decisions]
+
+
 class ApprovalSpec(_Spec):
     message: Text
     decisions: list[DecisionSpec] = Field(default_factory=list)
+    approvals: PositiveInt = 1
     capture_response: bool = False
     gate_timeout: Text | None = None
     on_timeout: OnTimeout | None = None
+    # At the first deadline tell these (groups or users), then wait escalate_after more.
+    escalate_to: list[Text] | None = None
+    escalate_after: Text | None = None
+    # A declared decision the deadline takes instead of on_timeout (runs.engine.deadlines).
+    timeout_decision: Text | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -105,6 +119,14 @@ class LoopSpec(_Spec):
     signal_completes: bool = False
     gate_timeout: Text | None = None
     on_timeout: OnTimeout | None = None
+    # At the first deadline tell these (groups or users), then wait escalate_after more.
+    escalate_to: list[Text] | None = None
+    escalate_after: Text | None = None
+    # A declared decision the deadline takes instead of on_timeout (runs.engine.deadlines).
+    timeout_decision: Text | None = None
+    # A gate's own decisions ({id, label, text_required, then}) and its quorum.
+    decisions: list[DecisionSpec] = Field(default_factory=list)
+    approvals: PositiveInt = 1
     # How each iteration is scored and the rules its scores stop it by, as
     # recipes.formats.scoring stores them.
     score: dict[str, Any] | None = None
@@ -121,6 +143,14 @@ class LoopGroupSpec(_Spec):
     signal_completes: bool = False
     gate_timeout: Text | None = None
     on_timeout: OnTimeout | None = None
+    # At the first deadline tell these (groups or users), then wait escalate_after more.
+    escalate_to: list[Text] | None = None
+    escalate_after: Text | None = None
+    # A declared decision the deadline takes instead of on_timeout (runs.engine.deadlines).
+    timeout_decision: Text | None = None
+    # A gate's own decisions ({id, label, text_required, then}) and its quorum.
+    decisions: list[DecisionSpec] = Field(default_factory=list)
+    approvals: PositiveInt = 1
     nodes: list[NodeSpec] = Field(min_length=1)
 
     def layers(self) -> list[list[str]]:
@@ -183,6 +213,8 @@ class WorkflowSpec(_Spec):
     interactive: bool = False
     # "others": the person who started a run may not approve its gates (four eyes).
     approvers: Literal["anyone", "others"] = "anyone"
+    # Runs no person watches (a schedule's, a webhook's): no gate may wait in one.
+    unattended: bool = False
     provider: Text | None = None
     model: Text | None = None
     # The repository's default assistant (`.archon/config.yaml`): the provider of agent

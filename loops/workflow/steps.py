@@ -33,6 +33,7 @@ from . import group as group_exec
 from . import loop as loop_exec
 from . import subrun
 from .script import run_script
+from .spec import gate_decisions
 
 
 def start(run: Run, row: NodeRun) -> None:
@@ -52,7 +53,7 @@ def start(run: Run, row: NodeRun) -> None:
         with transaction.atomic():
             run = lock_run(run.pk)
             row.refresh_from_db()
-            decisions = [{"id": d.id, "label": d.label} for d in node.approval.decisions]
+            decisions = gate_decisions(node.approval.decisions)
             try:
                 message = substitute(node.approval.message, build_context(run, spec, row))
             except VariableError as exc:
@@ -63,6 +64,7 @@ def start(run: Run, row: NodeRun) -> None:
                 kind=Gate.Kind.APPROVAL,
                 message=message,
                 decisions=decisions,
+                approvals=node.approval.approvals,
                 deadline=GateDeadline.of(node.approval),
             )
     elif node.kind == NodeRun.Kind.CANCEL:

@@ -19,7 +19,12 @@ from recipes.formats.rule_context import (
 )
 from recipes.formats.scoring import check_score, check_stop
 from recipes.problems import child_path, short_repr
-from runs.engine.deadlines import on_timeout_problem
+from runs.engine.deadlines import (
+    escalation_names,
+    escalation_problems,
+    on_timeout_problem,
+    timeout_decision_problem,
+)
 from runs.engine.durations import DurationError, parse_duration
 
 
@@ -73,18 +78,7 @@ def check_approval(value: Any, path: str, ctx: RuleContext, label: str = "approv
         if key not in APPROVAL_FIELDS:
             ctx.warn(child_path(path, key), f"approval: unknown field {short_repr(key)} is ignored")
     require_text(value, "message", path, ctx, "an approval needs a message")
-    decisions = value.get("decisions")
-    if isinstance(decisions, list):
-        seen: set[str] = set()
-        for j, decision in enumerate(decisions):
-            ident = decision.get("id") if isinstance(decision, dict) else decision
-            if isinstance(ident, str):
-                if ident in seen:
-                    ctx.error(
-                        child_path(child_path(path, "decisions"), j),
-                        f"duplicate decision {short_repr(ident)}",
-                    )
-                seen.add(ident)
+    check_decisions(value, path, label, ctx, THENS["approval"])
     out = drop_nulls({k: v for k, v in value.items() if k in APPROVAL_FIELDS}, ("message",))
     check_gate_deadline(out, path, label, ctx, has_gate=True)
     return out
@@ -116,6 +110,64 @@ def check_gate_deadline(block: dict, path: str, label: str, ctx: RuleContext, ha
                 child_path(path, "on_timeout"),
                 f"{label}: on_timeout needs a gate_timeout (how long the gate waits)",
             )
+    check_escalation(block, path, label, ctx, timeout)
+    decision = block.get("timeout_decision")
+    declared = block.get("decisions")
+    if problem := timeout_decision_problem(
+        decision, declared, gate_timeout=timeout, on_timeout=action
+    ):
+        ctx.error(child_path(path, "timeout_decision"), f"{label}: {problem}")
+        block.pop("timeout_decision", None)
+
+
+def check_escalation(block: dict, path: str, label: str, ctx: RuleContext, timeout) -> None:
+    """`escalate_to` (group or user names) and `escalate_after` (the second deadline), by
+    the rules of runs.engine.deadlines; each refusal on its field's line, the field dropped."""
+    problems = escalation_problems(timeout, block.get("escalate_to"), block.get("escalate_after"))
+    for name, problem in problems:
+        ctx.error(child_path(path, name), f"{label}: {problem}")
+    for name, _problem in problems:
+        block.pop(name, None)
+    if block.get("escalate_to") is not None:
+        block["escalate_to"] = list(escalation_names(block["escalate_to"]))
+
+
+# What a declared decision may do (`then:`), by the gate that declares it.
+THENS = {"approval": ("approve",), "loop": ("complete", "iterate", "fail")}
+
+
+def check_decisions(
+    block: dict, path: str, label: str, ctx: RuleContext, thens, *, is_gate: bool = True
+) -> None:
+    """A gate's `decisions:` (each `{id, label, text_required, then}`; ids unique, `then`
+    one of `thens`) and `approvals:` (how many different people must approve)."""
+    decisions = block.get("decisions")
+    where = child_path(path, "decisions")
+    if decisions is not None and not isinstance(decisions, list):
+        ctx.error(where, f"{label}: decisions is a list ({{id, label}} each)")
+    seen: set[str] = set()
+    for j, decision in enumerate(decisions if isinstance(decisions, list) else []):
+        ident = decision.get("id") if isinstance(decision, dict) else decision
+        if isinstance(ident, str):
+            if ident in seen:
+                ctx.error(child_path(where, j), f"duplicate decision {short_repr(ident)}")
+            seen.add(ident)
+        then = decision.get("then") if isinstance(decision, dict) else None
+        if then is not None and then not in thens:
+            ctx.error(
+                child_path(child_path(where, j), "then"),
+                f"{label}: then: {short_repr(then)} is not one of {', '.join(thens)}",
+            )
+    approvals = block.get("approvals")
+    if approvals is not None and (
+        isinstance(approvals, bool) or not isinstance(approvals, int) or approvals < 1
+    ):
+        ctx.error(child_path(path, "approvals"), f"{label}: approvals is a whole number, 1 or more")
+    if (decisions or approvals is not None) and not is_gate:
+        ctx.error(
+            where if decisions else child_path(path, "approvals"),
+            f"{label}: decisions and approvals belong to a gate (interactive: true)",
+        )
 
 
 # ------------------------------------------------------------------- loop controls
@@ -147,6 +199,8 @@ def check_controls(block: dict, path: str, label: str, ctx: RuleContext, what: s
                 f"{label}: interactive {what}, but the workflow itself is not interactive; "
                 "add 'interactive: true' at the top level or the gate will not pause correctly",
             )
+    is_gate = block.get("interactive") is True
+    check_decisions(block, path, label, ctx, THENS["loop"], is_gate=is_gate)
     if block.get("signal_completes") is True and block.get("interactive") is not True:
         ctx.warn(
             child_path(path, "signal_completes"),

@@ -60,10 +60,16 @@ TOP_LEVEL_FIELDS = frozenset(
         "nodes",
         "returns",
         "approvers",
+        "unattended",
         "network",
         "limits",
     }
 )
+# A gate deadline's escalation and its own decision (runs.engine.deadlines), beside
+# gate_timeout / on_timeout wherever a gate is declared.
+DEADLINE_FIELDS = ("escalate_to", "escalate_after", "timeout_decision")
+# A gate's declared decisions and its quorum (recipes.formats.field_rules.check_decisions).
+DECISION_FIELDS = ("decisions", "approvals")
 _CONTROL_FIELDS = (
     "until",
     "until_bash",
@@ -74,12 +80,21 @@ _CONTROL_FIELDS = (
     "signal_completes",
     "gate_timeout",
     "on_timeout",
+    *DEADLINE_FIELDS,
+    *DECISION_FIELDS,
 )
 LOOP_FIELDS = frozenset({"prompt", "command", "until_field", "score", "stop", *_CONTROL_FIELDS})
 GROUP_FIELDS = frozenset({"nodes", *_CONTROL_FIELDS})
 INPUT_FIELDS = frozenset({"type", "label", "description", "required", "default", "options"})
 APPROVAL_FIELDS = frozenset(
-    {"message", "decisions", "capture_response", "gate_timeout", "on_timeout"}
+    {
+        "message",
+        "capture_response",
+        "gate_timeout",
+        "on_timeout",
+        *DEADLINE_FIELDS,
+        *DECISION_FIELDS,
+    }
 )
 
 ID_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
@@ -98,6 +113,8 @@ class RuleContext:
     aliases: dict[str, tuple[list[str], str]] = field(default_factory=dict)
     block_providers: dict[str, Any] = field(default_factory=dict)
     workflow_interactive: bool = False
+    # `unattended: true`: no gate may wait in its runs (the node rule refuses each).
+    workflow_unattended: bool = False
     # Whether something answers for agent nodes that name no provider (a default provider
     # configured in the admin or the settings); when not, such a recipe cannot run.
     provider_fallback: bool = True

@@ -44,6 +44,12 @@ class NodeOutput:
     text: str
     structured: dict | list | None = None
     schema: dict | None = None
+    # A gate's node: its structured decision ({decision, text, by, via}), read by field.
+    decided: dict | None = None
+
+
+# Where a node's state keeps its gate's decision (runs.decisions.decided_state).
+DECIDED = "decided"
 
 
 @dataclass
@@ -114,6 +120,8 @@ def resolve_field(out: NodeOutput | None, node_id: str, field_name: str, *, ref:
     """Strict ``.field`` access on a node output; ``ref`` names the reference in errors."""
     if out is None:
         return ""
+    if out.decided and field_name in out.decided:
+        return render_value(out.decided[field_name])
     schema = out.schema if isinstance(out.schema, dict) else None
     props = schema.get("properties") if schema else None
     if isinstance(props, dict) and field_name not in props:

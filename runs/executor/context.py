@@ -8,6 +8,7 @@ from pathlib import Path
 from django.conf import settings
 
 from runs.engine.variables import (
+    DECIDED,
     NodeOutput,
     VarContext,
     VariableError,
@@ -42,7 +43,8 @@ def step_sandbox(run, spec, node) -> Confinement:
 def _output(row: NodeRun, schema) -> NodeOutput:
     if row.status != NodeRun.Status.COMPLETED:
         return NodeOutput(text="", structured=None, schema=schema)
-    return NodeOutput(text=row.output, structured=row.structured, schema=schema)
+    decided = (row.state or {}).get(DECIDED)
+    return NodeOutput(row.output, row.structured, schema, decided=decided)
 
 
 class LazyOutputs(dict):

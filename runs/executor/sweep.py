@@ -29,7 +29,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from runs import dispatch, kinds
-from runs.actor import SWEEP
+from runs.actor import DEADLINE, SWEEP
 from runs.engine.durations import say_duration
 from runs.errors import ServiceError
 from runs.models import Gate, Iteration, NodeRun, Run
@@ -61,7 +61,16 @@ def sweep(now=None) -> dict:
         # A dropped connection costs this pass one retry on a new one, not the sweep: every
         # action is conditional on what the pass saw, so one done twice does nothing.
         on_fresh_connection(sweep_pass)
-    keys = ("requeued", "failed", "resent", "advanced", "reminded", "timed_out", "stale")
+    keys = (
+        "requeued",
+        "failed",
+        "resent",
+        "advanced",
+        "escalated",
+        "reminded",
+        "timed_out",
+        "stale",
+    )
     result = {key: counts[key] for key in keys}
     if any(result.values()):
         log.info("sweep: %s", ", ".join(f"{k} {v}" for k, v in result.items() if v))
@@ -160,12 +169,23 @@ def stalled_runs(stale, counts: Counter) -> None:
 
 
 def overdue_gates(now, counts: Counter) -> None:
-    """Gates whose deadline passed: one reminder (the gate keeps waiting), a reject (the
-    step fails as if a person rejected it) or a failed run. Each is claimed by a
-    conditional UPDATE of the gate, so two sweepers act once."""
+    """Gates whose deadline passed: an escalation (`escalate_to` are told and a second
+    deadline starts), then the gate's own declared decision (`timeout_decision`, taken "by
+    the deadline"), one reminder (the gate keeps waiting), a reject (the step fails as if a
+    person rejected it) or a failed run. Each is claimed by a conditional UPDATE of the
+    gate, so two sweepers act once."""
     for gate in Gate.objects.overdue(now).select_related("iteration"):
-        waited = say_duration(gate.timeout_seconds or (now - gate.created_at).total_seconds())
-        reason = f"no decision within {waited} (gate_timeout)"
+        if gate.escalate_to and gate.escalated_at is None:
+
+            def escalate(run, gate=gate):
+                counts["escalated"] += gate.escalate(run, SWEEP, now)
+
+            take_back(gate, escalate)
+            continue
+        reason = no_decision(gate, now)
+        if gate.timeout_decision:
+            counts["timed_out"] += decide_for_the_deadline(gate, reason)
+            continue
         if gate.on_timeout == Gate.OnTimeout.REJECT:
             from runs import services
 
@@ -185,3 +205,30 @@ def overdue_gates(now, counts: Counter) -> None:
                 counts["reminded"] += 1
 
         take_back(gate, act)
+
+
+def no_decision(gate: Gate, now) -> str:
+    """Why the deadline acts, as the gate's comment and the run's error say it: the whole
+    wait, both deadlines when the gate was escalated."""
+    if gate.escalated_at is not None:
+        waited = say_duration((gate.timeout_seconds or 0) + (gate.escalate_seconds or 0))
+        return f"no decision within {waited} (gate_timeout, then escalate_after)"
+    waited = say_duration(gate.timeout_seconds or (now - gate.created_at).total_seconds())
+    return f"no decision within {waited} (gate_timeout)"
+
+
+def decide_for_the_deadline(gate: Gate, reason: str) -> int:
+    """Take the gate's `timeout_decision` as "the deadline", through the one verb every
+    surface decides with; the recipe's rules made sure it neither completes nor ships."""
+    from runs import services
+
+    try:
+        services.respond(gate.pk, DEADLINE, gate.timeout_decision, text=reason)
+    except ServiceError as exc:
+        # Decided (or the run ended) meanwhile; anything else stays in the log each sweep.
+        if Gate.objects.filter(pk=gate.pk, status=Gate.Status.PENDING).exists():
+            log.warning(
+                "gate %s: the deadline could not decide %r: %s", gate.pk, gate.timeout_decision, exc
+            )
+        return 0
+    return 1

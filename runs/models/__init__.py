@@ -1,5 +1,5 @@
 from .events import RunEvent
-from .gate import Gate
+from .gate import Gate, GateResponse
 from .iteration import Iteration
 from .node import NodeRun
 from .provider import Conversation, ProviderConfig
@@ -10,6 +10,7 @@ __all__ = [
     "NodeRun",
     "Iteration",
     "Gate",
+    "GateResponse",
     "RunEvent",
     "ProviderConfig",
     "Conversation",

@@ -1,7 +1,10 @@
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
+from django.utils.functional import cached_property
 
 from runs.errors import AlreadyDecided, Conflict, NotFound, ServiceError
 
@@ -36,14 +39,39 @@ class GateQuerySet(models.QuerySet):
         raise Conflict(f"Run {run.pk} is {run.status_word} and has no gate waiting.")
 
     def overdue(self, now):
-        """Pending gates past their deadline that still have something to do: a reminder
-        not yet sent, or a reject / fail (the `gate_deadline` index: status, then time)."""
+        """Pending gates past their deadline that still have something to do: an
+        escalation not yet made, a declared decision to take, a reminder not yet sent, or
+        a reject / fail (the `gate_deadline` index: status, then time). An escalated gate's
+        deadline is its second one (`Gate.escalate` moved it)."""
+        to_escalate = ~Q(escalate_to=[]) & Q(escalated_at__isnull=True)
         return self.filter(
             status=Gate.Status.PENDING, deadline_at__isnull=False, deadline_at__lte=now
-        ).filter(~Q(on_timeout=Gate.OnTimeout.REMIND) | Q(reminded_at__isnull=True))
+        ).filter(
+            to_escalate
+            | ~Q(timeout_decision="")
+            | ~Q(on_timeout=Gate.OnTimeout.REMIND)
+            | Q(reminded_at__isnull=True)
+        )
 
 
 REJECT_NEEDS_A_REASON = "Say why you reject: the reason stays on the run."
+
+# What a declared decision does to its gate (`then:`): a loop's decisions complete,
+# iterate or fail it; an approval's approve (the node completes with the decision's id).
+THEN_STATUS = {
+    "complete": "accepted",
+    "approve": "accepted",
+    "iterate": "iterated",
+    "fail": "rejected",
+    "reject": "rejected",
+}
+
+
+def decision(id_, label, then, text_required=False) -> dict:
+    return {"id": id_, "label": label, "text_required": text_required, "then": then}
+
+
+REJECT = decision("reject", "Reject", "reject", text_required=True)
 
 
 class Gate(models.Model):
@@ -78,6 +106,8 @@ class Gate(models.Model):
         MCP = "mcp"  # an orchestrating agent, through the MCP server
         ENGINE = "engine"
         SWEEP = "sweep"
+        LINK = "link"  # a signed decision link, from a mail or a webhook's notification
+        SLACK = "slack"  # a button of the gate's Slack message
 
     # The kinds of gate whose decisions are the ones it declares (`decisions`).
     DECLARES = (Kind.APPROVAL, Kind.BUDGET)
@@ -113,6 +143,19 @@ class Gate(models.Model):
     carried_from = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="carried_copies"
     )
+    # What the reviewer is shown, hashed when the gate opens (runs.review): a decision made
+    # on other content than today's is refused. `digest_parts` says which part changed.
+    digest = models.CharField(max_length=64, blank=True)
+    digest_parts = models.JSONField(default=dict, blank=True)
+    # Quorum: how many distinct people must approve (GateResponse rows count them).
+    approvals_needed = models.PositiveSmallIntegerField(default=1)
+    # Escalation: at the first deadline these (group or user names) are told, and the
+    # deadline moves on by `escalate_seconds`; at that second one `on_timeout` acts.
+    escalate_to = models.JSONField(default=list, blank=True)
+    escalate_seconds = models.PositiveIntegerField(null=True, blank=True)
+    escalated_at = models.DateTimeField(null=True, blank=True)
+    # A declared decision the deadline takes instead of on_timeout (never one that completes).
+    timeout_decision = models.CharField(max_length=100, blank=True)
 
     objects = GateQuerySet.as_manager()
 
@@ -159,6 +202,53 @@ class Gate(models.Model):
         if self.decided_by_name:
             return self.decided_by_name
         return self.decided_by.get_username() if self.decided_by_id else ""
+
+    # --- the decisions it offers: every surface reads them here (runs.decisions.respond) --
+
+    @property
+    def offered_decisions(self) -> list[dict]:
+        """What a reviewer may answer, each `{id, label, text_required, then}`: the gate's
+        declared decisions (an approval's keep `reject` beside them), else the default set
+        of its kind."""
+        declared = [self._declared(d) for d in self.decisions or [] if isinstance(d, dict)]
+        if self.kind == self.Kind.LOOP:
+            return declared or self._loop_defaults()
+        if self.kind == self.Kind.APPROVAL:
+            return (declared or [decision("approve", "Approve", "approve")]) + [REJECT]
+        return declared + [REJECT]
+
+    def _declared(self, choice: dict) -> dict:
+        default_then = "complete" if self.kind == self.Kind.LOOP else "approve"
+        return decision(
+            choice["id"],
+            choice.get("label") or choice["id"],
+            choice.get("then") or default_then,
+            bool(choice.get("text_required")),
+        )
+
+    def _loop_defaults(self) -> list[dict]:
+        reject = decision("reject", "Reject", "fail", text_required=True)
+        if not self.completion_signaled:
+            return [decision("continue", "Continue", "iterate"), reject]
+        return [
+            decision("accept", "Accept & complete", "complete"),
+            decision("feedback", "Iterate with feedback", "iterate", text_required=True),
+            reject,
+        ]
+
+    @cached_property
+    def digest_now(self) -> str:
+        """The digest of what the gate shows as a page renders it; its forms send it back."""
+        from runs import review
+
+        return review.current_digest(self)
+
+    def partial_approvals(self):
+        return self.responses.filter(closed_gate=False)
+
+    def approvals_given(self) -> int:
+        """Distinct people whose approval counts towards the quorum so far."""
+        return self.responses.filter(closed_gate=False).values("by_name").distinct().count()
 
     # --- the decision rule: the template, the script and `decide` all read it here ------
 
@@ -211,24 +301,24 @@ class Gate(models.Model):
     def approve_label_with_feedback(self) -> str:
         return self.approve_label_for("feedback")
 
-    def decide(self, run, actor, action: str, comment: str = "", decision: str = "") -> str:
+    def decide(
+        self, run, actor, action: str, comment: str = "", decision: str = "", **chosen
+    ) -> str:
         """Record `actor`'s decision if the gate is still pending (the caller holds the
-        run's lock) and return its outcome; AlreadyDecided if someone was first."""
+        run's lock) and return its outcome; AlreadyDecided if someone was first. `chosen`
+        (from `respond`: `status` and `digest`) is a decision already checked against
+        `offered_decisions`."""
         comment = (comment or "").strip()
         if len(comment) > COMMENT_LIMIT:
             raise ServiceError(
                 f"Feedback is limited to {COMMENT_LIMIT:,} characters; this has {len(comment):,}."
             )
-        if action == "approve" and self.kind in self.DECLARES and self.decisions:
-            ids = [d["id"] for d in self.decisions]
-            if decision not in ids:
-                raise ServiceError(f"Choose one of the decisions: {', '.join(ids)}.")
-        elif decision:
-            raise ServiceError("This gate declares no decisions.")
+        if "status" not in chosen:
+            self._check_decision(action, decision)
         if action == "reject" and not comment and self.status == self.Status.PENDING:
             # Every surface (console, API, CLI, MCP) asks for it: the run shows it afterwards.
             raise ServiceError(REJECT_NEEDS_A_REASON)
-        status = self.outcome(action, comment)
+        status = chosen.get("status") or self.outcome(action, comment)
         fields = {
             "status": status,
             "comment": comment,
@@ -243,6 +333,8 @@ class Gate(models.Model):
             raise AlreadyDecided(self)
         for name, value in fields.items():
             setattr(self, name, value)
+        answered = self.answered_id()
+        self.respond_as(run, actor, answered, comment, chosen.get("digest", ""), closed=True)
         run.append_event(
             "gate_decided",
             self.node_id,
@@ -252,9 +344,57 @@ class Gate(models.Model):
             surface=actor.surface,
             comment=comment,
             decision=decision,
+            answered=answered,
+            digest=chosen.get("digest") or None,
             iteration=self.iteration_number,
         )
         return status
+
+    def _check_decision(self, action: str, decision: str) -> None:
+        """The older verbs' rule (approve with a `decision`, reject): a declared gate's
+        approval names one of its decisions; a gate that declares none takes none."""
+        if action == "approve" and self.kind == self.Kind.LOOP and self.decisions:
+            ids = ", ".join(d["id"] for d in self.decisions)
+            raise ServiceError(f"This gate declares its decisions: respond with one of {ids}.")
+        if action == "approve" and self.kind in self.DECLARES and self.decisions:
+            ids = [d["id"] for d in self.decisions]
+            if decision not in ids:
+                raise ServiceError(f"Choose one of the decisions: {', '.join(ids)}.")
+        elif decision:
+            raise ServiceError("This gate declares no decisions.")
+
+    def answered_id(self) -> str:
+        """The id of the offered decision this gate's outcome was: its declared decision,
+        else the one of the default set its status means."""
+        if self.decision:
+            return self.decision
+        for offered in self.offered_decisions:
+            if THEN_STATUS.get(offered["then"]) == self.status:
+                return offered["id"]
+        return self.status
+
+    def respond_as(self, run, actor, answered: str, text: str, digest: str, *, closed: bool):
+        return GateResponse.objects.create(
+            gate=self,
+            run=run,
+            decision=answered,
+            text=text,
+            by=actor.person,
+            by_name=actor.name,
+            via=actor.surface,
+            digest=digest or "",
+            closed_gate=closed,
+        )
+
+    @property
+    def result(self) -> dict:
+        """The structured result later nodes route on (`$gate.output.decision`)."""
+        return {
+            "decision": self.answered_id(),
+            "text": self.comment,
+            "by": self.decider,
+            "via": self.surface,
+        }
 
     def wait_decided(self, *, every: float, still_ours) -> "Gate":
         """Block until this gate is decided or cancelled (a process that holds the run's
@@ -276,6 +416,9 @@ class Gate(models.Model):
 
     def as_dict(self) -> dict:
         return {
+            **self._decision_dict(),
+            # What a decision made now is made on (the digest of what the gate shows now).
+            "digest": self.digest_now if self.is_pending else self.digest,
             "id": self.pk,
             "node": self.node_id,
             "iteration": self.iteration_number,
@@ -295,6 +438,21 @@ class Gate(models.Model):
             "on_timeout": self.on_timeout or None,
             "on_timeout_words": self.on_timeout_words or None,
             "reminded_at": self.reminded_at.isoformat() if self.reminded_at else None,
+            "escalate_to": self.escalate_to,
+            "escalated_at": self.escalated_at.isoformat() if self.escalated_at else None,
+            "timeout_decision": self.timeout_decision or None,
+        }
+
+    def _decision_dict(self) -> dict:
+        approvals = [
+            {"by": r.by_name, "decision": r.decision, "via": r.via, "at": r.at.isoformat()}
+            for r in self.partial_approvals()
+        ]
+        return {
+            "offered_decisions": self.offered_decisions,
+            "approvals_needed": self.approvals_needed,
+            "approvals": approvals,
+            "result": None if self.is_pending else self.result,
         }
 
     # --- the deadline: what the sweep does when nobody decided in time -------------------
@@ -306,6 +464,12 @@ class Gate(models.Model):
     @property
     def on_timeout_words(self) -> str:
         """What happens at the deadline, as the gate panel and the inbox say it."""
+        if self.escalate_to and self.escalated_at is None:
+            return f"it is escalated to {', '.join(self.escalate_to)}"
+        if self.timeout_decision:
+            offered = {d["id"]: d["label"] for d in self.offered_decisions}
+            label = offered.get(self.timeout_decision, self.timeout_decision)
+            return f"the deadline decides “{label}”"
         return {
             self.OnTimeout.REMIND: "a reminder is sent",
             self.OnTimeout.REJECT: "the sweep rejects it",
@@ -335,6 +499,35 @@ class Gate(models.Model):
         signals.gate_reminded.send(Gate, run=run, gate=self, now=now)
         return True
 
+    def escalate(self, run, actor, now) -> bool:
+        """At the first deadline, tell `escalate_to` and start the second deadline,
+        `escalate_seconds` from now, at which `on_timeout` (or `timeout_decision`) acts.
+        Claimed by a conditional UPDATE: of two sweepers, one escalates."""
+        from runs import signals
+
+        deadline = now + timedelta(seconds=self.escalate_seconds or 0)
+        claimed = Gate.objects.filter(
+            pk=self.pk, status=self.Status.PENDING, escalated_at__isnull=True
+        ).update(escalated_at=now, deadline_at=deadline)
+        if not claimed:
+            return False
+        self.escalated_at, self.deadline_at = now, deadline
+        run.append_event(
+            "gate_escalated",
+            self.node_id,
+            gate=self.pk,
+            iteration=self.iteration_number,
+            to=list(self.escalate_to),
+            deadline=deadline.isoformat(),
+            after_seconds=self.escalate_seconds,
+            waited_seconds=int((now - self.created_at).total_seconds()),
+            then=self.on_timeout_words,
+            by=actor.name,
+            surface=actor.surface,
+        )
+        signals.gate_escalated.send(Gate, run=run, gate=self, now=now)
+        return True
+
     def time_out(self, run, actor, now, reason: str) -> bool:
         """Close the gate as timed out (on_timeout: fail); the caller then fails the run."""
         fields = {
@@ -360,3 +553,42 @@ class Gate(models.Model):
             decision="",
         )
         return True
+
+
+class GateResponse(models.Model):
+    """One person's answer at a gate, whatever it led to: the decision that closed it, or
+    one approval of a quorum still short. The audit reads these (who, what, on which
+    digest, from where)."""
+
+    gate = models.ForeignKey(Gate, on_delete=models.CASCADE, related_name="responses")
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="gate_responses")
+    decision = models.CharField(max_length=100)
+    text = models.TextField(blank=True)
+    by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    by_name = models.CharField(max_length=150)
+    via = models.CharField(max_length=20, choices=Gate.Surface.choices)
+    digest = models.CharField(max_length=64, blank=True)
+    # True when this answer decided the gate; False for an approval a quorum still counts.
+    closed_gate = models.BooleanField(default=False)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self):
+        return f"{self.by_name}: {self.decision} at gate {self.gate_id}"
+
+    def as_dict(self) -> dict:
+        return {
+            "run": self.run_id,
+            "gate": self.gate_id,
+            "decision": self.decision,
+            "text": self.text,
+            "by": self.by_name,
+            "via": self.via,
+            "digest": self.digest,
+            "closed_gate": self.closed_gate,
+            "at": self.at.isoformat(),
+        }

@@ -267,13 +267,15 @@ class NodeRun(models.Model):
         deadline=None,
         label="",
         columns=None,
+        approvals=1,
     ):
         """Stop at a gate: the node waits, holding no lease and no message; returns the gate,
         or None (nothing written) when the node had already ended. `deadline` (a
-        GateDeadline) has the sweep remind, reject or fail when it passes; `label` names
+        GateDeadline, stored on the gate: its escalation and timeout_decision too) has the
+        sweep escalate, remind, reject, fail or decide when it passes; `label` names
         the gate when it is not the node's id (a step machine's step); `columns` as for
-        `complete`."""
-        from runs import signals
+        `complete`; `approvals`: how many distinct people must approve."""
+        from runs import review, signals
 
         from .gate import Gate
 
@@ -291,8 +293,10 @@ class NodeRun(models.Model):
             completion_signaled=bool(fired),
             channels=list(fired),
             decisions=list(decisions),
+            approvals_needed=approvals or 1,
             **(deadline.gate_fields(timezone.now()) if deadline else {}),
         )
+        review.record(run, gate)
         run.append_event(
             "approval_requested",
             label or self.node_id,
@@ -303,6 +307,9 @@ class NodeRun(models.Model):
             message=message,
             deadline=gate.deadline_at.isoformat() if gate.deadline_at else None,
             on_timeout=gate.on_timeout or None,
+            decisions=gate.offered_decisions,
+            approvals_needed=gate.approvals_needed,
+            digest=gate.digest,
         )
         run.update_status()
         signals.gate_opened.send(Gate, run=run, gate=gate)

@@ -124,6 +124,8 @@ def _outcome(gate: Gate, run: Run) -> dict:
         "outcome": gate.status,
         "decidedBy": gate.decider,
         "surface": gate.surface,
+        "result": None if gate.is_pending else gate.result,
+        "approvals": f"{gate.approvals_given()} of {gate.approvals_needed}",
         "runStatus": run.status_word,
         "url": run_url(run.pk),
     }
@@ -135,6 +137,7 @@ def build_server(caller_of: CallerOf) -> MCPServer:
     _add_inbox_tool(server, caller_of)
     _add_waiting_tool(server, caller_of)
     _add_steering_tools(server, caller_of)
+    _add_gate_tools(server, caller_of)
     return server
 
 
@@ -276,22 +279,8 @@ def _recipe(slug: str):
     return found
 
 
-def _add_steering_tools(server: MCPServer, caller_of: CallerOf) -> None:
-    """The tools that change a run: the operator role."""
-
-    @server.tool()
-    @_done
-    def start_run(
-        ctx: Context,
-        recipe: Annotated[str, Field(description="The recipe's slug")],
-        message: Annotated[str, Field(description="What the run is about")] = "",
-        inputs: Annotated[dict[str, Any] | None, Field(description="Declared inputs")] = None,
-    ) -> dict[str, Any]:
-        """Start a run of a recipe."""
-        actor = caller_of(ctx).actor()
-        found = _recipe(recipe)
-        run = services.start_run(found, actor=actor, message=message, inputs=inputs or {})
-        return {"id": run.pk, "status": run.status_word, "url": run_url(run.pk)}
+def _add_gate_tools(server: MCPServer, caller_of: CallerOf) -> None:
+    """The tools that decide at gates: the operator role."""
 
     @server.tool()
     @_done
@@ -315,6 +304,27 @@ def _add_steering_tools(server: MCPServer, caller_of: CallerOf) -> None:
 
     @server.tool()
     @_done
+    def respond(
+        ctx: Context,
+        run_id: RunId,
+        decision: Annotated[str, Field(description="The id of one of the gate's decisions")],
+        text: Annotated[str, Field(description="What and why (some decisions need it)")] = "",
+        digest: Annotated[
+            str, Field(description="The gate's digest you reviewed (get_run gives it)")
+        ] = "",
+        gate_id: GateId = None,
+    ) -> dict[str, Any]:
+        """Answer the gate a run waits at with one of its offered decisions (get_run lists
+        them under pending_gate.offered_decisions). An unknown id is refused with the list;
+        a digest of content that changed since is refused saying what changed."""
+        actor = caller_of(ctx).actor()
+        run = _run(run_id)
+        gate = services.gate_for_decision(run, gate_id)
+        gate = services.respond(gate.pk, actor, decision, text=text, digest=digest)
+        return _outcome(gate, run)
+
+    @server.tool()
+    @_done
     def reject(
         ctx: Context, run_id: RunId, reason: Reason = "", gate_id: GateId = None
     ) -> dict[str, Any]:
@@ -324,6 +334,24 @@ def _add_steering_tools(server: MCPServer, caller_of: CallerOf) -> None:
         gate = services.gate_for_decision(run, gate_id)
         gate = services.reject(gate.pk, actor, reason=reason)
         return _outcome(gate, run)
+
+
+def _add_steering_tools(server: MCPServer, caller_of: CallerOf) -> None:
+    """The tools that change a run: the operator role."""
+
+    @server.tool()
+    @_done
+    def start_run(
+        ctx: Context,
+        recipe: Annotated[str, Field(description="The recipe's slug")],
+        message: Annotated[str, Field(description="What the run is about")] = "",
+        inputs: Annotated[dict[str, Any] | None, Field(description="Declared inputs")] = None,
+    ) -> dict[str, Any]:
+        """Start a run of a recipe."""
+        actor = caller_of(ctx).actor()
+        found = _recipe(recipe)
+        run = services.start_run(found, actor=actor, message=message, inputs=inputs or {})
+        return {"id": run.pk, "status": run.status_word, "url": run_url(run.pk)}
 
     @server.tool()
     @_done

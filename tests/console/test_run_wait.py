@@ -51,7 +51,8 @@ def test_wait_returns_when_a_gate_opens_then_when_the_run_ends(
     code, out, err = finished(waiting_at_gate)
     assert code == waiting.EXIT_CODES["needs_person"], out + err
     assert "The agent said DONE." in out  # the gate's message, as `run status` shows it
-    assert f"approve: manage.py run approve {run.pk}" in out
+    assert f"Accept & complete: manage.py run respond {run.pk} accept" in out
+    assert f"Iterate with feedback: manage.py run respond {run.pk} feedback --text TEXT" in out
     assert out.rstrip().endswith("needs_person: the gate at refine waits for a decision")
     run.refresh_from_db()
     assert run.status == Run.Status.PAUSED

@@ -12,7 +12,13 @@ from runs.actor import Actor
 # Reachable without logging in, on purpose.
 PUBLIC = {"accounts/login/", "accounts/logout/", "healthz", "favicon.ico"}
 # Reachable without logging in, proven by a signature instead (tests/triggers/test_webhooks.py).
-SIGNED = {"hooks/<str:key>"}
+SIGNED = {
+    "hooks/<str:key>",
+    "slack/interactions/",  # Slack's signature (tests/notifications/test_slack.py)
+    # A decision link's signed token names the one person it decides as, who must still
+    # operate; its form is CSRF-protected (tests/notifications/test_decision_links.py).
+    "decide/<str:token>/",
+}
 # Read-only for viewers; everything else changes state and needs more than a viewer.
 READ_ONLY_NAMES = {
     "favicon",

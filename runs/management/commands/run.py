@@ -1,4 +1,4 @@
-"""manage.py run start|status|wait|approve|reject|cancel|resume|fork|compare|chart|budget —
+"""manage.py run start|status|wait|respond|approve|reject|cancel|resume|fork|compare|chart|budget —
 all with --json for scripts."""
 
 import json
@@ -32,6 +32,7 @@ RUN_ACTIONS = {
         "Resume a failed or cancelled run: what did not finish runs again from its "
         "start, a loop from iteration 1 (`run fork` goes on from an iteration instead)"
     ),
+    "respond": "Answer the gate a run waits at with one of its decisions (by id)",
     "approve": "Approve the gate a run waits at (or iterate, with --comment)",
     "reject": "Reject the gate a run waits at",
 }
@@ -95,6 +96,14 @@ def _add_decision_options(approve, reject) -> None:
     reject.add_argument("--reason", default="", help="why; kept on the run")
 
 
+def _add_respond_options(respond) -> None:
+    respond.add_argument("decision", help="the id of one of the gate's decisions (run status)")
+    respond.add_argument("--text", default="", help="what and why (required by some decisions)")
+    respond.add_argument(
+        "--digest", default="", help="the digest you reviewed; refused if the gate changed since"
+    )
+
+
 class Command(JsonErrorsCommand):
     help = "Start and steer runs from the command line."
 
@@ -113,6 +122,7 @@ class Command(JsonErrorsCommand):
                 help="act as this account (default: the account named like your OS user)",
             )
         _add_decision_options(sub.choices["approve"], sub.choices["reject"])
+        _add_respond_options(sub.choices["respond"])
         _add_wait_options(sub.choices["wait"])
         sub.choices["status"].add_argument(
             "--wait", action="store_true", help="wait until terminal or paused"
@@ -160,7 +170,14 @@ class Command(JsonErrorsCommand):
             if gate.get("deadline_at"):
                 then = gate["on_timeout_words"]  # Gate.on_timeout_words: one wording
                 self.stdout.write(f"decide by {gate['deadline_at']}; then {then}")
-            self.stdout.write(f"approve: manage.py run approve {run.pk} [--comment TEXT]")
+            for offered in gate["offered_decisions"]:
+                needs = " --text TEXT" if offered["text_required"] else ""
+                self.stdout.write(
+                    f"{offered['label']}: manage.py run respond {run.pk} {offered['id']}{needs}"
+                )
+            if gate["approvals_needed"] > 1:
+                given = len(gate["approvals"])
+                self.stdout.write(f"approvals: {given} of {gate['approvals_needed']}")
 
     def _run(self, run_id) -> Run:
         run = Run.objects.filter(pk=run_id).first()
@@ -290,6 +307,17 @@ class Command(JsonErrorsCommand):
             comment=options["comment"],
             decision=options["decision"],
             record_only=options["record_only"],
+        )
+        self.emit(options, run)
+
+    def do_respond(self, options):
+        run = self._run(options["run_id"])
+        services.respond(
+            services.gate_for_decision(run).pk,
+            self.actor,
+            options["decision"],
+            text=options["text"],
+            digest=options["digest"],
         )
         self.emit(options, run)
 
