@@ -3,13 +3,15 @@ gate (runs.audit) as JSON Lines or CSV, filtered by date and recipe."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
 
 from django.http import StreamingHttpResponse
 from ninja import Field, Query, Router, Schema
+from pydantic import field_validator
 
 from console.api_errors import errors, require
+from recipes.api import Text
 from runs import audit
 
 router = Router()
@@ -18,8 +20,22 @@ router = Router()
 class AuditFilters(Schema):
     since: datetime | None = Field(None, description="Answers at or after this time")
     until: datetime | None = Field(None, description="Answers before this time")
-    recipe: str = Field("", max_length=200, description="Only this recipe's runs (its slug)")
+    recipe: Text = Field("", max_length=200, description="Only this recipe's runs (its slug)")
     format: Literal["jsonl", "csv"] = Field("jsonl", description="JSON Lines or CSV")
+
+    @field_validator("since", "until")
+    @classmethod
+    def _in_utc(cls, value: datetime | None) -> datetime | None:
+        """As UTC (the database takes offsets of at most a day's hours; a time without
+        one is UTC)."""
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("a time out of range") from None
 
 
 @router.get(
