@@ -15,14 +15,16 @@ class BeatWorker(Worker):
 @pytest.fixture
 def beat_worker(worker_env, transactional_db, tmp_path):
     """A `celery worker -B` on the suite's queue (what the test process sends, a run's end
-    announced here, reaches it); `.restart(sig)` kills it (and its beat) and starts it
-    again."""
+    announced here, reaches it); `.restart(sig, while_down=f)` kills it (and its beat),
+    calls `f` while nothing runs, and starts it again."""
     worker = BeatWorker(tmp_path / "beat.log", worker_env, options=("-B",))
 
     starts = iter(range(1, 100))
 
-    def restart(sig=None):
+    def restart(sig=None, while_down=None):
         worker.stop(sig)
+        if while_down is not None:
+            while_down()
         worker.log_path = tmp_path / f"beat-{next(starts)}.log"  # `start` waits for "ready."
         worker.start(concurrency=2)
 

@@ -146,8 +146,11 @@ def test_a_restarted_beat_does_not_start_the_same_firing_twice(beat_worker, make
     stale = timezone.now() - timedelta(hours=1)  # what a beat that never saved reads
     PeriodicTask.objects.filter(pk=sched.periodic_task_id).update(last_run_at=stale)
     wait_for(lambda: runs_of(sched), message="the first firing's run")
-    beat_worker.restart(signal.SIGKILL)
-    PeriodicTask.objects.filter(pk=sched.periodic_task_id).update(last_run_at=stale)
+
+    def never_saved():  # while beat is down: it reads this when it starts, not before
+        PeriodicTask.objects.filter(pk=sched.periodic_task_id).update(last_run_at=stale)
+
+    beat_worker.restart(signal.SIGKILL, while_down=never_saved)
     wait_for(
         lambda: any(f.note == SENT_AGAIN for f in firings(sched, "skipped")),
         message="the restarted beat's copy of the firing, refused",
