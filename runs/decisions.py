@@ -72,6 +72,8 @@ def decide(
         run, gate = _locked(gate_id)
         if gate.is_pending:
             gate._check_decision(action, decision)
+            if decision:
+                _check_text(offered(gate, decision), comment)
         status = gate.outcome(action, (comment or "").strip())
         return _decided(run, gate, actor, action, comment, decision, status, digest, record_only)
 
@@ -86,12 +88,7 @@ def respond(gate_id: int, actor: Actor, decision: str, *, text: str = "", digest
             raise AlreadyDecided(gate)
         choice = offered(gate, decision)
         text = (text or "").strip()
-        if choice["text_required"] and not text:
-            raise ServiceError(
-                REJECT_NEEDS_A_REASON
-                if choice["id"] == "reject"
-                else f"“{choice['label']}” needs a text: say what and why."
-            )
+        _check_text(choice, text)
         status = THEN_STATUS[choice["then"]]
         action = "reject" if status == Gate.Status.REJECTED else "approve"
         stored = choice["id"] if gate.decisions else ""
@@ -106,6 +103,16 @@ def offered(gate: Gate, decision: str) -> dict:
             return choice
     ids = ", ".join(choice["id"] for choice in choices)
     raise UnknownDecision(f"Gate {gate.pk} offers no decision '{decision}'; choose one of: {ids}.")
+
+
+def _check_text(choice: dict, text: str) -> None:
+    """A decision that asks for words is refused without them, whichever verb names it."""
+    if choice["text_required"] and not (text or "").strip():
+        raise ServiceError(
+            REJECT_NEEDS_A_REASON
+            if choice["id"] == "reject"
+            else f"“{choice['label']}” needs a text: say what and why."
+        )
 
 
 def _locked(gate_id: int) -> tuple[Run, Gate]:

@@ -217,6 +217,15 @@ class Gate(models.Model):
             return (declared or [decision("approve", "Approve", "approve")]) + [REJECT]
         return declared + [REJECT]
 
+    @property
+    def wording_needed_by(self) -> list[str]:
+        """The labels of the approving decisions that need a text (the form says so)."""
+        return [
+            d["label"]
+            for d in self.offered_decisions
+            if d["text_required"] and d["then"] not in ("reject", "fail")
+        ]
+
     def _declared(self, choice: dict) -> dict:
         default_then = "complete" if self.kind == self.Kind.LOOP else "approve"
         return decision(

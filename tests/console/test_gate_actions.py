@@ -194,3 +194,26 @@ def test_a_gate_of_another_run_is_not_found(client, operator, gated_run, approva
     assert response.status_code == 404
     other.refresh_from_db()
     assert other.status == "pending"
+
+
+def test_a_decision_that_needs_words_is_refused_without_them(client, operator, make_recipe):
+    """`text_required` holds on every verb: the console's approval buttons (the older
+    approve) as well as `respond`."""
+    from runs import services
+    from runs.actor import ENGINE
+    from runs.models import Gate, NodeRun
+
+    decisions = [{"id": "ship"}, {"id": "hold", "label": "Hold", "text_required": True}]
+    source = f"name: g\nnodes:\n  - id: decide\n    approval:\n      message: Ship?\n      decisions: {decisions}\n"
+    run = services.start_run(make_recipe(source, "g"), ENGINE)
+    row = NodeRun.objects.create(run=run, node_id="decide", kind="approval")
+    gate = row.pause(run, kind=Gate.Kind.APPROVAL, message="Ship?", decisions=decisions)
+    page = login(client, operator).get(f"/runs/{run.pk}/gates/{gate.pk}/").content.decode()
+    assert "Hold: required; otherwise optional" in page
+    refused = client.post(approve_url(run, gate), {"decision": "hold"}, follow=True)
+    assert "“Hold” needs a text" in refused.content.decode()
+    gate.refresh_from_db()
+    assert gate.is_pending
+    client.post(approve_url(run, gate), {"decision": "hold", "comment": "legal first"})
+    gate.refresh_from_db()
+    assert (gate.status, gate.decision, gate.comment) == ("accepted", "hold", "legal first")
