@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from notifications import links
 from notifications.models import DecisionLink, Delivery, Subscription
-from runs import dispatch, services
+from runs import services
 from runs.actor import ENGINE
 from runs.executor.sweep import sweep
 from runs.models import GateResponse
@@ -36,20 +36,6 @@ nodes:
       gate_timeout: 2h
       decisions: [{id: ship, label: Ship}, {id: hold, label: Hold}]
 """
-
-
-@pytest.fixture
-def in_process(monkeypatch):
-    """Run what the kernel sends here, in order (the worker's steps, called directly)."""
-    sent = []
-    monkeypatch.setattr(dispatch, "deliver", lambda name, *args, **kw: sent.append((name, args)))
-
-    def drain():
-        while sent:
-            name, args = sent.pop(0)
-            dispatch.task(name)(*args)
-
-    return drain
 
 
 @pytest.fixture

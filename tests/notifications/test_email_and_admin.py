@@ -9,26 +9,12 @@ from django.core import mail
 
 from notifications import sending
 from notifications.models import Delivery, Subscription
-from runs import dispatch, services
+from runs import services
 from runs.actor import ENGINE, Actor
 from runs.models import Gate
 from tests.notifications.conftest import APPROVAL
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def in_process(monkeypatch):
-    """Run what the kernel sends here, in order (no worker): returns the drain function."""
-    sent = []
-    monkeypatch.setattr(dispatch, "deliver", lambda name, *args, **kw: sent.append((name, args)))
-
-    def drain():
-        while sent:
-            name, args = sent.pop(0)
-            dispatch.task(name)(*args)
-
-    return drain
 
 
 def gated(make_recipe, drain, user=None):

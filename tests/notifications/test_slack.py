@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import pytest
 
 from notifications.models import Delivery, SlackMessage, SlackUser, Subscription
-from runs import dispatch, services
+from runs import services
 from runs.actor import ENGINE
 from runs.models import GateResponse
 
@@ -117,20 +117,6 @@ class SlackApi:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
-
-
-@pytest.fixture
-def in_process(monkeypatch):
-    """Run what the kernel sends here, in order (no worker): returns the drain function."""
-    sent = []
-    monkeypatch.setattr(dispatch, "deliver", lambda name, *args, **kw: sent.append((name, args)))
-
-    def drain():
-        while sent:
-            name, args = sent.pop(0)
-            dispatch.task(name)(*args)
-
-    return drain
 
 
 @pytest.fixture
