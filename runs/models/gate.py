@@ -311,23 +311,23 @@ class Gate(models.Model):
         return self.approve_label_for("feedback")
 
     def decide(
-        self, run, actor, action: str, comment: str = "", decision: str = "", **chosen
+        self, run, actor, action: str, comment="", decision="", *, status=None, digest=""
     ) -> str:
         """Record `actor`'s decision if the gate is still pending (the caller holds the
-        run's lock) and return its outcome; AlreadyDecided if someone was first. `chosen`
-        (from `respond`: `status` and `digest`) is a decision already checked against
-        `offered_decisions`."""
+        run's lock) and return its outcome; AlreadyDecided if someone was first. A `status`
+        given is a decision already checked against `offered_decisions` (runs.decisions);
+        `digest`: what it was made on."""
         comment = (comment or "").strip()
         if len(comment) > COMMENT_LIMIT:
             raise ServiceError(
                 f"Feedback is limited to {COMMENT_LIMIT:,} characters; this has {len(comment):,}."
             )
-        if "status" not in chosen:
+        if status is None:
             self._check_decision(action, decision)
         if action == "reject" and not comment and self.status == self.Status.PENDING:
             # Every surface (console, API, CLI, MCP) asks for it: the run shows it afterwards.
             raise ServiceError(REJECT_NEEDS_A_REASON)
-        status = chosen.get("status") or self.outcome(action, comment)
+        status = status or self.outcome(action, comment)
         fields = {
             "status": status,
             "comment": comment,
@@ -343,7 +343,7 @@ class Gate(models.Model):
         for name, value in fields.items():
             setattr(self, name, value)
         answered = self.answered_id()
-        self.respond_as(run, actor, answered, comment, chosen.get("digest", ""), closed=True)
+        self.respond_as(run, actor, answered, comment, digest, closed=True)
         run.append_event(
             "gate_decided",
             self.node_id,
@@ -354,7 +354,7 @@ class Gate(models.Model):
             comment=comment,
             decision=decision,
             answered=answered,
-            digest=chosen.get("digest") or None,
+            digest=digest or None,
             iteration=self.iteration_number,
         )
         return status
