@@ -20,3 +20,6 @@ class ConsoleConfig(AppConfig):
     def ready(self):
         post_migrate.connect(_ensure_roles)
         from console import throttle  # noqa: F401 - connects the sign-in counters
+        from console.audit import connect as connect_audit_log
+
+        connect_audit_log()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import HttpRequest
 from ninja.errors import HttpError
@@ -29,19 +30,43 @@ def unauthenticated_words(headers) -> tuple[str, str]:
 
 def limit_to_scope(user, token: ApiToken):
     """Make ``user`` answer permission checks as ``token`` may: its role's permissions
-    narrowed by the token's scope. Every check (the API's, the services') goes through
-    ``has_perm``, so this is the one place a scope is enforced."""
+    narrowed by the token's scope and, when it names some, to the token's projects. Every
+    check (the API's, the services') goes through ``has_perm``, so this is the one place a
+    scope is enforced (lists narrow through `console.projects.projects_where`, which reads
+    the token's projects itself)."""
     role_has_perm, role_ahas_perm = user.has_perm, user.ahas_perm
+    _ = token.project_ids  # read now, where the database may be asked (not in an async check)
 
     def has_perm(perm, obj=None):
-        return token.allows(perm) and role_has_perm(perm, obj)
+        return (
+            token.allows(perm)
+            and role_has_perm(perm, obj)
+            and within_token_projects(user, token, perm, obj)
+        )
 
     async def ahas_perm(perm, obj=None):
-        return token.allows(perm) and await role_ahas_perm(perm, obj)
+        if not (token.allows(perm) and await role_ahas_perm(perm, obj)):
+            return False
+        return await sync_to_async(within_token_projects)(user, token, perm, obj)
 
     user.has_perm, user.ahas_perm = has_perm, ahas_perm
     user.api_token = token
     return user
+
+
+def within_token_projects(user, token: ApiToken, perm: str, obj=None) -> bool:
+    """A token limited to projects holds `perm` on an object of one of them (an object of
+    no project, a shared provider say, is its role's to answer), and without an object
+    when one of them grants it. Asked beside the role's own answer, since a superuser's
+    `has_perm` says yes without asking any backend."""
+    if not token.limited_to_projects:
+        return True
+    from console.projects import project_of, projects_where
+
+    if obj is None:
+        return projects_where(user, perm).exists()
+    project = project_of(obj)
+    return project is None or project.pk in token.project_ids
 
 
 def bearer_secret(headers) -> str | None:

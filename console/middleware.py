@@ -1,6 +1,8 @@
 """Login everywhere, a Content-Security-Policy that allows only our own scripts, and pages
 that the browser does not keep (they show live state)."""
 
+from urllib.parse import urlsplit
+
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.urls import Resolver404, resolve
@@ -21,6 +23,10 @@ PUBLIC_PREFIXES = (
     "/hooks/",
     "/slack/interactions/",  # Slack's signature proves it (notifications.slack)
     "/decide/",  # a signed decision link names its one person (notifications.links)
+    # Sign-in with the identity provider starts without a session; its answer proves itself
+    # by the state, nonce and PKCE verifier this browser's session holds (console.oidc).
+    "/oidc/authenticate/",
+    "/oidc/callback/",
 )
 
 
@@ -50,6 +56,16 @@ def _token_for_a_view_that_takes_one(request) -> bool:
     return getattr(view, "accepts_api_token", False)
 
 
+def _form_action() -> str:
+    """'self', and the identity provider's origin when sign-in with it is on: logging out
+    posts here and goes on to its end-session page, a redirect the browser checks against
+    form-action."""
+    if not settings.OIDC_ENABLED:
+        return "form-action 'self'"
+    issuer = urlsplit(settings.LOOP_OIDC_ISSUER)
+    return f"form-action 'self' {issuer.scheme}://{issuer.netloc}"
+
+
 CSP = "; ".join(
     [
         "default-src 'self'",
@@ -59,7 +75,7 @@ CSP = "; ".join(
         "connect-src 'self'",
         "frame-ancestors 'none'",
         "base-uri 'self'",
-        "form-action 'self'",
+        _form_action(),
         "object-src 'none'",
     ]
 )

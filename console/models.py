@@ -10,8 +10,9 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.functional import cached_property
 
-from console.roles import VIEW
+from console.roles import ROLES, VIEW
 
 # A recognisable prefix lets secret scanners and people tell a Loop Console token apart.
 TOKEN_PREFIX = "lc_"
@@ -69,6 +70,13 @@ class ApiToken(models.Model):
         null=True, blank=True, help_text="After this the token answers 401. Empty: never."
     )
 
+    projects = models.ManyToManyField(
+        "console.Project",
+        blank=True,
+        related_name="api_tokens",
+        help_text="Only these projects. Empty: every project its user may see.",
+    )
+
     objects = ApiTokenQuerySet.as_manager()
 
     class Meta:
@@ -81,6 +89,14 @@ class ApiToken(models.Model):
     @property
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
+
+    @cached_property
+    def project_ids(self) -> frozenset[int]:
+        return frozenset(self.projects.values_list("pk", flat=True)) if self.pk else frozenset()
+
+    @property
+    def limited_to_projects(self) -> bool:
+        return bool(self.project_ids)
 
     @property
     def is_expired(self) -> bool:
@@ -165,3 +181,144 @@ class ApiToken(models.Model):
         self.revoked_at = timezone.now()
         self.save(update_fields=["revoked_at"])
         return True
+
+
+# --- projects: who may do what where (console/projects.py has the rule) --------------------
+
+DEFAULT_PROJECT = "default"
+ROLE_CHOICES = [(name, name) for name in ROLES]
+
+
+class Project(models.Model):
+    """A group's recipes, runs, schedules, webhooks, providers and subscriptions, with its
+    own members' roles (`Membership`); a global role (a group) holds in every project."""
+
+    name = models.CharField(max_length=100)
+    slug = models.SlugField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self):
+        return self.name
+
+    @classmethod
+    def default(cls) -> Project:
+        """The project everything belongs to unless told otherwise (made by migration)."""
+        project, _ = cls.objects.get_or_create(
+            slug=DEFAULT_PROJECT, defaults={"name": "Default project"}
+        )
+        return project
+
+
+def default_project_id() -> int:
+    return Project.default().pk
+
+
+class Membership(models.Model):
+    """A role in one project."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=40, choices=ROLE_CHOICES)
+
+    class Meta:
+        ordering = ["project", "user"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "user"], name="one_role_per_project")
+        ]
+
+    def __str__(self):
+        return f"{self.user} is {self.role} in {self.project}"
+
+
+class OidcRoleMapping(models.Model):
+    """A value of the identity provider's group (or role) claim, and what it gives at each
+    sign-in: a role in one project, or (no project) a global role; "administrator" makes a
+    superuser."""
+
+    ADMINISTRATOR = "administrator"
+
+    claim_value = models.CharField(max_length=200, help_text="A group or role the claim carries.")
+    role = models.CharField(max_length=40, choices=[*ROLE_CHOICES, (ADMINISTRATOR, ADMINISTRATOR)])
+    project = models.ForeignKey(
+        Project,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="oidc_mappings",
+        help_text="Empty: the role in every project (a global role).",
+    )
+
+    class Meta:
+        ordering = ["claim_value", "id"]
+        verbose_name = "OpenID Connect role mapping"
+
+    def __str__(self):
+        where = f"in {self.project}" if self.project_id else "everywhere"
+        return f"{self.claim_value} → {self.role} {where}"
+
+
+class AuditEvent(models.Model):
+    """Who did what that an administrator answers for: sign-ins, roles, tokens, decisions,
+    recipe edits. Written where it happens, never edited."""
+
+    class Kind(models.TextChoices):
+        SIGN_IN = "sign_in"
+        SIGN_OUT = "sign_out"
+        SIGN_IN_REFUSED = "sign_in_refused"
+        ROLE_CHANGED = "role_changed"
+        MEMBERSHIP_CHANGED = "membership_changed"
+        TOKEN_CREATED = "token_created"
+        TOKEN_REVOKED = "token_revoked"
+        DECISION = "decision"
+        RECIPE_EDITED = "recipe_edited"
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    kind = models.CharField(max_length=30, choices=Kind.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_name = models.CharField(max_length=150, blank=True)
+    via = models.CharField(max_length=30, blank=True)
+    project = models.ForeignKey(
+        Project, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
+    )
+    subject = models.CharField(max_length=300, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    address = models.GenericIPAddressField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor_name} {self.kind} {self.subject}"
+
+    @classmethod
+    def record(
+        cls,
+        kind,
+        *,
+        actor=None,
+        actor_name="",
+        via="",
+        project=None,
+        subject="",
+        address=None,
+        **data,
+    ):
+        name = actor_name or (actor.get_username() if actor is not None else "")
+        return cls.objects.create(
+            kind=kind,
+            actor=actor if actor is not None and actor.pk else None,
+            actor_name=name,
+            via=via,
+            project=project,
+            subject=subject[:300],
+            data=data,
+            address=address,
+        )

@@ -53,3 +53,15 @@ def operator_required(view):
 
 
 recipe_reader_required = role_required("recipes.view_recipe")
+
+
+def administrator_required(view):
+    """Pages for administrators (superusers) only: the audit log."""
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if not request.user.is_superuser:
+            raise RoleMissing("administrator")
+        return view(request, *args, **kwargs)
+
+    return login_required(wrapped)

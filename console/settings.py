@@ -84,6 +84,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "console.audit.remember_request",  # who made a change the audit log records
     "console.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -220,7 +221,11 @@ CELERY_BEAT_SCHEDULE = {
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 
 # --- Auth, sessions, security ---------------------------------------------------------------
-AUTHENTICATION_BACKENDS = ["console.throttle.ThrottledModelBackend"]
+# Passwords (throttled), and roles granted in one project (console.projects).
+AUTHENTICATION_BACKENDS = [
+    "console.throttle.ThrottledModelBackend",
+    "console.projects.ProjectBackend",
+]
 # Sign-in throttling (console/throttle.py): this many failed passwords for one account, or
 # from one address, within LOOP_LOGIN_LOCKOUT_SECONDS lock further attempts until the
 # window ends.
@@ -255,6 +260,51 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "inbox"
 LOGOUT_REDIRECT_URL = "login"
+
+# --- Sign-in with an identity provider (OpenID Connect: console/oidc.py) ---------------------
+# Off while LOOP_OIDC_ISSUER is empty. The provider's endpoints come from its discovery
+# document, fetched when first needed (console.oidc.discovery), so a provider that is down
+# stops no start-up: the login page says so instead.
+LOOP_OIDC_ISSUER = os.getenv("LOOP_OIDC_ISSUER", "").strip()
+OIDC_ENABLED = bool(LOOP_OIDC_ISSUER)
+LOOP_OIDC_CLIENT_ID = os.getenv("LOOP_OIDC_CLIENT_ID", "").strip()
+LOOP_OIDC_CLIENT_SECRET = secret("LOOP_OIDC_CLIENT_SECRET")
+LOOP_OIDC_NAME = os.getenv("LOOP_OIDC_NAME", "").strip() or "your identity provider"
+# The claims whose values the mapping (console.models.OidcRoleMapping) reads: a comma-separated
+# list of names, or dotted paths into the claims.
+LOOP_OIDC_GROUPS_CLAIM = os.getenv("LOOP_OIDC_GROUPS_CLAIM", "").strip() or "groups"
+LOOP_OIDC_SCOPES = " ".join(os.getenv("LOOP_OIDC_SCOPES", "openid email profile").split())
+# Off: the login page offers only the identity provider, and no password signs in anywhere.
+LOOP_PASSWORD_LOGIN = env_bool("LOOP_PASSWORD_LOGIN", True)
+if OIDC_ENABLED and not (LOOP_OIDC_CLIENT_ID and LOOP_OIDC_CLIENT_SECRET):
+    raise ImproperlyConfigured(
+        "LOOP_OIDC_ISSUER is set: LOOP_OIDC_CLIENT_ID and LOOP_OIDC_CLIENT_SECRET (or "
+        "LOOP_OIDC_CLIENT_SECRET_FILE) must be set too"
+    )
+if OIDC_ENABLED and "openid" not in LOOP_OIDC_SCOPES.split():
+    raise ImproperlyConfigured("LOOP_OIDC_SCOPES must include openid")
+if not LOOP_PASSWORD_LOGIN and not OIDC_ENABLED:
+    raise ImproperlyConfigured(
+        "LOOP_PASSWORD_LOGIN is off and LOOP_OIDC_ISSUER is empty: nobody could sign in"
+    )
+# mozilla-django-oidc's own settings. Its views are ours (console.oidc), which answer 404
+# while OIDC is off; the endpoints (OIDC_OP_*) are the discovery document's.
+OIDC_AUTHENTICATE_CLASS = "console.oidc.Authenticate"
+OIDC_CALLBACK_CLASS = "console.oidc.Callback"
+OIDC_OP_LOGOUT_URL_METHOD = "console.oidc.provider_logout_url"
+OIDC_RP_CLIENT_ID = LOOP_OIDC_CLIENT_ID
+OIDC_RP_CLIENT_SECRET = LOOP_OIDC_CLIENT_SECRET
+OIDC_RP_SCOPES = LOOP_OIDC_SCOPES
+OIDC_RP_SIGN_ALGO = "RS256"  # verified with the provider's JWKS
+OIDC_USE_PKCE = True
+OIDC_USE_NONCE = True
+# For the provider's end-session endpoint (`id_token_hint`) at logout.
+OIDC_STORE_ID_TOKEN = True
+OIDC_TIMEOUT = env_int("LOOP_OIDC_TIMEOUT", 10)
+if OIDC_ENABLED:
+    AUTHENTICATION_BACKENDS.insert(0, "console.oidc.Backend")
+if not LOOP_PASSWORD_LOGIN:
+    AUTHENTICATION_BACKENDS.remove("console.throttle.ThrottledModelBackend")
 
 SESSION_COOKIE_HTTPONLY = True
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)

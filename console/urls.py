@@ -1,12 +1,11 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
+from mozilla_django_oidc.views import OIDCLogoutView
 
-from console import views
+from console import audit_views, oidc, views
 from console.api import api
-from console.forms import LoginForm
 from notifications.slack_views import slack_interactions
 from runs import kinds
 from runs.ag_ui_views import run_ag_ui
@@ -25,13 +24,15 @@ urlpatterns = [
         name="favicon",
     ),
     path("metrics", views.metrics, name="metrics"),
-    path(
-        "accounts/login/",
-        auth_views.LoginView.as_view(authentication_form=LoginForm),
-        name="login",
-    ),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/login/", oidc.login, name="login"),
+    # A session the identity provider signed in ends at its end-session page too.
+    path("accounts/logout/", OIDCLogoutView.as_view(), name="logout"),
+    # Sign-in with the identity provider (console/oidc.py); 404 while it is off.
+    path("oidc/", include("mozilla_django_oidc.urls")),
     path("admin/", admin.site.urls),
+    # The audit log, for administrators (console.audit).
+    path("audit/", audit_views.audit_log, name="audit"),
+    path("audit/export/", audit_views.audit_export, name="audit_export"),
     # A stream, outside the ninja API (whose schema it is not part of); same credentials.
     path("api/runs/<int:run_id>/ag-ui", run_ag_ui, name="run_ag_ui"),
     path("api/", api.urls),

@@ -50,18 +50,20 @@ def inbox(request):
     """What needs attention, ranked (runs/inbox.py: ranked_attention, the order GET
     /api/inbox and the MCP tool `inbox` give too), each row with its reason; then the runs
     waiting for a person and the running ones with their progress, recent finished ones,
-    counts by status. The `live` part alone is what the page re-fetches when the inbox
-    stream says so."""
+    counts by status: all of the projects the person may see, nothing of any other. The
+    `live` part alone is what the page re-fetches when the inbox stream says so."""
     template = (
         "console/_inbox_live.html" if request.GET.get("part") == "live" else "console/inbox.html"
     )
-    return render(request, template, inbox_queries.inbox())
+    return render(request, template, inbox_queries.inbox(request.user))
 
 
 @require_GET
 def metrics(request):
     """Prometheus' text format, for a staff account's session or an API token with the
-    `metrics` scope (a scraper needs nothing else). Bounded queries: runs/metrics.py."""
+    `metrics` scope (a scraper needs nothing else), of the projects that account (and the
+    token's projects) may see. Bounded queries: runs/metrics.py."""
+    from console.auth import limit_to_scope
     from console.models import ApiToken, TokenRefused
     from runs import metrics as collected
 
@@ -80,11 +82,24 @@ def metrics(request):
                 f"This API token's scope is '{token.scope}'; /metrics needs a token with "
                 "scope 'metrics'.",
             )
+        user = limit_to_scope(token.user, token)
     elif user is None or not user.is_authenticated:
         return _refuse(401, "Sign in as staff, or send an API token with scope 'metrics'.")
     elif not user.is_staff:
         return _refuse(403, "Only staff accounts (or a 'metrics' API token) may read /metrics.")
-    return HttpResponse(collected.render(), content_type=collected.CONTENT_TYPE)
+    scope = _metrics_scope(user)
+    return HttpResponse(collected.render(scope), content_type=collected.CONTENT_TYPE)
+
+
+def _metrics_scope(user):
+    """The projects whose series a scrape shows: where the reader may see runs."""
+    from console.projects import in_project, projects_where
+    from runs.metrics import Scope
+
+    token = getattr(user, "api_token", None)
+    limited = token is not None and token.limited_to_projects
+    every = not limited and in_project(user, "runs.view_run", None)
+    return Scope.of(projects_where(user, "runs.view_run"), every=every)
 
 
 def _refuse(status: int, detail: str) -> JsonResponse:

@@ -1,7 +1,9 @@
+from django import forms
 from django.contrib import admin, messages
 from django.db import models, transaction
 from django.utils import timezone
 
+from console.admin_projects import ProjectScopedAdmin
 from console.admin_read_only import ReadOnlyAdmin
 from runs import dispatch
 
@@ -9,10 +11,30 @@ from .links import revoke_all_for
 from .models import SEND_TASK, DecisionLink, Delivery, SlackUser, Subscription
 
 
+class SubscriptionForm(forms.ModelForm):
+    def clean(self):
+        cleaned = super().clean()
+        if not (cleaned.get("user") or cleaned.get("project")):
+            # Nobody's rights would narrow it: it would hear every project's runs.
+            self.add_error("project", "A subscription without a person names its project.")
+        return cleaned
+
+
 @admin.register(Subscription)
-class SubscriptionAdmin(admin.ModelAdmin):
-    list_display = ["name", "channel", "target", "recipe", "user", "enabled", "created_at"]
-    list_filter = ["channel", "enabled", "recipe"]
+class SubscriptionAdmin(ProjectScopedAdmin):
+    form = SubscriptionForm
+    # Of no project: every project its person may see; only who sees every project sees it.
+    list_display = [
+        "name",
+        "channel",
+        "target",
+        "project",
+        "recipe",
+        "user",
+        "enabled",
+        "created_at",
+    ]
+    list_filter = ["channel", "enabled", "project", "recipe"]
     search_fields = ["name", "url", "email", "slack_channel", "user__username"]
     # Pick the person by name (a search box over the accounts), not by a raw id.
     autocomplete_fields = ["user"]
@@ -20,7 +42,7 @@ class SubscriptionAdmin(admin.ModelAdmin):
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     fieldsets = [
         (None, {"fields": ["name", "enabled", "channel"]}),
-        ("Which runs", {"fields": ["recipe", "user", "only_own_runs"]}),
+        ("Which runs", {"fields": ["project", "recipe", "user", "only_own_runs"]}),
         (
             "Which events",
             {
@@ -66,8 +88,11 @@ class SubscriptionAdmin(admin.ModelAdmin):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(ReadOnlyAdmin):
-    """Every notification sent and how it went. Read-only: history, written by the sender."""
+class DeliveryAdmin(ProjectScopedAdmin, ReadOnlyAdmin):
+    """Every notification sent and how it went. Read-only: history, written by the sender.
+    One of no run (a test) is shown only to who sees every project."""
+
+    project_field = "run__project"
 
     list_display = [
         "created_at",
@@ -102,9 +127,11 @@ class DeliveryAdmin(ReadOnlyAdmin):
 
 
 @admin.register(DecisionLink)
-class DecisionLinkAdmin(ReadOnlyAdmin):
+class DecisionLinkAdmin(ProjectScopedAdmin, ReadOnlyAdmin):
     """The signed decision links sent in mails: made by the sender, never edited; an admin
     revokes them (a link, or every link of its recipient: a lost phone, someone who left)."""
+
+    project_field = "gate__run__project"
 
     list_display = ["created_at", "recipient", "gate", "decision", "state", "expires_at"]
     list_filter = ["decision", "used_at", "revoked_at"]
@@ -137,7 +164,7 @@ class DecisionLinkAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Revoke the selected links", permissions=["revoke"])
     def revoke(self, request, queryset):
-        count = queryset.revoke()
+        count = self.rows_for(request, queryset, "change").revoke()
         messages.success(request, f"Revoked {count} link(s).")
 
     @admin.action(
@@ -145,7 +172,13 @@ class DecisionLinkAdmin(ReadOnlyAdmin):
     )
     def revoke_all_of_recipients(self, request, queryset):
         people = {link.recipient for link in queryset.select_related("recipient")}
-        count = sum(revoke_all_for(person) for person in people)
+        if request.user.is_superuser:
+            count = sum(revoke_all_for(person) for person in people)
+        else:  # their links in the projects this account may change, not elsewhere
+            mine = self.rows_for(
+                request, DecisionLink.objects.filter(recipient__in=people), "change"
+            )
+            count = mine.revoke()
         names = ", ".join(sorted(person.get_username() for person in people))
         messages.success(request, f"Revoked {count} link(s) of {names}.")
 

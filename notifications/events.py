@@ -12,7 +12,6 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs import dispatch
-from runs.actor import can_operate
 from runs.engine.durations import say_duration
 
 from .models import EVENTS, SEND_TASK, Delivery, Subscription
@@ -88,11 +87,7 @@ def announce(run, event: str, gate=None, now=None) -> int:
     """Record a delivery for each subscription listening to `event` on `run` and send
     each once the transaction commits. Returns how many were recorded."""
     assert event in EVENTS, event
-    listeners = [
-        sub
-        for sub in Subscription.listening(event, run)
-        if sub.user_id is None or sub.user.has_perm("runs.view_run")
-    ]
+    listeners = list(Subscription.listening(event, run))
     if not listeners:
         return 0
     body = payload(event, run, gate, now)
@@ -120,10 +115,11 @@ def gate_reminded(sender, *, run, gate, now, **_) -> None:
 
 
 def gate_escalated(sender, *, run, gate, now, **_) -> None:
-    """A gate's first deadline passed: mail each person its `escalate_to` names, with their
-    own decision links (made when the mail is sent). They subscribed to nothing, so each
-    delivery names its recipient instead of a subscription."""
-    people = escalation_recipients(gate.escalate_to)
+    """A gate's first deadline passed: mail each person its `escalate_to` names who may
+    decide in the run's project, with their own decision links (made when the mail is
+    sent). They subscribed to nothing, so each delivery names its recipient instead of a
+    subscription."""
+    people = escalation_recipients(gate.escalate_to, run)
     if not people:
         return
     body = payload(ESCALATED, run, gate, now)
@@ -139,9 +135,11 @@ def gate_escalated(sender, *, run, gate, now, **_) -> None:
         dispatch.send_on_commit(SEND_TASK, delivery.pk)
 
 
-def escalation_recipients(names) -> list:
-    """The active people with an e-mail address and the operator role among the members
-    of the groups `names` names and the accounts it names, each once, by username."""
+def escalation_recipients(names, run) -> list:
+    """The active people with an e-mail address and the operator role in `run`'s project
+    among the members of the groups `names` names and the accounts it names, each once, by
+    username. (A group named here is a way to name people, not a role: each person's role
+    in the project is what counts.)"""
     from django.contrib.auth import get_user_model
 
     names = [str(name) for name in names or []]
@@ -152,4 +150,4 @@ def escalation_recipients(names) -> list:
         .distinct()
         .order_by("username")
     )
-    return [person for person in people if can_operate(person)]
+    return [person for person in people if person.has_perm("runs.operate_run", run)]

@@ -5,7 +5,7 @@ signed value of the console reads as one; another install's key fails the signat
 The row is what makes a link single-use (`DecisionLink.use`, a conditional UPDATE),
 revocable and expiring. Opening a link never decides (mail scanners open links): the page
 asks to confirm, and the POST decides through `respond` as the link's recipient, who must
-still hold the operator role, on the digest the link was made for."""
+still hold the operator role in the run's project, on the digest the link was made for."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs import review, services
-from runs.actor import Actor, can_operate
+from runs.actor import Actor
 from runs.errors import StaleReview
 from runs.models import Gate
 
@@ -74,11 +74,18 @@ def expiry(gate, now) -> timezone.datetime:
     return ends
 
 
+def may_decide(user, gate) -> bool:
+    """Whether `user` may decide `gate` by a link: an active person with the operator role
+    in its run's project (console.projects), as `respond` will ask again."""
+    return user is not None and user.is_active and user.has_perm("runs.operate_run", gate.run)
+
+
 def links_for(gate, user, *, delivery=None, now=None) -> list[tuple[dict, str]]:
     """One link per decision the gate offers, made for `user`: (the decision, its URL).
-    None for a person who may not operate or a gate no longer waiting. A delivery tried
-    again reuses the links it made the first time rather than making more."""
-    if user is None or not user.is_active or not can_operate(user) or not gate.is_pending:
+    None for a person who may not operate in the run's project or a gate no longer
+    waiting. A delivery tried again reuses the links it made the first time rather than
+    making more."""
+    if not gate.is_pending or not may_decide(user, gate):
         return []
     now = now or timezone.now()
     made = {}
@@ -155,12 +162,12 @@ def decision_link_problem(link: DecisionLink, now=None) -> Refusal | None:
         return Refusal(409, "This gate was already decided", f"It was decided: {decided}.")
     if link.expires_at <= now:
         return Refusal(410, "This link has expired", f"It expired at {_when(link.expires_at)}.")
-    if not link.recipient.is_active or not can_operate(link.recipient):
+    if not may_decide(link.recipient, gate):
         return Refusal(
             403,
             "You may no longer decide",
             f"This link was made for {link.recipient.get_username()}, who no longer holds "
-            "the operator role.",
+            "the operator role in this run's project.",
         )
     if decision_of(link) is None:
         return Refusal(409, "This decision is no longer offered", "Open the gate instead.")

@@ -41,6 +41,14 @@ class Subscription(models.Model):
 
     name = models.CharField(max_length=100, help_text="What this subscription is for.")
     channel = models.CharField(max_length=10, choices=Channel.choices, default=Channel.WEBHOOK)
+    project = models.ForeignKey(
+        "console.Project",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="subscriptions",
+        help_text="Only this project's runs. Empty: every project its person may see.",
+    )
     recipe = models.ForeignKey(
         "recipes.Recipe",
         null=True,
@@ -103,6 +111,8 @@ class Subscription(models.Model):
             errors["email"] = "Give an address, or choose a person who has one."
         if self.only_own_runs and not self.user_id:
             errors["only_own_runs"] = "Choose the person whose runs these are."
+        if self.recipe_id and self.project_id and self.recipe.project_id != self.project_id:
+            errors["recipe"] = f"This recipe belongs to the project {self.recipe.project}."
         if errors:
             raise ValidationError(errors)
 
@@ -118,11 +128,19 @@ class Subscription(models.Model):
 
     @classmethod
     def listening(cls, event: str, run):
-        """The enabled subscriptions that hear about `event` on `run` (one query)."""
+        """The enabled subscriptions that hear about `event` on `run`: of its project or of
+        every project, and, a person's, only while that person may see the run there (their
+        role in its project, console.projects). One query finds them; each person's right
+        is asked once, as every surface asks it (`has_perm` on the run)."""
         subs = cls.objects.filter(enabled=True, **{f"on_{event}": True})
+        subs = subs.filter(Q(project__isnull=True) | Q(project_id=run.project_id))
         subs = subs.filter(Q(recipe__isnull=True) | Q(recipe_id=run.recipe_id))
         subs = subs.filter(Q(only_own_runs=False) | Q(user_id=run.started_by_id))
-        return subs.select_related("user")
+        subs = subs.select_related("user")
+        people = {sub.user for sub in subs if sub.user_id is not None}
+        refused = [p.pk for p in people if not p.has_perm("runs.view_run", run)]
+        # Read once: a query again only when someone may not see the run.
+        return subs.exclude(user_id__in=refused) if refused else subs
 
 
 class DeliveryQuerySet(models.QuerySet):

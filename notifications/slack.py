@@ -23,7 +23,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from runs import services
 from runs.actor import Actor
-from runs.errors import AlreadyDecided, NotAllowed, ServiceError
+from runs.errors import AlreadyDecided, ServiceError
 from runs.models import Gate
 
 from .events import gate_url
@@ -285,7 +285,7 @@ def decide_press(press: Press) -> str:
         SlackMessage.objects.filter(
             gate_id=press.gate_id, channel=press.channel, ts=press.message_ts
         )
-        .select_related("gate__iteration")
+        .select_related("gate__iteration", "gate__run")
         .first()
     )
     if message is None:
@@ -294,10 +294,13 @@ def decide_press(press: Press) -> str:
     user, problem = console_user(press)
     if user is None:
         return f"{problem} {NOTHING_DECIDED}"
-    try:
-        actor = Actor.operator(user, "slack")
-    except NotAllowed:
-        return f"{user.get_username()} does not hold the operator role. {NOTHING_DECIDED}"
+    # The role in this run's project (console.projects), as `respond` asks it again.
+    if not user.has_perm("runs.operate_run", gate.run):
+        return (
+            f"{user.get_username()} does not hold the operator role in this run's project. "
+            f"{NOTHING_DECIDED}"
+        )
+    actor = Actor.operator(user, "slack")
     chosen = {choice["id"]: choice for choice in gate.offered_decisions}.get(press.decision)
     if chosen and chosen["text_required"]:
         return f"“{chosen['label']}” needs a text: decide it in the console, {gate_url(gate)}"

@@ -16,6 +16,8 @@ from django.urls import NoReverseMatch, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import slugify
 
+from console.admin_projects import ProjectScopedAdmin
+from console.models import Project
 from recipes import diff, editing
 from recipes.loader import Problem
 from recipes.models import Recipe, RecipeVersion
@@ -57,11 +59,13 @@ class RecipeForm(forms.ModelForm):
 
     class Meta:
         model = Recipe
-        fields = ["slug", "enabled", "source"]
+        fields = ["slug", "project", "enabled", "source"]
         widgets = {"source": SourceEditor}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        if "project" in self.fields:
+            self.fields["project"].required = False  # left out: see clean_project
         if "source" in self.fields:
             # Keep the YAML exactly as typed: leading indentation and the final newline matter.
             self.fields["source"].strip = False
@@ -77,20 +81,45 @@ class RecipeForm(forms.ModelForm):
         attrs["data-error-lines"] = ",".join(map(str, sorted({n for n in errors if n})))
         attrs["data-warning-lines"] = ",".join(map(str, sorted({n for n in warnings if n})))
 
+    def clean_project(self):
+        """The chosen project; left out, the recipe's own, or a new one's default project
+        when the form offers it."""
+        chosen = self.cleaned_data.get("project")
+        if chosen is None and self.instance.pk:
+            return self.instance.project
+        offered = self.fields["project"].queryset
+        if chosen is None and offered.filter(pk=Project.default().pk).exists():
+            return Project.default()
+        if chosen is None:
+            raise forms.ValidationError("Choose the recipe's project.")
+        return chosen
+
+    def source_project(self):
+        """Whose recipe the source is (its providers, and the shell right it is checked
+        with): the project chosen, else the recipe's own (a new one's: the default)."""
+        project = self.cleaned_data.get("project")
+        if project is None and self.instance.pk:
+            project = self.instance.project
+        return project or Project.default()
+
     def clean_source(self):
         # Browsers submit textarea lines with CRLF; versions and diffs compare plain LF text.
         source = self.cleaned_data["source"].replace("\r\n", "\n")
         source_path = self.instance.source_path if self.instance.pk else ""
-        self.validation = result = validate_source(source, source_path)
+        project = self.source_project()
+        self.validation = result = validate_source(source, source_path, project_id=project.pk)
         if result.ok and source != (self.instance.source if self.instance.pk else None):
             before = (
-                validate_source(self.instance.source, source_path) if self.instance.pk else None
+                validate_source(self.instance.source, source_path, project_id=project.pk)
+                if self.instance.pk
+                else None
             )
             try:
                 editing.check_shell_permission(
                     getattr(self, "user", None),
                     before,
                     result,
+                    where=project,
                     old=self.instance.source if self.instance.pk else "",
                     new=source,
                 )
@@ -119,13 +148,40 @@ class ImportForm(forms.Form):
     files = MultipleFileField(
         widget=MultipleFiles(attrs={"accept": ".yaml,.yml"}), help_text="One or more .yaml files."
     )
+    project = forms.ModelChoiceField(
+        queryset=None,
+        required=False,
+        help_text="The project the new recipes belong to (needed when you may choose more "
+        "than one).",
+    )
+
+    def __init__(self, *args, projects, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["project"].queryset = projects
+        self.only_one = only[0] if len(only := list(projects[:2])) == 1 else None
+        self.fields["project"].initial = self.only_one
+
+    def clean_project(self):
+        chosen = self.cleaned_data.get("project") or self.only_one
+        if chosen is None:
+            raise forms.ValidationError("Choose the project the recipes belong to.")
+        return chosen
 
 
 @admin.register(Recipe)
-class RecipeAdmin(admin.ModelAdmin):
+class RecipeAdmin(ProjectScopedAdmin):
     form = RecipeForm
-    list_display = ["slug", "name", "kind", "origin", "edited_locally", "valid", "enabled"]
-    list_filter = ["kind", "origin", "valid", "enabled", "edited_locally"]
+    list_display = [
+        "slug",
+        "name",
+        "project",
+        "kind",
+        "origin",
+        "edited_locally",
+        "valid",
+        "enabled",
+    ]
+    list_filter = ["kind", "origin", "valid", "enabled", "edited_locally", "project"]
     search_fields = ["slug", "name", "description"]
     actions = ["start_run", "validate", "export_yaml", "duplicate"]
     change_form_template = "admin/recipes/recipe/change_form.html"
@@ -166,9 +222,9 @@ class RecipeAdmin(admin.ModelAdmin):
         return form
 
     def get_fieldsets(self, request, obj=None):
-        editable = ["slug", "enabled", "source", "note"]
+        editable = ["slug", "project", "enabled", "source", "note"]
         if obj is not None and not self.has_change_permission(request, obj):
-            editable = ["slug", "enabled", "source"]
+            editable = ["slug", "project", "enabled", "source"]
         if obj is None:
             return [(None, {"fields": editable})]
         return [(None, {"fields": editable}), ("About", {"fields": self.info_fields})]
@@ -189,7 +245,12 @@ class RecipeAdmin(admin.ModelAdmin):
             result = editing.save_source(obj, obj.source, user=request.user, note=note)
         else:
             recipe, result = editing.create_recipe(
-                obj.source, slug=obj.slug, user=request.user, note=note, enabled=obj.enabled
+                obj.source,
+                slug=obj.slug,
+                user=request.user,
+                note=note,
+                enabled=obj.enabled,
+                project=obj.project,
             )
             obj.pk = recipe.pk
             obj.refresh_from_db()
@@ -240,7 +301,7 @@ class RecipeAdmin(admin.ModelAdmin):
         return {"versions": rows, "diff_url": diff_url}
 
     def diff_view(self, request, recipe_id):
-        recipe = get_object_or_404(Recipe, pk=recipe_id)
+        recipe = get_object_or_404(self.get_queryset(request), pk=recipe_id)
         if not self.has_view_or_change_permission(request, recipe):
             raise PermissionDenied
         versions = {v.number: v for v in recipe.versions.all()}
@@ -258,9 +319,14 @@ class RecipeAdmin(admin.ModelAdmin):
         if not self.has_add_permission(request):
             raise PermissionDenied
         reports = []
-        form = ImportForm(request.POST or None, request.FILES or None)
+        superuser = request.user.is_superuser
+        projects = Project.objects.all() if superuser else self.projects_for(request, "add")
+        form = ImportForm(request.POST or None, request.FILES or None, projects=projects)
         if request.method == "POST" and form.is_valid():
-            reports = [self.import_one(request, upload) for upload in form.cleaned_data["files"]]
+            project = form.cleaned_data["project"]
+            reports = [
+                self.import_one(request, upload, project) for upload in form.cleaned_data["files"]
+            ]
             created = sum(1 for r in reports if r["recipe"])
             if created:
                 self.message_user(request, f"Imported {created} recipe(s).", messages.SUCCESS)
@@ -273,7 +339,7 @@ class RecipeAdmin(admin.ModelAdmin):
         }
         return TemplateResponse(request, "admin/recipes/recipe/import.html", context)
 
-    def import_one(self, request, upload) -> dict:
+    def import_one(self, request, upload, project) -> dict:
         report = {"name": upload.name, "recipe": None, "url": "", "errors": [], "warnings": []}
         if upload.size > MAX_IMPORT_BYTES:
             report["errors"] = [f"larger than {MAX_IMPORT_BYTES} bytes"]
@@ -286,7 +352,11 @@ class RecipeAdmin(admin.ModelAdmin):
         stem = upload.name.rsplit("/", 1)[-1].rsplit(".", 1)[0]
         try:
             recipe, result = editing.create_recipe(
-                source, slug=slugify(stem)[:100], user=request.user, note=f"imported {upload.name}"
+                source,
+                slug=slugify(stem)[:100],
+                user=request.user,
+                note=f"imported {upload.name}",
+                project=project,
             )
         except editing.SourceInvalid as exc:
             report["errors"] = [str(p) for p in exc.result.errors]
@@ -313,10 +383,11 @@ class RecipeAdmin(admin.ModelAdmin):
 
     @admin.action(description="Validate", permissions=["view"])
     def validate(self, request, queryset):
-        can_store = self.has_change_permission(request)
         for recipe in queryset:
-            result = validate_source(recipe.source, recipe.source_path)
-            if can_store:
+            result = validate_source(
+                recipe.source, recipe.source_path, project_id=recipe.project_id
+            )
+            if self.has_change_permission(request, recipe):
                 recipe.valid = result.ok
                 recipe.problems = {
                     "errors": [p.as_dict() for p in result.errors],
@@ -350,13 +421,15 @@ class RecipeAdmin(admin.ModelAdmin):
 
     @admin.action(description="Duplicate", permissions=["add"])
     def duplicate(self, request, queryset):
-        for recipe in queryset:
+        # A copy stays in its recipe's project: only where the user may add recipes.
+        for recipe in self.rows_for(request, queryset, "add"):
             copy = editing.duplicate(recipe, user=request.user)
             self.message_user(request, f"Created {copy.slug} from {recipe.slug}.", messages.SUCCESS)
 
 
 @admin.register(RecipeVersion)
-class RecipeVersionAdmin(admin.ModelAdmin):
+class RecipeVersionAdmin(ProjectScopedAdmin):
+    project_field = "recipe__project"
     list_display = ["recipe", "number", "author", "note", "created_at"]
     list_filter = ["recipe"]
     readonly_fields = ["recipe", "number", "source", "sha256", "author", "note", "created_at"]

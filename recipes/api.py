@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated
 
 from django.conf import settings
-from django.shortcuts import get_object_or_404
+from django.db import transaction
 from ninja import Field, Router, Schema, Status
 from ninja import Path as PathParam
 from pydantic import AfterValidator
@@ -20,11 +20,14 @@ from console.api_errors import (
     errors,
     require,
 )
+from console.models import Project
+from console.projects import projects_where
 from console.throttle import spend
 from recipes import editing
 from recipes.models import Recipe
 from recipes.validation import problems_dict, validate_source
 from runs import services
+from runs.actor import Actor
 
 
 def no_nul(value: str) -> str:
@@ -94,6 +97,12 @@ class RecipeDetailOut(RecipeOut):
 
 class ValidateIn(JsonObject):
     source: Text = Field(..., max_length=1_000_000)
+    project: Text = Field(
+        "",
+        max_length=100,
+        description="The project's slug, whose providers the recipe may name. Default: the "
+        "default project",
+    )
 
 
 class ValidationOut(Schema):
@@ -106,6 +115,12 @@ class ValidationOut(Schema):
 class RecipeCreateIn(JsonObject):
     source: Text = Field(..., max_length=1_000_000)
     slug: Text = Field("", max_length=100, description="Defaults to the recipe's name.")
+    project: Text = Field(
+        "",
+        max_length=100,
+        description="The project's slug. Default: the default project, or the one project "
+        "where you may add recipes",
+    )
     enabled: bool = True
     note: Text = Field("", max_length=200)
 
@@ -155,6 +170,38 @@ def recipe_detail(recipe: Recipe) -> dict:
     }
 
 
+def recipe_for(user, slug: str, perm: str = "recipes.view_recipe") -> Recipe:
+    """The recipe `slug`, when `user` may `perm` on it: one of a project they have nothing
+    in answers as one that does not exist (404, the same words); one they may only see,
+    403 (`Actor.check`)."""
+    recipe = Recipe.objects.select_related("current_version", "project").filter(slug=slug).first()
+    if recipe is None:
+        raise services.NotFound(f"No recipe '{slug}'.")
+    Actor("api", user).check(perm, recipe)
+    return recipe
+
+
+def project_to_create_in(user, slug: str) -> Project:
+    """Where a new recipe goes: the project named (404 when the caller sees nothing of it,
+    403 when they may not add recipes there), else the default project when they may add
+    there, else the one project where they may."""
+    allowed = projects_where(user, "recipes.add_recipe")
+    if slug:
+        found = allowed.filter(slug=slug).first()
+        if found is not None:
+            return found
+        if projects_where(user, "recipes.view_recipe").filter(slug=slug).exists():
+            raise services.NotAllowed("Your role in this project does not allow this.")
+        raise services.NotFound(f"No project '{slug}'.")
+    default = Project.default()
+    if allowed.filter(pk=default.pk).exists():
+        return default
+    choices = list(allowed[:2])
+    if len(choices) == 1:
+        return choices[0]
+    raise services.InputError({"project": "Name the project to create the recipe in."})
+
+
 def invalid(exc: editing.SourceInvalid) -> Status:
     return Status(422, {"detail": str(exc), **problems_dict(exc.result)})
 
@@ -162,18 +209,25 @@ def invalid(exc: editing.SourceInvalid) -> Status:
 @router.get("", response={200: list[RecipeOut], **errors(403)}, summary="List recipes")
 def list_recipes(request):
     require(request.auth, "recipes.view_recipe")
-    return [recipe_row(r) for r in Recipe.objects.select_related("current_version")]
+    recipes = Recipe.objects.visible_to(request.auth).select_related("current_version")
+    return [recipe_row(r) for r in recipes]
 
 
 @router.post(
     "/validate",
-    response={200: ValidationOut, **errors(400, 403, 413, 422, 429)},
+    response={200: ValidationOut, **errors(400, 403, 404, 413, 422, 429)},
     summary="Validate a recipe's YAML without saving it",
 )
 def validate(request, payload: ValidateIn):
     require(request.auth, "recipes.view_recipe")
     limit_validation(request.auth, payload.source)
-    result = validate_source(payload.source)
+    project = None
+    if payload.project:
+        seen = projects_where(request.auth, "recipes.view_recipe")
+        project = seen.filter(slug=payload.project).first()
+        if project is None:
+            raise services.NotFound(f"No project '{payload.project}'.")
+    result = validate_source(payload.source, project_id=project.pk if project else None)
     return {"valid": result.ok, "kind": result.kind, **problems_dict(result)}
 
 
@@ -184,8 +238,7 @@ def validate(request, payload: ValidateIn):
 )
 def get_recipe(request, slug: Slug):
     require(request.auth, "recipes.view_recipe")
-    recipe = get_object_or_404(Recipe.objects.select_related("current_version"), slug=slug)
-    return recipe_detail(recipe)
+    return recipe_detail(recipe_for(request.auth, slug))
 
 
 @router.post(
@@ -195,14 +248,17 @@ def get_recipe(request, slug: Slug):
 )
 def create_recipe(request, payload: RecipeCreateIn):
     require(request.auth, "recipes.add_recipe")
+    project = project_to_create_in(request.auth, payload.project)
     try:
-        recipe, _ = editing.create_recipe(
-            payload.source,
-            slug=payload.slug,
-            user=request.auth,
-            note=payload.note,
-            enabled=payload.enabled,
-        )
+        with transaction.atomic():
+            recipe, result = editing.create_recipe(
+                payload.source,
+                slug=payload.slug,
+                user=request.auth,
+                note=payload.note,
+                enabled=payload.enabled,
+                project=project,
+            )
     except editing.SourceInvalid as exc:
         return invalid(exc)
     except editing.SlugInvalid as exc:
@@ -221,11 +277,15 @@ def create_recipe(request, payload: RecipeCreateIn):
 )
 def update_recipe(request, slug: Slug, payload: RecipeUpdateIn):
     require(request.auth, "recipes.change_recipe")
-    recipe = get_object_or_404(Recipe, slug=slug)
+    recipe = recipe_for(request.auth, slug, "recipes.change_recipe")
     try:
-        editing.save_source(
-            recipe, payload.source, user=request.auth, note=payload.note or "changed via the API"
-        )
+        with transaction.atomic():
+            editing.save_source(
+                recipe,
+                payload.source,
+                user=request.auth,
+                note=payload.note or "changed via the API",
+            )
     except editing.SourceInvalid as exc:
         return invalid(exc)
     except editing.ShellNotAllowed as exc:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
+from console.models import Project
 from recipes import readers
 from recipes.loader import LoadResult, Problem
 from recipes.models import Recipe
@@ -49,12 +50,13 @@ class ShellNotAllowed(PermissionError):
 
 
 def check_shell_permission(
-    user, before: LoadResult | None, after: LoadResult, *, old: str = "", new: str = ""
+    user, before: LoadResult | None, after: LoadResult, *, where, old: str = "", new: str = ""
 ) -> None:
     """Refuse a save by `user` whose shell parts differ from the current version's (`old`
-    and `new` are the two sources). No user is the system itself (a sync of recipe
-    folders, a file given on the command line)."""
-    if user is None or user.has_perm(SHELL_PERMISSION):
+    and `new` are the two sources), unless `user` writes shell in `where` (the recipe, or
+    the project a new one goes to: console.projects). No user is the system itself (a sync
+    of recipe folders, a file given on the command line)."""
+    if user is None or user.has_perm(SHELL_PERMISSION, where):
         return
     changed = shell_changes(shell_parts(before, old), shell_parts(after, new))
     if changed:
@@ -92,14 +94,18 @@ def save_source(recipe: Recipe, source: str, *, user=None, note: str = "") -> Lo
     if (read_only := recipe.source_read_only) and source != recipe.source:
         problem = Problem("", 1, 1, read_only)
         raise SourceInvalid(LoadResult(kind=recipe.kind, spec=None, errors=[problem]))
-    result = validate_source(source, recipe.source_path)
+    result = validate_source(source, recipe.source_path, project_id=recipe.project_id)
     if not result.ok:
         raise SourceInvalid(result)
     # The stored source, not the instance's: the admin's form has already set it.
     stored = Recipe.objects.filter(pk=recipe.pk).values_list("source", flat=True).first()
     if user is not None and source != stored:
-        before = validate_source(stored, recipe.source_path) if stored is not None else None
-        check_shell_permission(user, before, result, old=stored or "", new=source)
+        before = (
+            validate_source(stored, recipe.source_path, project_id=recipe.project_id)
+            if stored is not None
+            else None
+        )
+        check_shell_permission(user, before, result, where=recipe, old=stored or "", new=source)
     _same_identity(recipe, result)
     with transaction.atomic():
         apply_result(recipe, result)
@@ -137,11 +143,15 @@ def _insert(
     enabled: bool = True,
     user=None,
     note: str,
+    project=None,
 ) -> Recipe:
-    """The only place a Recipe row is born: with its verdict and its first version."""
+    """The only place a Recipe row is born: with its verdict and its first version (in
+    `project`, else the default project)."""
     recipe = Recipe(
         slug=slug, source=source, origin=origin, enabled=enabled, source_path=source_path
     )
+    if project is not None:
+        recipe.project = project
     apply_result(recipe, result)
     recipe.save()
     recipe.record_version(source, author=user, note=note[:200])
@@ -157,13 +167,16 @@ def create_recipe(
     enabled: bool = True,
     origin: str = Recipe.Origin.CONSOLE,
     source_path: str = "",
+    project=None,
 ) -> tuple[Recipe, LoadResult]:
-    """A new recipe from valid source (a console one unless told otherwise); the slug
-    defaults to the recipe's name. `source_path` locates its `commands/` folder."""
-    result = validate_source(source, source_path)
+    """A new recipe from valid source (a console one unless told otherwise) in `project`
+    (None: the default project); the slug defaults to the recipe's name. `source_path`
+    locates its `commands/` folder."""
+    project = project or Project.default()
+    result = validate_source(source, source_path, project_id=project.pk)
     if not result.ok:
         raise SourceInvalid(result)
-    check_shell_permission(user, None, result, new=source)
+    check_shell_permission(user, None, result, where=project, new=source)
     slug = check_slug(slug) if slug else slug_from(result)
     declared = declared_slug(result)
     if declared is not None and slug != declared:
@@ -179,6 +192,7 @@ def create_recipe(
                 enabled=enabled,
                 user=user,
                 note=note or "created",
+                project=project,
             )
     except IntegrityError:
         raise SlugTaken(f"A recipe with the slug '{slug}' already exists.") from None
@@ -229,13 +243,18 @@ def load_file(
         reason = kept_from_files(recipe)
         if reason:
             return FileLoad("kept", recipe, None, reason)
-    result = validate_source(source, source_path)
+    project = recipe.project if recipe else Project.default()  # a new file's: the default
+    result = validate_source(source, source_path, project_id=project.pk)
     if require_valid and not result.ok:
         raise SourceInvalid(result)
     if user is not None and (recipe is None or recipe.source != source):
-        before = validate_source(recipe.source, recipe.source_path) if recipe else None
+        before = (
+            validate_source(recipe.source, recipe.source_path, project_id=recipe.project_id)
+            if recipe
+            else None
+        )
         old = recipe.source if recipe else ""
-        check_shell_permission(user, before, result, old=old, new=source)
+        check_shell_permission(user, before, result, where=project, old=old, new=source)
     if recipe is None:
         recipe = _insert(slug, source, result, origin=origin, source_path=source_path, note=note)
         return FileLoad("created", recipe, result)
@@ -265,10 +284,11 @@ def duplicate(recipe: Recipe, *, user=None) -> Recipe:
         return _insert(
             free_slug(f"{recipe.slug}-copy"),
             recipe.source,
-            validate_source(recipe.source, recipe.source_path),
+            validate_source(recipe.source, recipe.source_path, project_id=recipe.project_id),
             origin=Recipe.Origin.CONSOLE,
             source_path=recipe.source_path,
             enabled=recipe.enabled,
             user=user,
             note=f"duplicated from {recipe.slug}",
+            project=recipe.project,
         )

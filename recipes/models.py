@@ -5,7 +5,16 @@ import hashlib
 from django.conf import settings
 from django.db import models, transaction
 
+from console.models import default_project_id
 from recipes import readers
+
+
+class RecipeQuerySet(models.QuerySet):
+    def visible_to(self, user, perm: str = "recipes.view_recipe"):
+        """The recipes of the projects where `user` holds `perm` (console.projects)."""
+        from console.projects import visible
+
+        return visible(self, user, perm)
 
 
 class Recipe(models.Model):
@@ -19,6 +28,13 @@ class Recipe(models.Model):
     slug = models.SlugField(max_length=100, unique=True)
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
+    # Whose it is: its runs, schedules and webhooks are that project's (console.projects).
+    project = models.ForeignKey(
+        "console.Project",
+        on_delete=models.PROTECT,
+        related_name="recipes",
+        default=default_project_id,
+    )
     # The kind of loop whose format the source is (runs.kinds): no closed set, so a kind is
     # an app to install, not a migration; a system check (runs.checks) finds a recipe whose
     # kind no installed app registers.
@@ -41,6 +57,8 @@ class Recipe(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = RecipeQuerySet.as_manager()
 
     class Meta:
         ordering = ["slug"]

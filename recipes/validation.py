@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from django.core.exceptions import ImproperlyConfigured
 
+from console.models import default_project_id
 from recipes.loader import LoadResult, load_recipe
 from recipes.server_paths import without_server_paths
 from recipes.sources import resources_for
@@ -19,10 +20,12 @@ class ProviderLookups:
     (a run's recipe, its spec), so the catalogue does not import the kernel back: the
     kernel plugs its lookups in from `RunsConfig.ready()` (`use_providers`)."""
 
-    # A provider answers for nodes that name none (the admin's default, or the setting).
-    default_configured: Callable[[], bool]
-    # Why `name` (None: the default provider) cannot answer for a step, or None.
-    unresolvable: Callable[[str | None], str | None]
+    # A provider answers for nodes that name none in a project's recipes (the admin's
+    # default there, or the setting).
+    default_configured: Callable[[int | None], bool]
+    # Why `name` (None: the default provider) cannot answer for a step of a project's
+    # recipe, or None.
+    unresolvable: Callable[[str | None, int | None], str | None]
 
 
 _providers: ProviderLookups | None = None
@@ -39,28 +42,39 @@ def provider_lookups() -> ProviderLookups:
     return _providers
 
 
-def default_provider_configured() -> bool:
-    return provider_lookups().default_configured()
+def default_provider_configured(project_id: int | None = None) -> bool:
+    """Whether project `project_id`'s recipes (None: the default project's) have a
+    default provider."""
+    return provider_lookups().default_configured(project_id or default_project_id())
 
 
-def validate_source(source: str, source_path: str = "", *, providers: bool = True) -> LoadResult:
-    """`providers=False` leaves out whether the providers it names can answer here: a run's
-    pinned version loads whatever the providers became since (a turn that cannot reach its
-    provider fails, saying so). The kind whose the source is reads it (recipes.loader)."""
+def validate_source(
+    source: str, source_path: str = "", *, providers: bool = True, project_id: int | None = None
+) -> LoadResult:
+    """`project_id`: the project whose recipe the source is (None: the default project,
+    where a new file's recipe goes); the providers it names are those that project may
+    use. `providers=False` leaves out whether they can answer here: a run's pinned version
+    loads whatever the providers became since (a turn that cannot reach its provider
+    fails, saying so). The kind whose the source is reads it (recipes.loader)."""
+    if not providers:
+        return load_recipe(source, source_path=source_path, resources=resources_for(source_path))
+    lookups = provider_lookups()
+    # Asked only by a kind that reads providers (a Python recipe is read without a database).
     return load_recipe(
         source,
         source_path=source_path,
         resources=resources_for(source_path),
-        provider_fallback=default_provider_configured if providers else True,
-        provider_check=provider_lookups().unresolvable if providers else None,
+        provider_fallback=lambda: lookups.default_configured(project_id or default_project_id()),
+        provider_check=lambda name: lookups.unresolvable(name, project_id or default_project_id()),
     )
 
 
-def repository_default(recipe, console_default: bool) -> str:
+def repository_default(recipe, console_default: Callable[[int], bool]) -> str:
     """What the recipe list says about a recipe's default provider: the repository's default
-    assistant, when it is the one its agent nodes without a provider get."""
+    assistant, when it is the one its agent nodes without a provider get (asked only then:
+    `console_default(project_id)`, whether the console has one for the recipe's project)."""
     assistant = (recipe.problems or {}).get("repository_assistant")
-    if not assistant or console_default:
+    if not assistant or console_default(recipe.project_id):
         return ""
     return f"default provider: {assistant} (the repository's .archon/config.yaml)"
 
@@ -107,8 +121,10 @@ def refresh_verdicts(**_signal) -> None:
     from recipes.models import Recipe
 
     fields = ["valid", "problems", "kind", "name", "description"]
-    for recipe in Recipe.objects.only("pk", "slug", "source", "source_path", *fields):
+    only = ("pk", "slug", "source", "source_path", "project_id", *fields)
+    for recipe in Recipe.objects.only(*only):
         before = [getattr(recipe, name) for name in fields]
-        apply_result(recipe, validate_source(recipe.source, recipe.source_path))
+        result = validate_source(recipe.source, recipe.source_path, project_id=recipe.project_id)
+        apply_result(recipe, result)
         if [getattr(recipe, name) for name in fields] != before:
             recipe.save(update_fields=fields)

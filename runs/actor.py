@@ -41,6 +41,10 @@ NO_PERSON = {
 }
 
 
+# What a person must hold on an object to know it exists (else it reads as missing).
+SEEN_WITH = {"recipes.recipe": "recipes.view_recipe", "runs.run": "runs.view_run"}
+
+
 def os_user() -> str:
     """The name of the OS account running this process ("" for a uid without a name, as in a
     bare container)."""
@@ -106,6 +110,24 @@ class Actor:
         """The account whose permissions a start is checked with (None: the trusted
         command line's)."""
         return self.acting_for if self.acting_for is not None else self.person
+
+    def check(self, perm: str, obj) -> None:
+        """The person's right to `perm` on `obj` (a run, a recipe) in its project
+        (console.projects): NotFound — worded as for one that does not exist — when they
+        may not even see it there, NotAllowed when they may see it but not do this. An
+        actor without a person (the engine, the sweep, a schedule or webhook their editors
+        set up, the trusted command line) is checked where it is made."""
+        from runs.errors import NotFound
+
+        person = self.person
+        if person is None:
+            return
+        label = type(obj)._meta.label_lower
+        if not person.has_perm(SEEN_WITH.get(label, "runs.view_run"), obj):
+            what = f"recipe '{obj.slug}'" if label == "recipes.recipe" else f"run {obj.pk}"
+            raise NotFound(f"No {what}.")
+        if not person.has_perm(perm, obj):
+            raise NotAllowed("Your role in this project does not allow this.")
 
     @property
     def name(self) -> str:

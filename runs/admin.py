@@ -1,12 +1,13 @@
 from django.contrib import admin
 from django.utils.html import format_html
 
+from console.admin_projects import ProjectScopedAdmin
 from console.admin_read_only import ReadOnlyAdmin
 from runs.models import Gate, Run
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(ProjectScopedAdmin):
     """Runs to look up, never to edit: a run's status, event counter and error change only
     through its transitions (a hand-edited `status` or `last_seq` would break the event log
     and the workers' fencing). Deciding, cancelling and resuming happen on the run's page."""
@@ -30,13 +31,16 @@ class RunAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         # Deleting a run that workers may still be acting on would pull rows from under them.
-        return obj is None or obj.is_terminal
+        allowed = super().has_delete_permission(request, obj)
+        return allowed and (obj is None or obj.is_terminal)
 
 
 @admin.register(Gate)
-class GateAdmin(ReadOnlyAdmin):
+class GateAdmin(ProjectScopedAdmin, ReadOnlyAdmin):
     """The audit log of decisions: who decided which gate, when, what, and from where.
     Read-only: a decision is history, changed only through the services."""
+
+    project_field = "run__project"
 
     list_display = [
         "decided_at",

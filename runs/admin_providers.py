@@ -2,16 +2,28 @@
 
 from django.contrib import admin, messages
 
+from console.admin_projects import ProjectScopedAdmin
 from runs.models import Conversation, ProviderConfig
 
 
 @admin.register(ProviderConfig)
-class ProviderConfigAdmin(admin.ModelAdmin):
-    list_display = ["name", "kind", "model", "target", "api_key_env", "is_default", "enabled"]
-    list_filter = ["kind", "enabled", "is_default"]
+class ProviderConfigAdmin(ProjectScopedAdmin):
+    # A provider of no project is shared: every project's recipes may use it.
+    shared = True
+    list_display = [
+        "name",
+        "project",
+        "kind",
+        "model",
+        "target",
+        "api_key_env",
+        "is_default",
+        "enabled",
+    ]
+    list_filter = ["kind", "enabled", "is_default", "project"]
     search_fields = ["name", "model", "command", "base_url"]
     fieldsets = [
-        (None, {"fields": ["name", "kind", "model", "is_default", "enabled"]}),
+        (None, {"fields": ["name", "project", "kind", "model", "is_default", "enabled"]}),
         ("CLI agents", {"fields": ["command"]}),
         ("HTTP APIs", {"fields": ["base_url", "api_key_env"]}),
         (
@@ -53,7 +65,9 @@ class ProviderConfigAdmin(admin.ModelAdmin):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(ProjectScopedAdmin):
+    # An agent's message history names no project: only who sees every project reads it.
+    project_field = None
     list_display = ["session_id", "provider", "created_at", "updated_at"]
     search_fields = ["session_id", "provider"]
     readonly_fields = ["session_id", "provider", "messages", "created_at", "updated_at"]

@@ -119,7 +119,7 @@ async def _buffer(run_id: int, message: dict) -> dict:
 async def run_ag_ui(request, run_id: int):
     if (refused := await stream_reader(request, api=True)) is not None:
         return refused
-    seq = await live_feed.last_seq(run_id)
+    seq = await live_feed.last_seq(run_id, request.user)  # another project's: as none
     if seq is None:
         return refused_json(404, f"No run {run_id}.")
     after = min(after_seq(request), seq)

@@ -11,15 +11,13 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
 
-from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from ninja import Field, Query, Router, Schema, Status
 from ninja import Path as PathParam
 from pydantic import field_validator
 
 from console.api_errors import InvalidInputsOut, JsonObject, errors, require
-from recipes.api import Text
-from recipes.models import Recipe
+from recipes.api import Text, recipe_for
 from runs import inbox, services, waiting
 from runs.actor import Actor
 from runs.models import Iteration, Run
@@ -357,13 +355,28 @@ def refuse_unknown_parameters(request, *schemas) -> None:
         )
 
 
+def require_scope(user, perm: str) -> None:
+    """A token whose scope does not allow `perm` is refused saying so, before anything is
+    looked up."""
+    token = getattr(user, "api_token", None)
+    if token is not None and not token.allows(perm):
+        require(user, perm)
+
+
 def run_url(request, run: Run) -> str:
     return request.build_absolute_uri(reverse("run_detail", args=[run.pk]))
 
 
 def readable_run(request, run_id: int) -> Run:
+    """The run, when the caller may read it: one of a project they have nothing in answers
+    as one that does not exist (404, the same words)."""
     require(request.auth, "runs.view_run")
-    return get_object_or_404(Run.objects.select_related("recipe", "recipe_version"), pk=run_id)
+    runs = Run.objects.select_related("recipe", "recipe_version", "project")
+    found = runs.filter(pk=run_id).first()
+    if found is None:
+        raise services.NotFound(f"No run {run_id}.")
+    Actor("api", request.auth).check("runs.view_run", found)
+    return found
 
 
 def run_out(request, run: Run) -> dict:
@@ -379,9 +392,11 @@ def run_out(request, run: Run) -> dict:
     summary="Start a run",
 )
 def start(request, payload: RunStartIn):
-    require(request.auth, "runs.operate_run")  # the edge's check, with the token's scope
+    require(request.auth, "runs.view_run")  # no role at all: 403
+    require_scope(request.auth, "runs.operate_run")  # a token whose scope may not: 403
+    recipe = recipe_for(request.auth, payload.recipe)  # another project's, whatever the role
+    require(request.auth, "runs.operate_run")  # start_run checks it in the recipe's project
     actor = Actor("api", request.auth)
-    recipe = get_object_or_404(Recipe, slug=payload.recipe)
     run = services.start_run(
         recipe,
         actor=actor,
@@ -397,7 +412,10 @@ def start(request, payload: RunStartIn):
 def list_runs(request, filters: Query[RunFilters]):
     require(request.auth, "runs.view_run")
     refuse_unknown_parameters(request, RunFilters)
-    runs = Run.objects.select_related("recipe", "recipe_version", "started_by").order_by("-id")
+    runs = Run.objects.visible_to(request.auth).select_related(
+        "recipe", "recipe_version", "started_by"
+    )
+    runs = runs.order_by("-id")
     if filters.status:
         runs = runs.filter(Run.showing(filters.status))
     if filters.recipe:
@@ -560,5 +578,5 @@ def get_inbox(request):
             f"GET /api/inbox takes no query parameter (given: {', '.join(sorted(request.GET))})."
         )
     with one_snapshot():
-        ranked = inbox.ranked_attention()
+        ranked = inbox.ranked_attention(user=request.auth)
     return {"items": [{**i.as_dict(), "url": request.build_absolute_uri(i.path)} for i in ranked]}

@@ -1,5 +1,5 @@
 """The audit of decisions over HTTP: `GET /api/audit/decisions` streams every answer at a
-gate (runs.audit) as JSON Lines or CSV, filtered by date and recipe."""
+gate (runs.audit) as JSON Lines or CSV, filtered by date, recipe and project."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from ninja import Field, Query, Router, Schema
 from pydantic import field_validator
 
 from console.api_errors import errors, require
+from console.projects import visible
 from recipes.api import Text
 from runs import audit
 
@@ -21,6 +22,7 @@ class AuditFilters(Schema):
     since: datetime | None = Field(None, description="Answers at or after this time")
     until: datetime | None = Field(None, description="Answers before this time")
     recipe: Text = Field("", max_length=200, description="Only this recipe's runs (its slug)")
+    project: Text = Field("", max_length=100, description="Only this project's runs (its slug)")
     format: Literal["jsonl", "csv"] = Field("jsonl", description="JSON Lines or CSV")
 
     @field_validator("since", "until")
@@ -45,12 +47,19 @@ class AuditFilters(Schema):
     description=(
         "One record per answer, oldest first: at, run, recipe, gate, node, decision, text, "
         "by, via (console, api, cli, mcp, link, slack, sweep), digest (what the decision was "
-        "made on, when given), closed_gate (false: an approval a quorum counted)."
+        "made on, when given), closed_gate (false: an approval a quorum counted). Only the "
+        "runs of the projects where you may read gates."
     ),
 )
 def decisions(request, filters: Query[AuditFilters]):
     require(request.auth, "runs.view_gate")
-    found = audit.decisions(since=filters.since, until=filters.until, recipe=filters.recipe)
+    found = audit.decisions(
+        since=filters.since,
+        until=filters.until,
+        recipe=filters.recipe,
+        project=filters.project,
+    )
+    found = visible(found, request.auth, "runs.view_gate", field="run__project")
     kind = "application/jsonl" if filters.format == "jsonl" else "text/csv"
     response = StreamingHttpResponse(audit.lines(found, filters.format), content_type=kind)
     response["Content-Disposition"] = f'attachment; filename="decisions.{filters.format}"'

@@ -140,8 +140,16 @@ def compare(request, filters: Query[CompareFilters]):
     refuse_unknown_parameters(request, CompareFilters)
     if filters.a is None or filters.b is None:
         raise UnknownParameter("Name the two iterations to compare: ?a=ID&b=ID.")
-    a, b = comparing.iteration(filters.a), comparing.iteration(filters.b)
+    a, b = readable_iteration(request, filters.a), readable_iteration(request, filters.b)
     return comparing.as_dict(a, b, comparing.compare(a, b))
+
+
+def readable_iteration(request, pk: int):
+    """An iteration of a run the caller may read; else as one that does not exist."""
+    found = comparing.iteration(pk)
+    if not request.auth.has_perm("runs.view_run", found.run):
+        raise services.NotFound(f"No iteration {pk}.")
+    return found
 
 
 @router.get(

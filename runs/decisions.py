@@ -125,6 +125,7 @@ def _locked(gate_id: int) -> tuple[Run, Gate]:
 
 def _decided(run, gate, actor, action, comment, decision, status, digest, record_only) -> Gate:
     """Every check a decision passes, in one order for both verbs, then the decision."""
+    actor.check("runs.operate_run", run)
     kind = kinds.of_run(run)
     if record_only and not kind.decides_later:
         raise Conflict("Only a workflow recipe's gates can be decided now and resumed later.")

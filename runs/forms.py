@@ -35,14 +35,19 @@ class RunFilterForm(forms.Form):
     recipe = forms.ChoiceField(
         required=False, error_messages={"invalid_choice": "There is no recipe “%(value)s”."}
     )
+    # The projects the person may see (set in __init__): another's reads as none at all.
+    project = forms.ChoiceField(
+        required=False, error_messages={"invalid_choice": "There is no project “%(value)s”."}
+    )
     q = forms.CharField(required=False, max_length=200, label="Search messages")
     before = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 
-    def __init__(self, *args, recipes=(), **kwargs):
+    def __init__(self, *args, recipes=(), projects=(), **kwargs):
         super().__init__(*args, **kwargs)
         words = [(word, word.replace("_", " ").title()) for word in Run.status_words()]
         self.fields["status"].choices = [("", "Any status"), *words]
         self.fields["recipe"].choices = [("", "Any recipe"), *((slug, slug) for slug, _ in recipes)]
+        self.fields["project"].choices = [("", "Any project"), *projects]
 
 
 class ApproveForm(forms.Form):

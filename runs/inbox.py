@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.timesince import timesince
 
+from console.projects import visible
 from runs import kinds
 from runs.engine.stop_rules import GATE as THEN_GATE
 from runs.engine.stop_rules import Plateau, Point, plateau_near, rules_from
@@ -31,13 +32,25 @@ from runs.queries import kind_context
 STATUS_COUNT_CAP = 1000
 
 
-def capped_status_counts() -> list[tuple[str, str]]:
-    """(status, shown count) for every status a run shows (`Run.status_words`: the kernel's
-    and each kind's phases), in one query bounded by the cap."""
+def runs_seen(user=None):
+    """The runs the inbox reads: those `user` may see (None: every run, for a caller that
+    checked already)."""
+    return Run.objects.all() if user is None else Run.objects.visible_to(user)
+
+
+def gates_seen(user=None):
+    """The gates of `runs_seen(user)`."""
+    gates = Gate.objects.all()
+    return gates if user is None else visible(gates, user, "runs.view_run", "run__project")
+
+
+def capped_status_counts(user=None) -> list[tuple[str, str]]:
+    """(status, shown count) for every status a run `user` may see shows (`Run.status_words`:
+    the kernel's and each kind's phases), in one query bounded by the cap."""
     words = Run.status_words()
     selects, params = [], []
     for word in words:
-        capped = Run.objects.filter(Run.showing(word)).order_by().values_list("pk")
+        capped = runs_seen(user).filter(Run.showing(word)).order_by().values_list("pk")
         sql, own = capped[: STATUS_COUNT_CAP + 1].query.sql_with_params()
         selects.append(f"SELECT %s, (SELECT COUNT(*) FROM ({sql}) AS capped)")
         params += [word, *own]
@@ -50,45 +63,52 @@ def capped_status_counts() -> list[tuple[str, str]]:
     ]
 
 
-def shown_status_counts() -> tuple[list[tuple[str, str]], str]:
+def shown_status_counts(user=None) -> tuple[list[tuple[str, str]], str]:
     """The inbox's chips: the statuses some run shows (a chip per status no run has would
     fill a phone's screen), and the total of all of them, "N+" when a count was capped."""
-    counts = capped_status_counts()
+    counts = capped_status_counts(user)
     total = sum(int(count.rstrip("+")) for _, count in counts)
     capped = any(count.endswith("+") for _, count in counts)
     return [(word, count) for word, count in counts if count != "0"], f"{total}{'+' * capped}"
 
 
-def attention_candidates() -> tuple[list[Gate], list[Run], list[Run]]:
-    """What may need attention, each list bounded: the pending gates (the 50 oldest), the
-    runs waiting for a person (`needs_a_person`) and the pending or running runs (the 20
-    newest of each). A run stopped by its budget is not running: it waits for a person."""
+def attention_candidates(user=None) -> tuple[list[Gate], list[Run], list[Run]]:
+    """What may need attention of the runs `user` may see (None: of every run), each list
+    bounded: the pending gates (the 50 oldest), the runs waiting for a person
+    (`needs_a_person`) and the pending or running runs (the 20 newest of each). A run
+    stopped by its budget is not running: it waits for a person."""
     gates = list(
-        Gate.objects.filter(status=Gate.Status.PENDING)
-        .select_related("run__recipe", "run__started_by", "iteration", "node_run")
+        gates_seen(user)
+        .filter(status=Gate.Status.PENDING)
+        .select_related("run__recipe", "run__started_by", "run__project", "iteration", "node_run")
         .defer("node_run__output", "node_run__state")
         .order_by("created_at", "id")[:50]
     )
     running = list(
-        Run.objects.filter(status__in=[Run.Status.PENDING, Run.Status.RUNNING])
+        runs_seen(user)
+        .filter(status__in=[Run.Status.PENDING, Run.Status.RUNNING])
         .select_related("recipe", "started_by")
         .order_by("-id")[:20]
     )
-    return gates, needs_a_person(), running
+    return gates, needs_a_person(user), running
 
 
-def inbox() -> dict:
-    gates, attention, running = attention_candidates()
+def inbox(user=None) -> dict:
+    """The inbox of `user`: only the runs (and their gates, counts) they may see."""
+    gates, attention, running = attention_candidates(user)
     stopped = [run for run in attention if run.status == Run.Status.BUDGET_EXCEEDED]
     with_progress(running + stopped, gates)
     ranked = ranked_attention(gates, attention, running)
     finished = list(
         # Served by the partial index run_finished_recent (the same condition and order).
-        Run.objects.filter(status__in=sorted(Run.TERMINAL))
+        runs_seen(user)
+        .filter(status__in=sorted(Run.TERMINAL))
         .select_related("recipe", "started_by")
         .order_by("-finished_at", "-id")[:15]
     )
-    status_counts, runs_total = shown_status_counts()
+    status_counts, runs_total = shown_status_counts(user)
+    for gate in gates:  # its accept key, only where the person operates
+        gate.may_operate = user is None or user.has_perm("runs.operate_run", gate.run)
     return {
         "gates": gates,
         "running": running,
@@ -148,12 +168,13 @@ def waiting_for_a_person() -> Q:
     return wanted
 
 
-def needs_a_person() -> list[Run]:
-    """The runs `waiting_for_a_person`, each with what to offer there (`person_action`:
-    `budget_action` for a budget stop, else its kind's). The inbox lists them beside the
-    gates."""
+def needs_a_person(user=None) -> list[Run]:
+    """The runs `waiting_for_a_person` (of those `user` may see; None: all), each with what
+    to offer there (`person_action`: `budget_action` for a budget stop, else its kind's).
+    The inbox lists them beside the gates."""
     found = list(
-        Run.objects.filter(waiting_for_a_person())
+        runs_seen(user)
+        .filter(waiting_for_a_person())
         .select_related("recipe", "started_by")
         .order_by("-id")[:20]
     )
@@ -275,6 +296,8 @@ def ranked_attention(
     waiting: list[Run] | None = None,
     running: list[Run] | None = None,
     now: datetime | None = None,
+    *,
+    user=None,
 ) -> list[Attention]:
     """What needs attention, most urgent first: the one ranking the inbox, GET /api/inbox
     and the MCP tool `inbox` show (docs/console.md, "What needs attention: the inbox's
@@ -288,9 +311,10 @@ def ranked_attention(
        (`plateaus_near`);
     4. then the rest;
     the longest waiting (or running) first within 2, 3 and 4; a running run waiting for its
-    provider's limits says so as its reason. Four queries at most."""
+    provider's limits says so as its reason. Four queries at most. Loaded here, the items
+    are of the runs `user` may see (None: of every run); given, they are the caller's."""
     if gates is None:
-        gates, waiting, running = attention_candidates()
+        gates, waiting, running = attention_candidates(user)
     now = now or timezone.now()
     items = [Attention(GATE, gate.run, gate.created_at, gate=gate) for gate in gates]
     # A run stops (budget_exceeded, a kind's phase) with `set_status`, which stamps it.

@@ -156,8 +156,9 @@ class LoopKind:
 
         raise InputError({"repository": f"{self.name} runs take no repository"})
 
-    def check_start(self, spec, inputs, workdir, person, *, message, child) -> str:
-        """Before a run is created: the workdir to use; raises a services error to refuse."""
+    def check_start(self, spec, inputs, workdir, writes_shell, *, message, child) -> str:
+        """Before a run is created: the workdir to use; raises a services error to refuse.
+        `writes_shell`: whether who starts it writes shell in the recipe's project."""
         return workdir
 
     def created(self, run, start: bool) -> bool:

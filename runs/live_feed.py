@@ -65,9 +65,12 @@ def release_connection() -> None:
         connection.close()
 
 
-def read_last_seq(run_id: int) -> int | None:
+def read_last_seq(run_id: int, user=None) -> int | None:
+    """The run's last seq; None when there is no such run, or (given `user`) none of a
+    project where they may read runs (console.projects): a stream of it is a 404."""
+    runs = Run.objects.all() if user is None else Run.objects.visible_to(user)
     try:
-        return Run.objects.filter(pk=run_id).values_list("last_seq", flat=True).first()
+        return runs.filter(pk=run_id).values_list("last_seq", flat=True).first()
     finally:
         release_connection()
 

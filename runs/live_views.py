@@ -33,6 +33,7 @@ from console.auth import NO_TOKEN, NOT_VALID, accepts_api_token, bearer_secret, 
 from console.models import TokenRefused
 from runs import live, live_feed
 from runs.live_feed import CRUMB_PREFIXES, is_crumb
+from runs.models import Run
 
 # Messages arriving this close together go out as one batch, so a burst of events (a run
 # finishing writes several) makes the page refresh each fragment once.
@@ -106,7 +107,7 @@ async def stream_reader(request, *, api: bool = False):
         request.user = user
     else:
         user = await request.auser()
-    if user.is_authenticated and await user.ahas_perm("runs.view_run"):
+    if user.is_authenticated and await reads_runs(user):
         return None
     if secret is not None:
         return refused_json(
@@ -117,6 +118,12 @@ async def stream_reader(request, *, api: bool = False):
     if not user.is_authenticated:
         return refused_json(401, NO_TOKEN)
     return refused_json(403, "Your role does not allow this.")
+
+
+async def reads_runs(user) -> bool:
+    """Whether `user` reads runs in some project (console.projects): asked of `has_perm`,
+    which every backend answers, a membership's included."""
+    return await sync_to_async(user.has_perm)("runs.view_run")
 
 
 def refused_json(status: int, detail: str) -> JsonResponse:
@@ -138,7 +145,7 @@ def served_by_asgi(request) -> bool:
 async def run_stream(request, run_id: int):
     if (refused := await stream_reader(request)) is not None:
         return refused
-    seq = await live_feed.last_seq(run_id)
+    seq = await live_feed.last_seq(run_id, request.user)  # another project's: as none
     if seq is None:
         raise Http404("No such run.")
     after = after_seq(request)
@@ -213,19 +220,49 @@ def merge_output(messages: list[dict]) -> list[dict]:
 @require_GET
 async def inbox_stream(request):
     user = await request.auser()
-    if not (user.is_authenticated and await user.ahas_perm("runs.view_run")):
+    if not (user.is_authenticated and await reads_runs(user)):
         return HttpResponseForbidden()
     await sync_to_async(live_feed.release_connection)()
     if not served_by_asgi(request):
         return stream_response(iter([f"retry: {WSGI_RETRY_MS}\n\n"]))
-    return stream_response(_inbox_events())
+    return stream_response(_inbox_events(SeenRuns(user)))
 
 
-async def _inbox_events():
+async def _inbox_events(seen: SeenRuns):
     async for batch in live_feed.messages(live.INBOX_CHANNEL, INBOX_COALESCE_SECONDS):
         if batch is None:
             yield ": keep-alive\n\n"
         elif not batch:
             yield "retry: 2000\n\n"  # subscribed
-        else:
+        elif await seen.any_of(batch):
             yield sse("inbox-changed")
+
+
+class SeenRuns:
+    """Which runs an inbox stream's reader may see: a change to a run of a project they
+    have nothing in refreshes nothing (its timing would tell of it). A run's project is
+    set once, so each run is asked about once (one query for a batch's new ones)."""
+
+    REMEMBERED = 10_000
+
+    def __init__(self, user):
+        self.user = user
+        self.known: dict[int, bool] = {}
+
+    async def any_of(self, batch: list[dict]) -> bool:
+        ids = {m.get("run") for m in batch if isinstance(m.get("run"), int)}
+        new = ids - self.known.keys()
+        if new:
+            if len(self.known) > self.REMEMBERED:
+                self.known.clear()
+            seen = await live_feed.stream_read(_seen_runs, self.user, new)
+            self.known.update({pk: pk in seen for pk in new})
+        return any(self.known.get(pk) for pk in ids)
+
+
+def _seen_runs(user, ids: set[int]) -> set[int]:
+    try:
+        runs = Run.objects.visible_to(user).filter(pk__in=ids)
+        return set(runs.values_list("pk", flat=True))
+    finally:
+        live_feed.release_connection()

@@ -4,15 +4,32 @@ Each scrape runs a fixed number of aggregate queries (no rows come back to Pytho
 one transaction with a statement timeout on PostgreSQL, so a scrape can never hold the
 database for long whatever the size of the tables. Queue depth comes from the broker,
 worker heartbeats from Redis (runs/executor/heartbeat.py).
+
+What a reader sees is its `Scope`: the series of runs, iterations, gates, agent usage and
+notifications carry a `project` label (the project's slug) and only the projects the
+reader may see are there (`console.projects`: a token limited to projects gets those).
+The queue and the workers are the installation's, named by no project, and shown to every
+reader; providers' limits, by provider, only for the providers the reader's projects may
+use (a shared one, or one of theirs).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import connection, transaction
-from django.db.models import Count, DecimalField, DurationField, ExpressionWrapper, F, Q, Sum
+from django.db.models import (
+    Count,
+    DecimalField,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    Min,
+    Q,
+    Sum,
+)
 from django.db.models.fields.json import KeyTextTransform
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -34,75 +51,121 @@ STATEMENT_TIMEOUT_MS = 5000
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def runs_by_status():
+@dataclass(frozen=True)
+class Scope:
+    """The projects a scrape shows: their slugs by id; `every`: the reader sees every
+    project, and the rows of none (a test notification) too."""
+
+    slugs: dict[int, str]
+    every: bool = False
+
+    @classmethod
+    def of(cls, projects, every: bool = False) -> Scope:
+        return cls(dict(projects.values_list("pk", "slug")), every)
+
+    def narrow(self, rows, field: str = "project"):
+        """`rows` of the projects shown (all of them for who sees every project)."""
+        return rows if self.every else rows.filter(**{f"{field}__in": list(self.slugs)})
+
+
+def everything() -> Scope:
+    from console.models import Project
+
+    return Scope.of(Project.objects.all(), every=True)
+
+
+def runs_by_status(scope: Scope):
     """Runs by the status they show (`Run.status_word`: a kind's phase, else the status)."""
-    counts: dict[str, int] = {}
-    for status, phase, n in (
-        Run.objects.order_by().values_list("status", "phase").annotate(n=Count("id"))
-    ):
-        counts[phase or status] = counts.get(phase or status, 0) + n
-    family = GaugeMetricFamily("loop_runs", "Runs by status.", labels=["status"])
-    for word in Run.status_words():
-        family.add_metric([word], counts.get(word, 0))
+    counts: dict[tuple[int, str], int] = {}
+    rows = scope.narrow(Run.objects.order_by()).values_list("project", "status", "phase")
+    for project, status, phase, n in rows.annotate(n=Count("id")):
+        key = (project, phase or status)
+        counts[key] = counts.get(key, 0) + n
+    family = GaugeMetricFamily("loop_runs", "Runs by status.", labels=["project", "status"])
+    for project, slug in scope.slugs.items():
+        for word in Run.status_words():
+            family.add_metric([slug, word], counts.get((project, word), 0))
     return [family]
 
 
-def iterations():
+def iterations(scope: Scope):
     rows = (
-        Iteration.objects.order_by()
-        .values_list("status")
+        scope.narrow(Iteration.objects.order_by(), "run__project")
+        .values_list("run__project", "status")
         .annotate(n=Count("id"), never_started=Count("id", filter=Q(started_at__isnull=True)))
     )
     started = CounterMetricFamily(
-        "loop_iterations_started", "Iterations that started (every loop kind)."
+        "loop_iterations_started", "Iterations that started (every loop kind).", labels=["project"]
     )
     finished = CounterMetricFamily(
-        "loop_iterations_finished", "Iterations that finished, by how.", labels=["status"]
+        "loop_iterations_finished",
+        "Iterations that finished, by how.",
+        labels=["project", "status"],
     )
-    running = GaugeMetricFamily("loop_iterations_running", "Iterations running now.")
-    by_status = {status: (n, never) for status, n, never in rows}
-    started.add_metric([], sum(n - never for n, never in by_status.values()))
-    for status in sorted(Iteration.FINISHED):
-        finished.add_metric([status], by_status.get(status, (0, 0))[0])
-    running.add_metric([], by_status.get(Iteration.Status.RUNNING, (0, 0))[0])
+    running = GaugeMetricFamily(
+        "loop_iterations_running", "Iterations running now.", labels=["project"]
+    )
+    found = {(project, status): (n, never) for project, status, n, never in rows}
+    for project, slug in scope.slugs.items():
+        mine = {status: row for (p, status), row in found.items() if p == project}
+        started.add_metric([slug], sum(n - never for n, never in mine.values()))
+        for status in sorted(Iteration.FINISHED):
+            finished.add_metric([slug, status], mine.get(status, (0, 0))[0])
+        running.add_metric([slug], mine.get(Iteration.Status.RUNNING, (0, 0))[0])
     return [started, finished, running]
 
 
-def gates(now):
+def gates(now, scope: Scope):
     waited = ExpressionWrapper(F("decided_at") - F("created_at"), output_field=DurationField())
     decided = Gate.objects.filter(status__in=DECIDED, decided_at__isnull=False).annotate(w=waited)
     aggregates = {
         f"le_{i}": Count("id", filter=Q(w__lte=timedelta(seconds=bound)))
         for i, bound in enumerate(WAIT_BUCKETS)
     }
-    found = decided.aggregate(count=Count("id"), total=Sum("w"), **aggregates)
-    buckets = [(str(float(b)), found[f"le_{i}"]) for i, b in enumerate(WAIT_BUCKETS)]
-    buckets.append(("+Inf", found["count"]))
-    total = found["total"].total_seconds() if found["total"] else 0.0
+    decided_by_project = {
+        row["run__project"]: row
+        for row in scope.narrow(decided.order_by(), "run__project")
+        .values("run__project")
+        .annotate(count=Count("id"), total=Sum("w"), **aggregates)
+    }
+    pending = {
+        row["run__project"]: row
+        for row in scope.narrow(Gate.objects.order_by(), "run__project")
+        .filter(status=Gate.Status.PENDING)
+        .values("run__project")
+        .annotate(
+            n=Count("id"),
+            overdue=Count("id", filter=Q(deadline_at__lte=now)),
+            oldest=Min("created_at"),
+        )
+    }
     histogram = HistogramMetricFamily(
         "loop_gate_wait_seconds",
         "How long decided gates waited for their decision.",
-        buckets=buckets,
-        sum_value=total,
+        labels=["project"],
     )
-    pending = Gate.objects.filter(status=Gate.Status.PENDING).aggregate(
-        n=Count("id"),
-        overdue=Count("id", filter=Q(deadline_at__lte=now)),
+    waiting = GaugeMetricFamily(
+        "loop_gates_waiting", "Gates waiting for a decision now.", labels=["project"]
     )
-    oldest = (
-        Gate.objects.filter(status=Gate.Status.PENDING)
-        .order_by("created_at")
-        .values_list("created_at", flat=True)
-        .first()
+    overdue = GaugeMetricFamily(
+        "loop_gates_overdue", "Waiting gates past their deadline.", labels=["project"]
     )
-    waiting = GaugeMetricFamily("loop_gates_waiting", "Gates waiting for a decision now.")
-    waiting.add_metric([], pending["n"])
-    overdue = GaugeMetricFamily("loop_gates_overdue", "Waiting gates past their deadline.")
-    overdue.add_metric([], pending["overdue"])
     longest = GaugeMetricFamily(
-        "loop_gate_oldest_wait_seconds", "How long the longest-waiting gate has waited."
+        "loop_gate_oldest_wait_seconds",
+        "How long the longest-waiting gate has waited.",
+        labels=["project"],
     )
-    longest.add_metric([], (now - oldest).total_seconds() if oldest else 0)
+    for project, slug in scope.slugs.items():
+        found = decided_by_project.get(project) or {"count": 0, "total": None}
+        buckets = [(str(float(b)), found.get(f"le_{i}", 0)) for i, b in enumerate(WAIT_BUCKETS)]
+        buckets.append(("+Inf", found["count"]))
+        total = found["total"].total_seconds() if found["total"] else 0.0
+        histogram.add_metric([slug], buckets, total)
+        open_now = pending.get(project) or {"n": 0, "overdue": 0, "oldest": None}
+        waiting.add_metric([slug], open_now["n"])
+        overdue.add_metric([slug], open_now["overdue"])
+        oldest = open_now["oldest"]
+        longest.add_metric([slug], (now - oldest).total_seconds() if oldest else 0)
     return [histogram, waiting, overdue, longest]
 
 
@@ -110,35 +173,41 @@ def _money():
     return DecimalField(max_digits=18, decimal_places=6)
 
 
-def provider_usage():
-    """Tokens and cost per provider: every agent call is an iteration (a prompt step's
-    too), under the provider its node names."""
-    usage: dict[str, list] = {}
+def provider_usage(scope: Scope):
+    """Tokens and cost per project and provider: every agent call is an iteration (a
+    prompt step's too), under the provider its node names."""
+    usage: dict[tuple[str, str], list] = {}
 
-    def add(provider, tokens_in, tokens_out, cost):
-        entry = usage.setdefault(provider or "default", [0, 0, 0.0])
+    def add(project, provider, tokens_in, tokens_out, cost):
+        entry = usage.setdefault((scope.slugs[project], provider or "default"), [0, 0, 0.0])
         entry[0] += int(tokens_in or 0)
         entry[1] += int(tokens_out or 0)
         entry[2] += float(cost or 0)
 
     per_iteration = (
-        Iteration.objects.annotate(provider=KeyTextTransform("provider", "node_run__state"))
+        scope.narrow(Iteration.objects, "run__project")
+        .annotate(provider=KeyTextTransform("provider", "node_run__state"))
         .order_by()
-        .values_list("provider")
+        .values_list("run__project", "provider")
         .annotate(Sum("tokens_in"), Sum("tokens_out"), Sum("cost_usd"))
     )
     for row in per_iteration:
-        add(*row)
+        if row[0] in scope.slugs:
+            add(*row)
     tokens = CounterMetricFamily(
-        "loop_provider_tokens", "Tokens used, per provider.", labels=["provider", "direction"]
+        "loop_provider_tokens",
+        "Tokens used, per project and provider.",
+        labels=["project", "provider", "direction"],
     )
     cost = CounterMetricFamily(
-        "loop_provider_cost_usd", "Cost in US dollars, per provider.", labels=["provider"]
+        "loop_provider_cost_usd",
+        "Cost in US dollars, per project and provider.",
+        labels=["project", "provider"],
     )
-    for provider, (tokens_in, tokens_out, dollars) in sorted(usage.items()):
-        tokens.add_metric([provider, "in"], tokens_in)
-        tokens.add_metric([provider, "out"], tokens_out)
-        cost.add_metric([provider], dollars)
+    for (project, provider), (tokens_in, tokens_out, dollars) in sorted(usage.items()):
+        tokens.add_metric([project, provider, "in"], tokens_in)
+        tokens.add_metric([project, provider, "out"], tokens_out)
+        cost.add_metric([project, provider], dollars)
     return [tokens, cost]
 
 
@@ -193,9 +262,12 @@ def workers():
     return [last, alive, sandboxed]
 
 
-def provider_limits():
+def provider_limits(scope: Scope):
     """Calls in flight and waiting under each provider's limits, and what waiting cost:
-    read from Redis, shared by every worker (runs/providers/limits.py)."""
+    read from Redis, shared by every worker (runs/providers/limits.py). A reader who does
+    not see every project gets the providers its projects may use: shared ones and theirs
+    (a limit is the provider's, every project's calls together)."""
+    from runs.models import ProviderConfig
     from runs.providers import limits
 
     families = {
@@ -225,6 +297,12 @@ def provider_limits():
     except Exception as exc:  # noqa: BLE001 - Redis down is itself worth a scrape
         log.warning("metrics: provider limits unavailable: %s", exc)
         rows = []
+    if not scope.every:
+        usable = ProviderConfig.objects.filter(
+            Q(project__isnull=True) | Q(project__in=list(scope.slugs))
+        )
+        names = set(usable.values_list("name", flat=True))
+        rows = [row for row in rows if row["provider"] in names]
     for row in rows:
         for name, family in families.items():
             family.add_metric([row["provider"]], row.get(name, 0))
@@ -232,6 +310,9 @@ def provider_limits():
 
 
 class ConsoleCollector:
+    def __init__(self, scope: Scope | None = None):
+        self.scope = scope
+
     def collect(self):
         from django.utils import timezone
 
@@ -240,23 +321,25 @@ class ConsoleCollector:
             if connection.vendor == "postgresql":
                 with connection.cursor() as cursor:
                     cursor.execute(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}")
+            scope = self.scope or everything()
             families = [
-                *runs_by_status(),
-                *iterations(),
-                *gates(now),
-                *provider_usage(),
+                *runs_by_status(scope),
+                *iterations(scope),
+                *gates(now, scope),
+                *provider_usage(scope),
             ]
-            # Families other apps add (runs.kinds.add_metrics): () -> a list of families,
-            # read in this transaction, under the same statement timeout.
+            # Families other apps add (runs.kinds.add_metrics): (scope) -> a list of
+            # families, read in this transaction, under the same statement timeout.
             for collect in kinds.metrics():
-                families += collect()
-        families += queue_depth() + workers() + provider_limits()
+                families += collect(scope)
+        families += queue_depth() + workers() + provider_limits(scope)
         yield from families
 
 
-def render() -> bytes:
+def render(scope: Scope | None = None) -> bytes:
+    """The scrape, of `scope`'s projects (None: every project)."""
     from prometheus_client import generate_latest
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ConsoleCollector())
+    registry.register(ConsoleCollector(scope))
     return generate_latest(registry)

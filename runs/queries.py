@@ -18,6 +18,7 @@ from django.db.models import Count, Exists, Min, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Left, Length, Right
 from django.utils import timezone
 
+from console.projects import projects_where
 from recipes.models import Recipe
 from runs import kinds
 from runs.models import Gate, Iteration, NodeRun, Run, RunEvent
@@ -63,9 +64,24 @@ def take_page(rows, size: int) -> tuple[list, bool]:
 # --- run list ------------------------------------------------------------------------------
 
 
-def run_list(*, status: str = "", recipe: str = "", search: str = "", before: int | None = None):
-    """One page of runs, newest first, and the id to continue from (None on the last page)."""
-    runs = Run.objects.select_related("recipe", "recipe_version", "started_by").order_by("-id")
+def run_list(
+    user,
+    *,
+    status: str = "",
+    recipe: str = "",
+    project: str = "",
+    search: str = "",
+    before: int | None = None,
+):
+    """One page of the runs `user` may see, newest first, and the id to continue from
+    (None on the last page)."""
+    runs = (
+        Run.objects.visible_to(user)
+        .select_related("recipe", "recipe_version", "started_by", "project")
+        .order_by("-id")
+    )
+    if project:
+        runs = runs.filter(project__slug=project)
     if status:
         runs = runs.filter(Run.showing(status))  # a kernel status, or a kind's phase
     if recipe:
@@ -104,17 +120,42 @@ def _attach_usage(page: list[Run]) -> None:
         run.cost_partial = bool(row.get("unpriced")) and run.cost_total is not None
 
 
-def recipe_choices() -> list[tuple[str, str]]:
-    return list(Recipe.objects.order_by("slug").values_list("slug", "name"))
+def recipe_choices(user) -> list[tuple[str, str]]:
+    """The recipes the runs list filters by: those `user` may see."""
+    return list(Recipe.objects.visible_to(user).order_by("slug").values_list("slug", "name"))
+
+
+def project_choices(user) -> list[tuple[str, str]]:
+    """The projects whose runs `user` may see, as (slug, name)."""
+    return list(projects_where(user, "runs.view_run").values_list("slug", "name"))
 
 
 # --- run page ------------------------------------------------------------------------------
 
 
-def get_run(run_id: int) -> Run:
-    return Run.objects.select_related(
-        "recipe__current_version", "recipe_version", "started_by", "rerun_of", "parent_node"
-    ).get(pk=run_id)
+def get_run(run_id: int, user) -> Run:
+    """The run, if `user` may see it; else Run.DoesNotExist, as for an id no run has."""
+    return (
+        Run.objects.visible_to(user)
+        .select_related(
+            "recipe__current_version",
+            "recipe_version",
+            "started_by",
+            "rerun_of",
+            "parent_node",
+            "project",
+        )
+        .get(pk=run_id)
+    )
+
+
+def seen_runs(user, ids) -> set[int]:
+    """Which of the runs `ids` `user` may see (one query; none for no ids): the run page
+    links its parent, the run it re-ran, its forks and its children only then."""
+    wanted = {pk for pk in ids if pk}
+    if not wanted:
+        return set()
+    return set(Run.objects.visible_to(user).filter(pk__in=wanted).values_list("pk", flat=True))
 
 
 @dataclass
@@ -237,8 +278,9 @@ def with_output_ends(iterations):
     )
 
 
-def nodes(run: Run, *, after: int | None = None) -> dict:
-    """A page of the run's top-level nodes in order, from the one after id ``after``."""
+def nodes(run: Run, *, after: int | None = None, user=None) -> dict:
+    """A page of the run's top-level nodes in order, from the one after id ``after``; a
+    workflow node's child runs those `user` may see (every one for None)."""
     rows = with_call_times(with_usage(_with_output_tail(run.nodes.filter(iteration=0))))
     rows = rows.order_by("id")
     if after:
@@ -263,7 +305,7 @@ def nodes(run: Run, *, after: int | None = None) -> dict:
         for group in groups:
             per_iteration = body[group.row.node_id]
             group.group_iterations = sorted(per_iteration.items(), reverse=True)
-    _attach_children([n for n in top if n.row.kind == NodeRun.Kind.WORKFLOW])
+    _attach_children([n for n in top if n.row.kind == NodeRun.Kind.WORKFLOW], user)
     return {
         "nodes": top,
         "nodes_after": after,
@@ -271,14 +313,16 @@ def nodes(run: Run, *, after: int | None = None) -> dict:
     }
 
 
-def _attach_children(waiting: list[NodeRow]) -> None:
-    """Each workflow node's child runs (the latest of each item), with a waiting gate."""
+def _attach_children(waiting: list[NodeRow], user=None) -> None:
+    """Each workflow node's child runs (the latest of each item), with a waiting gate; of
+    another project than `user` may see, none (a child runs its own recipe's project)."""
     if not waiting:
         return
     by_node = {n.row.pk: n for n in waiting}
     latest: dict[tuple[int, int], Run] = {}
+    children = Run.objects.visible_to(user) if user is not None else Run.objects.all()
     for child in (
-        Run.objects.filter(parent_node__in=list(by_node))
+        children.filter(parent_node__in=list(by_node))
         .select_related("recipe")
         .annotate(
             waiting_gate=Exists(Gate.objects.filter(run=OuterRef("pk"), status=Gate.Status.PENDING))
@@ -443,14 +487,14 @@ def events(run: Run, *, before: int | None = None) -> tuple[list[RunEvent], int 
     return page, (page[0].seq if more else None)
 
 
-def run_page(run: Run, *, nodes_after: int | None = None) -> dict:
+def run_page(run: Run, user, *, nodes_after: int | None = None) -> dict:
     timeline, older = iterations(run)
     event_rows, earlier_events = events(run)
     context = {
         "run": run,
         "recipe_name": recipe_name(run),
         **usage(run),
-        **nodes(run, after=nodes_after),
+        **nodes(run, after=nodes_after, user=user),
         **gate_state(run),
         "iterations": timeline,
         "older": older,

@@ -18,6 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from recipes.models import Recipe
+from recipes.shell_parts import SHELL_PERMISSION
 from runs import dispatch, kinds, resuming
 from runs.actor import Actor, can_operate
 from runs.decisions import (  # noqa: F401 - the gate services, re-exported
@@ -117,15 +118,14 @@ def start_run(
     start: bool = True,
     lineage: Lineage | None = None,
 ) -> Run:
-    """A new run of `recipe` started by `actor` (whose permission its edge checked:
-    `Actor.operator`). `budget` (limits as a person gave them) replaces the recipe's limits
-    one by one, or all of them (`budget_replaces_recipe`: a form that showed them);
-    `start=False`: a run whose kind waits for a first trigger (a step machine's `loop
-    tick`) is only created. `lineage` is the engine's (child runs, reruns, forks).
-    `repository`: chosen on the start form or the API, one the kind allows
-    (`LoopKind.check_repository`); `workdir`: the command line's, or a rerun's or fork's."""
+    """A new run of `recipe` started by `actor` (its role checked on the recipe's project).
+    `budget` (limits as a person gave them) replaces the recipe's limits one by one, or all
+    of them (`budget_replaces_recipe`: a form that showed them). `start=False` only creates
+    a run whose kind waits for a first trigger (a step machine's `loop tick`). `lineage`:
+    the engine's (child runs, reruns, forks). `repository`: one the kind allows (from the
+    start form or the API); `workdir`: the command line's, or a rerun's or fork's."""
+    actor.check("runs.operate_run", recipe)
     lineage = lineage or Lineage()
-    child = lineage.parent_node is not None
     version = _startable_version(recipe, version)
     kind = kinds.get(recipe.kind)
     if repository:  # before anything else is read: where the run may work at all
@@ -135,7 +135,9 @@ def start_run(
     cleaned, limits = _given(
         recipe, version, spec, lineage, message, inputs, budget, budget_replaces_recipe
     )
-    workdir = kind.check_start(spec, cleaned, workdir, actor.rights, message=message, child=child)
+    writes_shell = actor.rights is None or actor.rights.has_perm(SHELL_PERMISSION, recipe)
+    child = lineage.parent_node is not None
+    workdir = kind.check_start(spec, cleaned, workdir, writes_shell, message=message, child=child)
     with transaction.atomic():
         run = Run.objects.create(
             recipe=recipe,
@@ -156,8 +158,7 @@ def start_run(
             surface=actor.surface,
             budget=limits,
         )
-        # The kind sets its run up; a run created without starting waits (`start=False`).
-        advance = kind.created(run, start)
+        advance = kind.created(run, start)  # the kind's setup; start=False: created only
         if lineage.forked:
             lineage.forked["carry"](run)  # the fork's history, and where it goes on (runs.fork)
         elif advance:
@@ -265,6 +266,7 @@ def _spec(recipe, version):
 
 def rerun(run: Run, actor: Actor, *, on_current_version: bool = False) -> Run:
     """The same message and inputs again, on the run's recipe version (or the current one)."""
+    actor.check("runs.operate_run", run)
     return start_run(
         run.recipe,
         actor,
@@ -283,6 +285,7 @@ def fork_run(run: Run, actor: Actor, *, node: str, iteration: int, feedback="", 
     or prompt (runs.fork)."""
     from runs.fork import make_fork as fork
 
+    actor.check("runs.operate_run", run)
     return fork(run, actor, node=node, iteration=iteration, feedback=feedback, prompt=prompt)
 
 
@@ -290,6 +293,7 @@ def fork_run(run: Run, actor: Actor, *, node: str, iteration: int, feedback="", 
 
 
 def cancel_run(run: Run, actor: Actor, *, reason: str = "") -> Run:
+    actor.check("runs.operate_run", run)
     with transaction.atomic():
         run = lock_run(run.pk)
         if run.is_terminal:
@@ -308,6 +312,7 @@ def set_budget(run: Run, actor: Actor, limits: dict, *, resume: bool = False) ->
         given = clean_budget(limits, allow_empty_values=True)
     except BudgetInvalid as exc:
         raise InputError({f"budget.{k}": v for k, v in exc.errors.items()}) from None
+    actor.check("runs.operate_run", run)
     with transaction.atomic():
         run = lock_run(run.pk)
         if run.is_terminal:
@@ -340,6 +345,7 @@ def resume_run(run: Run, actor: Actor) -> Run:
     """Re-run what did not complete (and `always_run` nodes); a loop restarts at iteration 1.
     After a budget stop, go on where it stopped (once the budget allows). A paused run whose
     gate was decided with `record_only` goes on with that decision."""
+    actor.check("runs.operate_run", run)
     with transaction.atomic():
         run = lock_run(run.pk)
         if run.status == Run.Status.BUDGET_EXCEEDED:

@@ -310,7 +310,7 @@ class _RunTrace:
         name = (row.state or {}).get("provider") or "default"
         key = f"{name}:{row.node_id}"
         if key not in self.agents:
-            kind, model = _provider_facts(self.spec, row.node_id, name)
+            kind, model = _provider_facts(self.spec, row.node_id, name, self.run.project_id)
             self.agents[key] = {
                 "loop.provider": name,
                 "gen_ai.operation.name": "chat" if kind in CHAT_KINDS else "invoke_agent",
@@ -363,7 +363,7 @@ def _spec_or_none(run):
         return None
 
 
-def _provider_facts(spec, node_id: str, name: str) -> tuple[str, str]:
+def _provider_facts(spec, node_id: str, name: str, project_id: int) -> tuple[str, str]:
     """(kind, model) of provider `name` for node `node_id`, resolved as the registry does
     (runs.providers.registry): the recipe's own `providers:`, the admin's rows, the builtin
     names; the model the node's, else the recipe's, else the provider's."""
@@ -376,11 +376,11 @@ def _provider_facts(spec, node_id: str, name: str) -> tuple[str, str]:
         node = None
     declared = (getattr(spec, "providers", None) or {}).get(name)
     if name == "default" and declared is None:
-        row = ProviderConfig.objects.filter(is_default=True, enabled=True).first()
+        row = ProviderConfig.objects.default_in(project_id)
         name = row.name if row else settings.LOOP_DEFAULT_PROVIDER or name
     if declared is not None:
         kind, model = declared.kind, declared.model
-    elif row := ProviderConfig.objects.filter(name=name).first():
+    elif row := ProviderConfig.objects.usable_in(project_id).filter(name=name).first():
         kind, model = row.kind, row.model
     else:
         kind, model = name, ""  # a builtin name is its kind (demo, claude, codex, ...)

@@ -2,6 +2,8 @@
 (included) and an htmx refresh (rendered alone); every action also works as a plain POST
 that redirects back to the run with a message."""
 
+from functools import partial
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
@@ -11,17 +13,42 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
-from console.permissions import operator_required, viewer_required
+from console.permissions import RoleMissing, viewer_required
 from runs import kinds, queries, services
+from runs.actor import Actor
 from runs.forms import ApproveForm, RejectForm, RespondForm, RunFilterForm
 from runs.models import Gate, Run
 
 
-def run_or_404(run_id: int) -> Run:
+def run_or_404(user, run_id: int) -> Run:
+    """The run, if `user` may see it: one of a project they have nothing in answers as an
+    id no run has (404, the same words), on every page of runs."""
     try:
-        return queries.get_run(run_id)
+        return queries.get_run(run_id, user)
     except Run.DoesNotExist:
         raise Http404("No such run.") from None
+
+
+def may_operate(user, run: Run) -> bool:
+    """Whether `user` operates in `run`'s project: its pages offer its buttons only then."""
+    return user.has_perm("runs.operate_run", run)
+
+
+def acting_on(request, run_id: int) -> Run:
+    """The run an action names: 404 for one the person may not see (before any role is
+    named), 403 when they see it without operating in its project. Gives the request the
+    console actor the services record (and check again)."""
+    run = run_or_404(request.user, run_id)
+    if not may_operate(request.user, run):
+        raise RoleMissing("operator")
+    request.actor = Actor("console", request.user)
+    return run
+
+
+def page_context(request, run: Run) -> dict:
+    """What every render of a run's page and parts has: the run, whether to offer its
+    buttons (its project's role, not any project's), its kind's words."""
+    return {"run": run, "can_operate": may_operate(request.user, run), **queries.kind_context(run)}
 
 
 # --- pages ---------------------------------------------------------------------------------
@@ -30,8 +57,13 @@ def run_or_404(run_id: int) -> Run:
 @require_GET
 @viewer_required
 def run_list(request):
-    recipes = queries.recipe_choices()
-    form = RunFilterForm(request.GET or None, recipes=recipes)
+    """The runs of the projects the person may see: filters offer only those projects and
+    their recipes, so a name from another reads as one that does not exist."""
+    form = RunFilterForm(
+        request.GET or None,
+        recipes=queries.recipe_choices(request.user),
+        projects=queries.project_choices(request.user),
+    )
     if form.is_bound and not form.is_valid():
         # A filter that cannot hold (a status no run has) matches nothing, and says why.
         runs, next_before = [], None
@@ -39,8 +71,10 @@ def run_list(request):
     else:
         filters = form.cleaned_data if form.is_bound else {}
         runs, next_before = queries.run_list(
+            request.user,
             status=filters.get("status", ""),
             recipe=filters.get("recipe", ""),
+            project=filters.get("project", ""),
             search=filters.get("q", ""),
             before=filters.get("before"),
         )
@@ -55,6 +89,8 @@ def run_list(request):
         {
             "form": form,
             "runs": runs,
+            # A team of several projects reads which one each run is of.
+            "show_projects": len(form.fields["project"].choices) > 2,
             "next_query": query.urlencode() if next_before else "",
             "newest_query": newest_query if filters.get("before") else None,
         },
@@ -64,11 +100,13 @@ def run_list(request):
 @require_GET
 @viewer_required
 def run_detail(request, run_id):
-    run = run_or_404(run_id)
+    run = run_or_404(request.user, run_id)
     nodes_after = _positive_int(request.GET.get("nodes_after"))
-    page = queries.run_page(run, nodes_after=nodes_after)
+    page = queries.run_page(run, request.user, nodes_after=nodes_after)
     _show_scores(page["iterations"])
-    page.update(_history(run, request.GET))
+    page.update(_history(run, request.user, request.GET))
+    page["can_operate"] = may_operate(request.user, run)  # run_page brought the kind's words
+    page.update(_links(run, request.user))
     kind_parts = []
     for name, part in _kind_parts(run).items():
         if part.context is not None:
@@ -79,11 +117,9 @@ def run_detail(request, run_id):
     return render(request, "runs/detail.html", page)
 
 
-def _history(run, query) -> dict:
+def _history(run, user, query) -> dict:
     """Fork links, the budget panel and the convergence chart (runs.views_history)."""
-    from runs.views_history import budget_context, fork_links, resume_context
-
-    return {**fork_links(run), **resume_context(run), **budget_context(run), **_chart(run, query)}
+    return {**_history_part(run, user), **_chart(run, query)}
 
 
 def _chart(run, query) -> dict:
@@ -101,16 +137,17 @@ def _positive_int(raw) -> int | None:
 
 
 # The parts of the run page that refresh on their own when the live stream says so; a
-# run's kind adds its own (`LoopKind.run_parts`, see `_parts`).
+# run's kind adds its own (`LoopKind.run_parts`, see `_parts`). Each context is given the
+# person too: what the page links (forks, child runs) is what they may see.
 PARTS = {
-    "header": ("runs/_header.html", lambda run: _header(run)),
-    "budget": ("runs/_budget.html", lambda run: _history_part(run)),
-    "budget-meters": ("runs/_budget_meters.html", lambda run: _history_part(run)),
+    "header": ("runs/_header.html", lambda run, user: _header(run, user)),
+    "budget": ("runs/_budget.html", lambda run, user: _history_part(run, user)),
+    "budget-meters": ("runs/_budget_meters.html", lambda run, user: _history_part(run, user)),
     "chart": ("runs/_chart.html", None),
-    "nodes": ("runs/_nodes.html", queries.nodes),
-    "gate": ("runs/_gate.html", queries.gate_state),
-    "timeline": ("runs/_timeline.html", lambda run: _timeline(run)),
-    "events": ("runs/_events.html", lambda run: _event_log(run)),
+    "nodes": ("runs/_nodes.html", lambda run, user, **page: queries.nodes(run, user=user, **page)),
+    "gate": ("runs/_gate.html", lambda run, user: queries.gate_state(run)),
+    "timeline": ("runs/_timeline.html", lambda run, user: _timeline(run)),
+    "events": ("runs/_events.html", lambda run, user: _event_log(run)),
 }
 
 
@@ -118,20 +155,37 @@ def _kind_parts(run) -> dict:
     return dict(kinds.of_run(run).run_parts)
 
 
-def _parts(run) -> dict:
-    """The kernel's parts and the run's kind's, as (template, context)."""
+def _parts(run, user) -> dict:
+    """The kernel's parts (for `user`) and the run's kind's, as (template, context)."""
     own = {name: (part.template, part.context) for name, part in _kind_parts(run).items()}
-    return {**own, **PARTS}
+    kernel = {
+        name: (template, context and partial(context, user=user))
+        for name, (template, context) in PARTS.items()
+    }
+    return {**own, **kernel}
 
 
-def _header(run):
-    return {"recipe_name": queries.recipe_name(run), **queries.usage(run), **_history_part(run)}
+def _header(run, user):
+    return {
+        "recipe_name": queries.recipe_name(run),
+        **queries.usage(run),
+        **_history_part(run, user),
+        **_links(run, user),
+    }
 
 
-def _history_part(run):
+def _links(run, user) -> dict:
+    """Which of the runs the header names (its parent, the run it re-ran or forked) it
+    links: those `user` may see; a run of another project goes unnamed."""
+    return {
+        "linked_runs": queries.seen_runs(user, [run.parent_id, run.rerun_of_id, run.forked_from_id])
+    }
+
+
+def _history_part(run, user):
     from runs.views_history import budget_context, fork_links, resume_context
 
-    return {**fork_links(run), **resume_context(run), **budget_context(run)}
+    return {**fork_links(run, user), **resume_context(run), **budget_context(run)}
 
 
 def _event_log(run):
@@ -153,8 +207,8 @@ def _show_scores(iterations):
 @require_GET
 @viewer_required
 def run_part(request, run_id, part):
-    run = run_or_404(run_id)
-    parts = _parts(run)
+    run = run_or_404(request.user, run_id)
+    parts = _parts(run, request.user)
     if part not in parts:
         raise Http404("No such part.")
     template, context = parts[part]
@@ -165,7 +219,7 @@ def run_part(request, run_id, part):
         values = _chart(run, request.GET)
     else:
         values = context(run) if context is not None else {}
-    return render(request, template, {"run": run, **queries.kind_context(run), **values})
+    return render(request, template, {**page_context(request, run), **values})
 
 
 @require_GET
@@ -173,7 +227,7 @@ def run_part(request, run_id, part):
 def gate_detail(request, run_id, gate_id):
     """One gate's own page, where notifications link: its panel if it still waits (the
     decision is a POST from there), else who decided it."""
-    run = run_or_404(run_id)
+    run = run_or_404(request.user, run_id)
     gate = run.gates.select_related("iteration", "decided_by").filter(pk=gate_id).first()
     if gate is None:
         raise Http404("No such gate.")
@@ -188,7 +242,7 @@ def gate_detail(request, run_id, gate_id):
         state["gate"], state["last_decision"], state["other_gates"] = None, gate, []
     state["now_waiting"] = None if gate.is_pending else services.pending_gate(run)
     # The kind's words too: where the run stands is said as its header says it.
-    context = {"run": run, "this_gate": gate, **queries.kind_context(run), **state}
+    context = {**page_context(request, run), "this_gate": gate, **state}
     return render(request, "runs/gate.html", context)
 
 
@@ -197,12 +251,12 @@ def gate_detail(request, run_id, gate_id):
 @vary_on_headers("HX-Request")
 def run_iterations(request, run_id):
     """Older iterations on demand: the cards alone for htmx, a page of them otherwise."""
-    run = run_or_404(run_id)
+    run = run_or_404(request.user, run_id)
     try:
         before = int(request.GET.get("before") or 0) or None
     except ValueError:
         before = None
-    context = {"run": run, **queries.kind_context(run), **_timeline(run, before)}
+    context = {**page_context(request, run), **_timeline(run, before)}
     template = "runs/_iterations.html" if request.htmx else "runs/iterations.html"
     return render(request, template, context)
 
@@ -210,7 +264,7 @@ def run_iterations(request, run_id):
 @require_GET
 @viewer_required
 def run_events(request, run_id):
-    run = run_or_404(run_id)
+    run = run_or_404(request.user, run_id)
     try:
         before = int(request.GET.get("before") or 0) or None
     except ValueError:
@@ -236,21 +290,20 @@ def act(request, run, action, part, draft=None, draft_reason=None):
         raise PermissionDenied from None
     except services.AlreadyDecided as exc:
         result, notice, level = None, str(exc), messages.WARNING
-    except services.NotFound:
-        raise Http404("No such gate.") from None
+    except services.NotFound as exc:  # worded as for what does not exist, whatever it is
+        raise Http404(str(exc)) from None
     except services.ServiceError as exc:
         result, notice, level = None, str(exc), messages.ERROR
     if isinstance(result, str):
         notice = result
     if request.htmx:
-        run = run_or_404(run.pk)
-        template, context = _parts(run)[part]
+        run = run_or_404(request.user, run.pk)
+        template, context = _parts(run, request.user)[part]
         response = render(
             request,
             template,
             {
-                "run": run,
-                **queries.kind_context(run),
+                **page_context(request, run),
                 **(context(run) if context is not None else {}),
                 "notice": notice,
                 "notice_level": level,
@@ -275,9 +328,9 @@ def act(request, run, action, part, draft=None, draft_reason=None):
 
 
 @require_POST
-@operator_required
+@viewer_required
 def run_cancel(request, run_id):
-    run = run_or_404(run_id)
+    run = acting_on(request, run_id)
 
     def cancel():
         services.cancel_run(run, request.actor)
@@ -287,9 +340,9 @@ def run_cancel(request, run_id):
 
 
 @require_POST
-@operator_required
+@viewer_required
 def run_resume(request, run_id):
-    run = run_or_404(run_id)
+    run = acting_on(request, run_id)
 
     def resume():
         services.resume_run(run, request.actor)
@@ -299,14 +352,16 @@ def run_resume(request, run_id):
 
 
 @require_POST
-@operator_required
+@viewer_required
 def run_rerun(request, run_id):
-    run = run_or_404(run_id)
+    run = acting_on(request, run_id)
     on_current = request.POST.get("version") == "current"
     try:
         new_run = services.rerun(run, actor=request.actor, on_current_version=on_current)
     except services.NotAllowed:
         raise PermissionDenied from None
+    except services.NotFound as exc:
+        raise Http404(str(exc)) from None
     except services.ServiceError as exc:
         messages.error(request, str(exc))
         return redirect("run_detail", run.pk)
@@ -325,9 +380,9 @@ def _form_errors(form) -> str:
 
 
 @require_POST
-@operator_required
+@viewer_required
 def gate_approve(request, run_id, gate_id):
-    run = run_or_404(run_id)
+    run = acting_on(request, run_id)
     form = ApproveForm(request.POST)
 
     def approve():
@@ -347,10 +402,10 @@ def gate_approve(request, run_id, gate_id):
 
 
 @require_POST
-@operator_required
+@viewer_required
 def gate_respond(request, run_id, gate_id):
     """One of the gate's offered decisions, by id (a gate that declares its own)."""
-    run = run_or_404(run_id)
+    run = acting_on(request, run_id)
     form = RespondForm(request.POST)
 
     def respond():
@@ -367,9 +422,9 @@ def gate_respond(request, run_id, gate_id):
 
 
 @require_POST
-@operator_required
+@viewer_required
 def gate_reject(request, run_id, gate_id):
-    run = run_or_404(run_id)
+    run = acting_on(request, run_id)
     form = RejectForm(request.POST)
 
     def reject():

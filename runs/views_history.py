@@ -8,17 +8,16 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from console.permissions import operator_required, viewer_required
+from console.permissions import viewer_required
 from recipes.formats.budget import LIMITS
 from recipes.formats.budget import title as budget_title
 from runs import budget as run_budget
 from runs import compare as comparing
 from runs import queries, resuming, services
-from runs.actor import Actor
 from runs.decisions import recorded_words
 from runs.fork import check_fork_point, continuation_for
 from runs.models import Iteration, NodeRun, Run
-from runs.views import run_or_404
+from runs.views import acting_on, page_context, run_or_404
 
 
 def budget_context(run: Run) -> dict:
@@ -28,8 +27,11 @@ def budget_context(run: Run) -> dict:
     }
 
 
-def fork_links(run: Run) -> dict:
-    return {"forks": list(run.forks.only("pk", "fork_point").order_by("id")[:20])}
+def fork_links(run: Run, user) -> dict:
+    """The run's forks `user` may see (a fork of a run of a recipe moved since is the
+    recipe's new project's)."""
+    forks = Run.objects.visible_to(user).filter(forked_from=run)
+    return {"forks": list(forks.only("pk", "fork_point").order_by("id")[:20])}
 
 
 def resume_context(run: Run) -> dict:
@@ -51,27 +53,26 @@ def resume_context(run: Run) -> dict:
 # --- fork ----------------------------------------------------------------------------------
 
 
-def _fork_context(run: Run, it: Iteration, **extra) -> dict:
+def _fork_context(request, run: Run, it: Iteration, **extra) -> dict:
     row = it.node_run
     workflow = run.recipe.kind == "workflow"  # $LOOP_USER_INPUT is the workflow's name for it
     template = (row.state or {}).get("prompt_template", "") if row.kind == NodeRun.Kind.LOOP else ""
     return {
-        "run": run,
+        **page_context(request, run),  # its kind's words for where the feedback goes
         "it": it,
         "is_workflow": workflow,
         # Some kinds are forked with feedback only (a driven loop: loops/driven/forking.py).
         "prompt_editable": bool(getattr(continuation_for(row, run), "edits_prompt", False)),
         "prompt": template,
         "feedback": "",
-        **queries.kind_context(run),  # its words for where the feedback goes
         **extra,
     }
 
 
 @require_http_methods(["GET", "POST"])
-@operator_required
+@viewer_required
 def run_fork(request, run_id):
-    run = run_or_404(run_id)
+    run = acting_on(request, run_id)
     source = request.POST if request.method == "POST" else request.GET
     try:
         number = int(source.get("iteration") or 0)
@@ -89,8 +90,9 @@ def run_fork(request, run_id):
         try:  # say at once when this iteration cannot be forked
             check_fork_point(run, it.node_id, it.number)
         except services.ServiceError as exc:
-            return render(request, "runs/fork.html", _fork_context(run, it, refused=str(exc)))
-        return render(request, "runs/fork.html", _fork_context(run, it))
+            context = _fork_context(request, run, it, refused=str(exc))
+            return render(request, "runs/fork.html", context)
+        return render(request, "runs/fork.html", _fork_context(request, run, it))
     feedback = request.POST.get("feedback", "")
     prompt = request.POST.get("prompt", "")
     if prompt.strip() == request.POST.get("original_prompt", "").strip():
@@ -98,7 +100,7 @@ def run_fork(request, run_id):
     try:
         fork = services.fork_run(
             run,
-            Actor.operator(request.user, "console"),
+            request.actor,
             node=it.node_id,
             iteration=it.number,
             feedback=feedback,
@@ -106,8 +108,10 @@ def run_fork(request, run_id):
         )
     except services.NotAllowed:
         raise PermissionDenied from None
+    except services.NotFound as exc:
+        raise Http404(str(exc)) from None
     except services.ServiceError as exc:
-        context = _fork_context(run, it, error=_words(exc), feedback=feedback)
+        context = _fork_context(request, run, it, error=_words(exc), feedback=feedback)
         if prompt:
             context["prompt"] = prompt
         return render(request, "runs/fork.html", context, status=exc.status)
@@ -131,20 +135,18 @@ def _words(exc) -> str:
 @require_GET
 @viewer_required
 def iteration_compare(request):
-    try:
-        a = comparing.iteration(request.GET.get("a"))
-    except services.NotFound:
-        raise Http404("No such iteration.") from None
+    a = _seen_iteration(request.user, request.GET.get("a"))
     b_run = a.run
     if request.GET.get("b_run"):
-        b_run = Run.objects.filter(pk=_int(request.GET["b_run"]), recipe_id=a.run.recipe_id).first()
+        b_run = (
+            Run.objects.visible_to(request.user)
+            .filter(pk=_int(request.GET["b_run"]), recipe_id=a.run.recipe_id)
+            .first()
+        )
         b_run = b_run or a.run
     b = None
     if request.GET.get("b"):
-        try:
-            b = comparing.iteration(request.GET["b"])
-        except services.NotFound:
-            raise Http404("No such iteration.") from None
+        b = _seen_iteration(request.user, request.GET["b"])
         if b.run_id != b_run.pk and request.GET.get("b_run"):
             b = None  # the run was changed: pick from its iterations
     if b is None:
@@ -159,7 +161,7 @@ def iteration_compare(request):
         "a": a,
         "b": b,
         "view": view,
-        "runs": _with(comparing.sibling_runs(a.run), b_run),
+        "runs": _with(_seen(request.user, comparing.sibling_runs(a.run)), b_run),
         "a_choices": _with(comparing.choices(a.run), a),
         "b_choices": _with(comparing.choices(b_run), b),
         "diffs": [],
@@ -174,6 +176,24 @@ def iteration_compare(request):
             # The "To" pickers offer this recipe's runs and their iterations only.
             context["b_choices"] = comparing.choices(b_run)
     return render(request, "runs/compare.html", context, status=status)
+
+
+def _seen_iteration(user, pk) -> Iteration:
+    """An iteration of a run `user` may see; any other answers as one that does not exist."""
+    try:
+        it = comparing.iteration(pk)
+    except services.NotFound:
+        raise Http404("No such iteration.") from None
+    if not user.has_perm("runs.view_run", it.run):
+        raise Http404("No such iteration.")
+    return it
+
+
+def _seen(user, runs: list[Run]) -> list[Run]:
+    """The runs of a picker `user` may see (a recipe's runs from before it moved to another
+    project are that project's)."""
+    seen = queries.seen_runs(user, [run.pk for run in runs])
+    return [run for run in runs if run.pk in seen]
 
 
 def _with(options: list, chosen) -> list:
@@ -194,19 +214,19 @@ def _int(raw) -> int:
 
 
 @require_POST
-@operator_required
+@viewer_required
 def run_budget_change(request, run_id):
-    run = run_or_404(run_id)
+    run = acting_on(request, run_id)
     limits = {name: request.POST.get(name, "") for name in LIMITS}
     resume = bool(request.POST.get("resume"))
     notice, errors, level = "", [], "success"
     try:
-        run = services.set_budget(
-            run, Actor.operator(request.user, "console"), limits, resume=resume
-        )
+        run = services.set_budget(run, request.actor, limits, resume=resume)
         notice = f"Budget saved; run {run.pk} resumed." if resume else "Budget saved."
     except services.NotAllowed:
         raise PermissionDenied from None
+    except services.NotFound as exc:
+        raise Http404(str(exc)) from None
     except services.InputError as exc:
         errors = [run_budget.error_words(k, v) for k, v in exc.errors.items()]
         level = "error"
@@ -219,9 +239,9 @@ def run_budget_change(request, run_id):
                     request, messages.SUCCESS if level == "success" else messages.ERROR, text
                 )
         return redirect("run_detail", run.pk)
-    run = run_or_404(run.pk)
+    run = run_or_404(request.user, run.pk)
     context = {
-        "run": run,
+        **page_context(request, run),
         **budget_context(run),
         "budget_errors": errors,
         "notice": notice,

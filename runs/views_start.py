@@ -2,13 +2,14 @@
 recipe's kind adds). The catalogue shows recipes; starting one is the kernel's."""
 
 from django.core.exceptions import PermissionDenied
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import Http404
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from console.permissions import operator_required
-from recipes.models import Recipe
-from recipes.views import current_spec
+from console.permissions import RoleMissing, viewer_required
+from recipes.views import current_spec, recipe_or_404
 from runs import services
+from runs.actor import Actor
 from runs.start_form import StartRunForm
 
 
@@ -18,10 +19,20 @@ def _start_options(request, recipe) -> dict:
     return recipe.loop_kind.start_options(chosen)
 
 
+def startable(request, slug: str):
+    """The recipe a person starts: 404 when they may not see it (before any role is named),
+    403 when they see it without operating in its project. Gives the request its actor."""
+    recipe = recipe_or_404(request.user, slug)
+    if not request.user.has_perm("runs.operate_run", recipe):
+        raise RoleMissing("operator")
+    request.actor = Actor("console", request.user)
+    return recipe
+
+
 @require_http_methods(["GET", "POST"])
-@operator_required
+@viewer_required
 def recipe_start(request, slug):
-    recipe = get_object_or_404(Recipe.objects.select_related("current_version"), slug=slug)
+    recipe = startable(request, slug)
     refusal = services.start_refusal(recipe)
     if refusal:  # a disabled or invalid recipe: why, and no form to fill in for nothing
         return render(request, "recipes/start.html", _refused(recipe, refusal))
@@ -50,6 +61,8 @@ def recipe_start(request, slug):
             form.add_input_errors(exc.errors)
         except services.NotAllowed:
             raise PermissionDenied from None
+        except services.NotFound as exc:
+            raise Http404(str(exc)) from None
         except services.ServiceError as exc:
             form.add_error(None, str(exc))
         else:

@@ -473,21 +473,47 @@ def console_server(worker_env, tmp_path_factory):
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
+    wait_until_serving(url + "/healthz", proc, log_path, "uvicorn")
+    yield url
+    stop_group(proc)
+    log.close()
+
+
+def wait_until_serving(url: str, proc: subprocess.Popen, log_path: Path, what: str) -> None:
+    """Until `url` answers 200; a process that exits, or 30 s, fails with its log's end."""
     deadline = time.monotonic() + 30
     while True:
         try:
-            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                break
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
         except httpx.HTTPError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start:\n" + log_path.read_text()[-3000:])
+            raise RuntimeError(f"{what} did not start:\n" + log_path.read_text()[-3000:])
         time.sleep(0.1)
-    yield url
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """Stop a process started in a session of its own, and its children."""
     os.killpg(proc.pid, 15)
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, 9)
         proc.wait()
-    log.close()
+
+
+@pytest.fixture
+def in_process(monkeypatch):
+    """Run what the kernel sends here, in order (no worker): returns the drain function."""
+    from runs import dispatch
+
+    sent = []
+    monkeypatch.setattr(dispatch, "deliver", lambda name, *args, **kw: sent.append((name, args)))
+
+    def drain():
+        while sent:
+            name, args = sent.pop(0)
+            dispatch.task(name)(*args)
+
+    return drain

@@ -5,6 +5,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django_celery_beat import models as beat_models
 
+from console.admin_projects import ProjectScopedAdmin
 from console.admin_read_only import ReadOnlyAdmin
 
 from . import schedules
@@ -60,7 +61,8 @@ class FiringInline(LatestInline):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(admin.ModelAdmin):
+class ScheduleAdmin(ProjectScopedAdmin):
+    project_field = "recipe__project"  # a schedule is its recipe's project's
     list_display = ["name", "recipe", "when", "concurrency", "enabled", "last_fired_at", "next"]
     list_filter = ["enabled", "concurrency", "recipe"]
     search_fields = ["name", "recipe__slug"]
@@ -98,7 +100,8 @@ class DeliveryInline(LatestInline):
 
 
 @admin.register(Webhook)
-class WebhookAdmin(admin.ModelAdmin):
+class WebhookAdmin(ProjectScopedAdmin):
+    project_field = "recipe__project"
     list_display = ["name", "recipe", "url", "signature", "enabled", "created_at"]
     list_filter = ["enabled", "signature", "recipe"]
     search_fields = ["name", "recipe__slug"]
@@ -125,13 +128,15 @@ class WebhookAdmin(admin.ModelAdmin):
 
 
 @admin.register(ScheduleFiring)
-class ScheduleFiringAdmin(ReadOnlyAdmin):
+class ScheduleFiringAdmin(ProjectScopedAdmin, ReadOnlyAdmin):
+    project_field = "schedule__recipe__project"
     list_display = ["at", "schedule", "outcome", "note", "run"]
     list_filter = ["outcome", "schedule"]
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(ReadOnlyAdmin):
+class WebhookDeliveryAdmin(ProjectScopedAdmin, ReadOnlyAdmin):
+    project_field = "webhook__recipe__project"
     list_display = [
         "received_at",
         "webhook",

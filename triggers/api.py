@@ -7,12 +7,14 @@ from datetime import datetime
 from typing import Literal
 
 from django.core.exceptions import ValidationError
-from django.shortcuts import get_object_or_404
 from ninja import Router, Schema, Status
 
 from console.api_errors import InvalidInputsOut, errors, require
-from recipes.models import Recipe
+from console.projects import visible
+from recipes.api import recipe_for
+from runs.actor import Actor
 from runs.api import refuse_unknown_parameters
+from runs.errors import NotFound
 
 from . import schedules
 from .models import Schedule, Webhook, new_secret
@@ -149,12 +151,30 @@ def _saved(row, user=None):
     return None
 
 
+def trigger_for(user, model, pk: int, perm: str):
+    """A schedule or webhook (`model`) by its id, when `user` may `perm` on it: one of a
+    project they see nothing of answers as one that does not exist (404, the same words),
+    one they may only see, 403. Both belong to their recipe's project."""
+    found = model.objects.select_related("recipe__project").filter(pk=pk).first()
+    seen_with = f"triggers.view_{model._meta.model_name}"
+    if found is None or not user.has_perm(seen_with, found):
+        raise NotFound(f"No {model._meta.verbose_name} {pk}.")
+    Actor("api", user).check(perm, found.recipe)
+    return found
+
+
+def listed(model, user, recipe: str):
+    """The schedules or webhooks of the projects where `user` may see them."""
+    rows = model.objects.select_related("recipe")
+    rows = visible(rows, user, f"triggers.view_{model._meta.model_name}", field="recipe__project")
+    return rows.filter(recipe__slug=recipe) if recipe else rows
+
+
 @router.get("/schedules", response={200: list[ScheduleOut], **errors(403)}, summary="Schedules")
 def list_schedules(request, recipe: str = ""):
     require(request.auth, "triggers.view_schedule")
     refuse_unknown_parameters(request, Filters)
-    rows = Schedule.objects.select_related("recipe")
-    return [schedule_out(s) for s in (rows.filter(recipe__slug=recipe) if recipe else rows)]
+    return [schedule_out(s) for s in listed(Schedule, request.auth, recipe)]
 
 
 @router.post(
@@ -165,7 +185,9 @@ def list_schedules(request, recipe: str = ""):
 def create_schedule(request, payload: ScheduleIn):
     require(request.auth, "triggers.add_schedule")
     data = payload.dict()
-    schedule = Schedule(recipe=get_object_or_404(Recipe, slug=data.pop("recipe")), **data)
+    schedule = Schedule(
+        recipe=recipe_for(request.auth, data.pop("recipe"), "triggers.add_schedule"), **data
+    )
     return _saved(schedule, request.auth) or Status(201, schedule_out(schedule))
 
 
@@ -176,9 +198,7 @@ def create_schedule(request, payload: ScheduleIn):
 )
 def get_schedule(request, schedule_id: int):
     require(request.auth, "triggers.view_schedule")
-    return schedule_out(
-        get_object_or_404(Schedule.objects.select_related("recipe"), pk=schedule_id)
-    )
+    return schedule_out(trigger_for(request.auth, Schedule, schedule_id, "triggers.view_schedule"))
 
 
 @router.patch(
@@ -188,7 +208,7 @@ def get_schedule(request, schedule_id: int):
 )
 def change_schedule(request, schedule_id: int, payload: SchedulePatch):
     require(request.auth, "triggers.change_schedule")
-    schedule = get_object_or_404(Schedule.objects.select_related("recipe"), pk=schedule_id)
+    schedule = trigger_for(request.auth, Schedule, schedule_id, "triggers.change_schedule")
     for field, value in payload.dict(exclude_unset=True).items():
         setattr(schedule, field, value)
     return _saved(schedule) or schedule_out(schedule)
@@ -201,7 +221,7 @@ def change_schedule(request, schedule_id: int, payload: SchedulePatch):
 )
 def delete_schedule(request, schedule_id: int):
     require(request.auth, "triggers.delete_schedule")
-    get_object_or_404(Schedule, pk=schedule_id).delete()
+    trigger_for(request.auth, Schedule, schedule_id, "triggers.delete_schedule").delete()
     return Status(204, None)
 
 
@@ -209,8 +229,7 @@ def delete_schedule(request, schedule_id: int):
 def list_webhooks(request, recipe: str = ""):
     require(request.auth, "triggers.view_webhook")
     refuse_unknown_parameters(request, Filters)
-    rows = Webhook.objects.select_related("recipe")
-    return [webhook_out(w) for w in (rows.filter(recipe__slug=recipe) if recipe else rows)]
+    return [webhook_out(w) for w in listed(Webhook, request.auth, recipe)]
 
 
 @router.post(
@@ -221,7 +240,9 @@ def list_webhooks(request, recipe: str = ""):
 def create_webhook(request, payload: WebhookIn):
     require(request.auth, "triggers.add_webhook")
     data = payload.dict()
-    webhook = Webhook(recipe=get_object_or_404(Recipe, slug=data.pop("recipe")), **data)
+    webhook = Webhook(
+        recipe=recipe_for(request.auth, data.pop("recipe"), "triggers.add_webhook"), **data
+    )
     return _saved(webhook, request.auth) or Status(201, webhook_out(webhook, with_secret=True))
 
 
@@ -230,7 +251,7 @@ def create_webhook(request, payload: WebhookIn):
 )
 def get_webhook(request, webhook_id: int):
     require(request.auth, "triggers.view_webhook")
-    return webhook_out(get_object_or_404(Webhook.objects.select_related("recipe"), pk=webhook_id))
+    return webhook_out(trigger_for(request.auth, Webhook, webhook_id, "triggers.view_webhook"))
 
 
 @router.patch(
@@ -240,7 +261,7 @@ def get_webhook(request, webhook_id: int):
 )
 def change_webhook(request, webhook_id: int, payload: WebhookPatch):
     require(request.auth, "triggers.change_webhook")
-    webhook = get_object_or_404(Webhook.objects.select_related("recipe"), pk=webhook_id)
+    webhook = trigger_for(request.auth, Webhook, webhook_id, "triggers.change_webhook")
     changes = payload.dict(exclude_unset=True)
     renew = changes.pop("new_secret", False)
     for field, value in changes.items():
@@ -255,5 +276,5 @@ def change_webhook(request, webhook_id: int, payload: WebhookPatch):
 )
 def delete_webhook(request, webhook_id: int):
     require(request.auth, "triggers.delete_webhook")
-    get_object_or_404(Webhook, pk=webhook_id).delete()
+    trigger_for(request.auth, Webhook, webhook_id, "triggers.delete_webhook").delete()
     return Status(204, None)

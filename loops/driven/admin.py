@@ -2,6 +2,8 @@
 
 from django.contrib import admin
 
+from console.admin_projects import ProjectScopedAdmin
+
 from .models import Loop, LoopIteration
 
 
@@ -25,7 +27,8 @@ class LoopIterationInline(ReadOnly, admin.TabularInline):
 
 
 @admin.register(Loop)
-class LoopAdmin(ReadOnly, admin.ModelAdmin):
+class LoopAdmin(ReadOnly, ProjectScopedAdmin):
+    project_field = "run__project"
     list_display = [
         "id",
         "run",

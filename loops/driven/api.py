@@ -184,6 +184,7 @@ def list_loops(request, filters: Query[LoopFilters]):
         status=filters.status,
         before=filters.cursor,
         limit=filters.limit,
+        user=request.auth,  # the loops of the caller's projects' runs
     )
     return {"items": [loop_out(request, loop) for loop in page], "next_cursor": next_cursor}
 
@@ -199,6 +200,8 @@ def get_loop(request, loop_id: int = PathParam(..., ge=1, le=MAX_ID, description
         view = queries.loop_detail(loop_id)
     except Loop.DoesNotExist:
         raise Http404("No such loop.") from None
+    if not request.auth.has_perm("runs.view_run", view.loop.run):
+        raise Http404("No such loop.")  # of a project the caller sees nothing of
     return {
         "loop": loop_out(request, view.loop),
         "iterations": [iteration_out(it) for it in view.iterations],

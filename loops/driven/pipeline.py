@@ -103,7 +103,7 @@ def run_step(driver, loop_iteration, agent_id: str, value):
     try:
         # The step's first database read: a session dropped since the last step is
         # replaced here (a read, safe to run again), not reported as the host's crash.
-        provider = on_fresh_connection(registry.resolve, agent.provider or spec.provider, spec)
+        provider = on_fresh_connection(registry.resolve, agent.provider or spec.provider, spec, run)
         prompt = prepare_prompt(step_prompt(agent, value), provider, agent.output_schema)
     except ProviderError as exc:
         raise StepError(f"{agent_id}: {exc}") from None

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from django.db.models import Q
 from django.db.models.functions import Length, Right
 
+from console.projects import visible
 from runs.models import Iteration
 from runs.queries import take_page, with_output_ends
 
@@ -53,9 +54,12 @@ class LoopView:
         return self.iterations[-1].row.number if self.iterations else 0
 
 
-def loop_page(*, session=None, agent=None, status=None, before=None, limit=LOOPS_PAGE):
-    """One page of loops, newest first, and the id to continue from (None at the end)."""
+def loop_page(*, session=None, agent=None, status=None, before=None, limit=LOOPS_PAGE, user=None):
+    """One page of loops, newest first, and the id to continue from (None at the end): of
+    the runs `user` may see (None: of every run)."""
     loops = Loop.objects.select_related("run__recipe").order_by("-id")
+    if user is not None:
+        loops = visible(loops, user, "runs.view_run", "run__project")
     if session:
         loops = loops.filter(run_id=session)
     if agent:

@@ -84,7 +84,7 @@ def _host_prompt(run: Run, spec) -> tuple:
     it from being called (its provider cannot be resolved)."""
     host = spec.host_agent
     try:
-        provider = registry.resolve(host.provider or spec.provider, spec)
+        provider = registry.resolve(host.provider or spec.provider, spec, run)
         shell = getattr(_unwrapped(provider), "command", "") if _is_command(provider) else ""
         told = host_prompt(spec, run, shell_command=shell)
         return provider, told, prepare_prompt(told, provider, host.output_schema), None

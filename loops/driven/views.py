@@ -6,8 +6,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from console.permissions import viewer_required
-from runs import queries as run_queries
-from runs.models import Run
+from runs.views import run_or_404
 
 from . import queries
 from .forms import LoopFilterForm
@@ -24,6 +23,7 @@ def loop_list(request):
         agent=filters.get("agent"),
         status=filters.get("status"),
         before=filters.get("before"),
+        user=request.user,
     )
     query = request.GET.copy()
     query.pop("before", None)
@@ -51,6 +51,8 @@ def loop_detail(request, loop_id: int):
         view = queries.loop_detail(loop_id, first=first, count=size)
     except Loop.DoesNotExist:
         raise Http404("No such loop.") from None
+    if not request.user.has_perm("runs.view_run", view.loop.run):
+        raise Http404("No such loop.")  # of a project the person has nothing in: as none
     pages = {
         "earlier_from": max(1, first - size) if first > 1 else None,
         "later_from": first + size if view.loop.iteration_count >= first + size else None,
@@ -69,8 +71,5 @@ def _positive_int(raw) -> int | None:
 @require_GET
 @viewer_required
 def run_loops_part(request, run_id: int):
-    try:
-        run = run_queries.get_run(run_id)
-    except Run.DoesNotExist:
-        raise Http404("No such run.") from None
+    run = run_or_404(request.user, run_id)
     return render(request, "loops/_run_loops.html", {"run": run, **queries.run_panel(run)})

@@ -40,15 +40,16 @@ def django_ready() -> bool:
     return apps.ready
 
 
-def resolve_provider(provider):
+def resolve_provider(provider, run=None):
     """A provider object as is; a name (or None, the default) through the console's
-    registry, so admin-configured providers work; without Django only `demo` exists."""
+    registry, so admin-configured providers work (those `run`'s project may use; no run:
+    the shared ones); without Django only `demo` exists."""
     if provider is not None and not isinstance(provider, str):
         return provider
     if django_ready():
         from runs.providers import registry
 
-        return registry.resolve(provider, None)
+        return registry.resolve(provider, None, run)
     if provider in (None, "demo"):
         from runs.providers.demo import DemoProvider
 

@@ -194,7 +194,7 @@ class RecordingHost:
         try:
             result = call_provider(
                 agent,
-                on_fresh_connection(resolve_provider, agent.provider),
+                on_fresh_connection(resolve_provider, agent.provider, self.run),
                 prompt,
                 iteration=scope.iteration,
                 workdir=self.workdir,

@@ -3,13 +3,16 @@ only through `handoffs.record_handoff` and `review.merge`)."""
 
 from django.contrib import admin
 
+from console.admin_projects import ProjectScopedAdmin
 from console.admin_read_only import ReadOnlyAdmin
 from loops.stepmachine.models import Handoff, ReviewRequest
 
 
 @admin.register(ReviewRequest)
-class ReviewRequestAdmin(ReadOnlyAdmin):
+class ReviewRequestAdmin(ProjectScopedAdmin, ReadOnlyAdmin):
     """The audit log of merges: who merged which branch into which, when, with what commit."""
+
+    project_field = "run__project"
 
     list_display = [
         "merged_at",
@@ -27,8 +30,10 @@ class ReviewRequestAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Handoff)
-class HandoffAdmin(ReadOnlyAdmin):
+class HandoffAdmin(ProjectScopedAdmin, ReadOnlyAdmin):
     """Every handoff recorded on a step-machine run, and who (or which agent) recorded it."""
+
+    project_field = "run__project"
 
     list_display = [
         "recorded_at",

@@ -70,10 +70,22 @@ class MachineOut(Schema):
 
 
 def _step_machine(request, run_id: int):
-    run = readable_run(request, run_id)
+    return _of_step_machine(readable_run(request, run_id))
+
+
+def _of_step_machine(run):
     if run.recipe.kind != "planeai":
         raise services.Conflict(f"Run {run.pk} is not a step-machine run.")
     return run
+
+
+def _operated_step_machine(request, run_id: int) -> tuple:
+    """A run to change: another project's is missing whatever the role (404), then the
+    operator role in its project (403), then its kind (409)."""
+    run = readable_run(request, run_id)
+    actor = Actor.operator(request.auth, "api")
+    actor.check("runs.operate_run", run)
+    return _of_step_machine(run), actor
 
 
 @router.post(
@@ -83,8 +95,7 @@ def _step_machine(request, run_id: int):
     by_alias=True,
 )
 def record_handoff(request, payload: HandoffIn, run_id: int = RunId):
-    actor = Actor.operator(request.auth, "api")
-    run = _step_machine(request, run_id)
+    run, actor = _operated_step_machine(request, run_id)
     handoff = record(
         run.pk,
         role=payload.role,
@@ -127,8 +138,7 @@ def tick(request, run_id: int = RunId):
     from loops.stepmachine import services as step_machine
     from loops.stepmachine.queries import status_of
 
-    actor = Actor.operator(request.auth, "api")
-    run = _step_machine(request, run_id)
+    run, actor = _operated_step_machine(request, run_id)
     step_machine.tick(run, actor)
     run.refresh_from_db()
     return status_of(run)

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from django.conf import settings
 
-from recipes.shell_parts import SHELL_PERMISSION
 from runs.errors import Conflict, InputError
 
 from . import git
@@ -92,7 +91,9 @@ def command_inputs(spec) -> dict[str, str]:
     return found
 
 
-def check_start(spec, inputs: dict, workdir: str, user, *, message="", child=False) -> None:
+def check_start(
+    spec, inputs: dict, workdir: str, writes_shell: bool, *, message="", child=False
+) -> None:
     # A schedule or a webhook is one more way in; a person may start such a recipe too.
     if spec.trigger.kind in UNRUNNABLE_TRIGGERS:
         raise Conflict(
@@ -120,7 +121,7 @@ def check_start(spec, inputs: dict, workdir: str, user, *, message="", child=Fal
             value = inputs.get(name)
             if declared.type == "branch" and value and value not in names:
                 errors[name] = f"there is no branch {value!r} in the repository"
-    may_write_shell = not child and (user is None or user.has_perm(SHELL_PERMISSION))
+    may_write_shell = not child and writes_shell
     for name, step_id in command_inputs(spec).items():
         declared = spec.inputs.get(name)
         if may_write_shell:
@@ -147,11 +148,13 @@ def check_start(spec, inputs: dict, workdir: str, user, *, message="", child=Fal
         raise InputError(errors)
 
 
-def check_run_start(spec, inputs: dict, workdir: str, user, *, message="", child=False) -> str:
+def check_run_start(
+    spec, inputs: dict, workdir: str, writes_shell: bool, *, message="", child=False
+) -> str:
     """`LoopKind.check_start`: the repository a run works on (LOOP_REPOSITORIES' first when
     none is given), once everything above holds for it."""
     workdir = workdir or default_repository()
-    check_start(spec, inputs, workdir, user, message=message, child=child)
+    check_start(spec, inputs, workdir, writes_shell, message=message, child=child)
     return workdir
 
 

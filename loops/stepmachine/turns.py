@@ -78,7 +78,7 @@ def _recipe_and_provider(run, role_id: str) -> tuple:
     try:
         spec = spec_for(run)
         name = spec.roles[role_id].provider
-        return spec, registry.resolve(None if name == "default" else name, spec), None
+        return spec, registry.resolve(None if name == "default" else name, spec, run), None
     except (OperationalError, InterfaceError):
         raise
     except Exception as exc:  # noqa: BLE001 - claimed, then reported like any failure

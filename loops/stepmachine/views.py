@@ -10,17 +10,16 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from console.permissions import operator_required, viewer_required
+from console.permissions import viewer_required
 from loops.stepmachine.spec import RECIPE_KIND
-from recipes.models import Recipe
 from runs import services
-from runs.actor import Actor, can_operate
 from runs.models import Run
-from runs.views import act, run_or_404
+from runs.views import act, acting_on, may_operate, run_or_404
+from runs.views_start import startable
 
 from . import review as reviews
 from . import services as step_machine
@@ -41,7 +40,7 @@ def part_context(run: Run) -> dict:
 @require_GET
 @viewer_required
 def run_review(request, run_id):
-    run = get_object_or_404(Run.objects.select_related("recipe", "recipe_version"), pk=run_id)
+    run = run_or_404(request.user, run_id)
     review = ReviewRequest.objects.filter(run=run).first()
     if review is None:
         raise Http404("This run has no review request.")
@@ -54,16 +53,16 @@ def run_review(request, run_id):
             "handoffs": handoffs_of(run),
             "gate_logs": gate_logs_of(run),
             "diff_lines": diff_lines(review.diff),
-            "may_merge": can_operate(request.user) and review.is_open,
+            "may_merge": may_operate(request.user, run) and review.is_open,
         },
     )
 
 
 @require_POST
-@operator_required
+@viewer_required
 def run_tick(request, run_id):
     """The Tick (or Start) button: the ticks are sent to a worker."""
-    run = run_or_404(run_id)
+    run = acting_on(request, run_id)
 
     def tick():
         started = run.status == Run.Status.PENDING
@@ -90,10 +89,11 @@ def diff_lines(patch: str) -> list[tuple[str, str]]:
 
 
 @require_POST
-@operator_required
+@viewer_required
 def review_merge(request, run_id):
+    acting_on(request, run_id)  # another project's run: 404; one they only view: 403
     try:
-        merged = reviews.merge(run_id, Actor.operator(request.user, "console"))
+        merged = reviews.merge(run_id, request.actor)
     except services.NotAllowed:
         raise PermissionDenied from None
     except services.NotFound:
@@ -118,12 +118,14 @@ def _merged_words(review) -> str:
 
 
 @require_POST
-@operator_required
+@viewer_required
 def demo_repository(request, slug):
     from .demo import create_repository
     from .start import demo_root
 
-    recipe = get_object_or_404(Recipe, slug=slug, kind=RECIPE_KIND)
+    recipe = startable(request, slug)
+    if recipe.kind != RECIPE_KIND:
+        raise Http404("No such step-machine recipe.")
     path = create_repository(demo_root())
     messages.success(
         request,

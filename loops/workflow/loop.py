@@ -140,7 +140,7 @@ def _prepare(it: Iteration, spec, node) -> _Turn:
     run, row, loop = it.run, it.node_run, node.loop
     prev = "" if it.number <= 1 or it.after_gate else (it.previous_output or "")
     ctx = build_context(run, spec, row, loop_user_input=it.feedback, loop_prev_output=prev)
-    provider = registry.resolve(node.provider or spec.provider, spec)
+    provider = registry.resolve(node.provider or spec.provider, spec, run)
     template = row.state.get("prompt_template") or loop.prompt
     prompt = prepare_prompt(substitute(template, ctx), provider, node.output_format)
     threaded = not loop.fresh_context and it.number > 1

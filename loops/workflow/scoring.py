@@ -87,7 +87,9 @@ def _from_command(script, run, spec, node, ctx, outcome, stream) -> tuple[float 
 
 
 def _from_judge(judge: dict, it, spec, node, ctx, outcome, stream) -> tuple[float | None, dict]:
-    provider = registry.resolve(judge.get("provider") or node.provider or spec.provider, spec)
+    provider = registry.resolve(
+        judge.get("provider") or node.provider or spec.provider, spec, it.run
+    )
     answer = outcome.text
     if len(answer) > JUDGE_ANSWER_CHARS:
         answer = answer[:JUDGE_ANSWER_CHARS] + "\n[the rest of the answer was cut]"

@@ -165,7 +165,7 @@ class AnsweredCall:
 def _ask(run: Run, spec, node, row: NodeRun, ctx):
     """A prompt or command step's agent call, as the row's next iteration: its output
     streams into the iteration, whose lease is the row's (the claimed node holds it)."""
-    provider = registry.resolve(node.provider or _group_default(spec, row, "provider"), spec)
+    provider = registry.resolve(node.provider or _group_default(spec, row, "provider"), spec, run)
     prompt = prepare_prompt(substitute(node.prompt, ctx), provider, node.output_format)
     session_id = _group_session(spec, row)
     named = getattr(provider, "name", "") or "default"

@@ -41,7 +41,7 @@ def snapshot_spec(recipe, version) -> tuple[object, dict]:
     """`version` loaded afresh from the disk for a new run: its spec, and the run's snapshot
     (the command files and included workflows it used) to keep on the run."""
     with files.recording() as snapshot:
-        result = validate_source(version.source, recipe.source_path)
+        result = validate_source(version.source, recipe.source_path, project_id=recipe.project_id)
     if not result.ok:
         raise SpecError("; ".join(str(p) for p in result.errors[:5]))
     return result.spec, snapshot

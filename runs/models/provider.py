@@ -8,6 +8,19 @@ from django.core.validators import MinValueValidator, URLValidator
 from django.db import models, transaction
 
 
+class ProviderConfigQuerySet(models.QuerySet):
+    def usable_in(self, project_id: int | None):
+        """The accounts a run of project `project_id` may call: the shared ones and its
+        project's (None, a process with no run: the shared ones)."""
+        return self.filter(models.Q(project__isnull=True) | models.Q(project_id=project_id))
+
+    def default_in(self, project_id: int | None):
+        """The enabled default for `project_id`'s runs: its project's own, else the shared
+        one; None when neither is set."""
+        found = self.usable_in(project_id).filter(is_default=True, enabled=True)
+        return found.order_by(models.F("project_id").asc(nulls_last=True)).first()
+
+
 class ProviderConfig(models.Model):
     class Kind(models.TextChoices):
         COMMAND = "command", "Command (prompt on stdin, answer on stdout)"
@@ -19,6 +32,16 @@ class ProviderConfig(models.Model):
         ANTHROPIC = "anthropic", "Anthropic Messages API"
         DEMO = "demo", "Demo agent (deterministic, offline)"
 
+    # Whose account it is: empty, shared by every project; else only that project's runs
+    # use it and only its members see it.
+    project = models.ForeignKey(
+        "console.Project",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="providers",
+        help_text="Only this project's recipes use it. Empty: every project.",
+    )
     name = models.SlugField(
         max_length=100, unique=True, help_text="What recipes write in `provider:`."
     )
@@ -67,26 +90,35 @@ class ProviderConfig(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = ProviderConfigQuerySet.as_manager()
+
     class Meta:
         ordering = ["name"]
         constraints = [
+            # One shared default, and one default in each project.
             models.UniqueConstraint(
                 fields=["is_default"],
-                condition=models.Q(is_default=True),
+                condition=models.Q(is_default=True, project__isnull=True),
                 name="providerconfig_one_default",
-            )
+            ),
+            models.UniqueConstraint(
+                fields=["project"],
+                condition=models.Q(is_default=True),
+                name="providerconfig_one_default_per_project",
+            ),
         ]
 
     def __str__(self):
         return f"{self.name} ({self.kind})"
 
     def save(self, *args, **kwargs):
-        # Only one default: choosing a new one quietly retires the previous one.
+        # One default where it is (shared, or its project's): choosing a new one quietly
+        # retires the previous one.
         with transaction.atomic():
             if self.is_default:
-                ProviderConfig.objects.filter(is_default=True).exclude(pk=self.pk).update(
-                    is_default=False
-                )
+                ProviderConfig.objects.filter(is_default=True, project_id=self.project_id).exclude(
+                    pk=self.pk
+                ).update(is_default=False)
             super().save(*args, **kwargs)
 
     def clean(self):

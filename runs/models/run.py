@@ -7,6 +7,14 @@ from django.utils import timezone
 from runs import kinds
 
 
+class RunQuerySet(models.QuerySet):
+    def visible_to(self, user, perm: str = "runs.view_run"):
+        """The runs of the projects where `user` holds `perm` (console.projects)."""
+        from console.projects import visible
+
+        return visible(self, user, perm)
+
+
 class Run(models.Model):
     class Status(models.TextChoices):
         """Where a run is in the kernel's terms. A kind says where it is in its own words
@@ -41,6 +49,8 @@ class Run(models.Model):
     }
 
     recipe = models.ForeignKey("recipes.Recipe", on_delete=models.PROTECT, related_name="runs")
+    # Its recipe's project when it was made (console.projects: who may see and steer it).
+    project = models.ForeignKey("console.Project", on_delete=models.PROTECT, related_name="runs")
     recipe_version = models.ForeignKey(
         "recipes.RecipeVersion", on_delete=models.PROTECT, related_name="runs"
     )
@@ -86,6 +96,8 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = RunQuerySet.as_manager()
+
     class Meta:
         ordering = ["-id"]
         permissions = [("operate_run", "Can start, cancel and resume runs and decide at gates")]
@@ -108,6 +120,11 @@ class Run(models.Model):
 
     def __str__(self):
         return f"Run {self.pk} ({self.recipe_id and self.recipe.slug})"
+
+    def save(self, *args, **kwargs):
+        if self.project_id is None and self.recipe_id is not None:
+            self.project_id = self.recipe.project_id  # a run is its recipe's project's
+        super().save(*args, **kwargs)
 
     def get_absolute_url(self):
         return reverse("run_detail", args=[self.pk])

@@ -60,6 +60,28 @@ class Caller:
         if self.user is not None:
             require(self.user, "runs.view_run")
 
+    def runs(self):
+        """The runs it may read: those of its projects (a stdio server with no account:
+        all of them, as the command line sees them)."""
+        found = Run.objects.select_related("recipe", "recipe_version", "started_by")
+        return found if self.user is None else found.visible_to(self.user)
+
+    def run(self, run_id: int) -> Run:
+        """Run `run_id`; one of a project the caller sees nothing of reads as missing."""
+        found = self.runs().filter(pk=run_id).first()
+        if found is None:
+            raise ToolError(f"No run {run_id}.")
+        return found
+
+    def recipe(self, slug: str):
+        from recipes.models import Recipe
+
+        found = Recipe.objects.all() if self.user is None else Recipe.objects.visible_to(self.user)
+        found = found.filter(slug=slug).first()
+        if found is None:
+            raise ToolError(f"No recipe '{slug}'.")
+        return found
+
     def actor(self) -> Actor:
         if self.user is None:
             return Actor("mcp", label=self.label)
@@ -107,13 +129,6 @@ def _done(fn):
                 connection.close()
 
     return wrapped
-
-
-def _run(run_id: int) -> Run:
-    run = Run.objects.select_related("recipe", "recipe_version").filter(pk=run_id).first()
-    if run is None:
-        raise ToolError(f"No run {run_id}.")
-    return run
 
 
 def _outcome(gate: Gate, run: Run) -> dict:
@@ -171,8 +186,9 @@ def _add_reading_tools(server: MCPServer, caller_of: CallerOf) -> None:
         ] = None,
     ) -> dict[str, Any]:
         """Runs, newest first, each with the id of the gate it waits at (if any)."""
-        caller_of(ctx).may_read()
-        runs = Run.objects.select_related("recipe", "started_by").order_by("-id")
+        caller = caller_of(ctx)
+        caller.may_read()
+        runs = caller.runs().order_by("-id")
         if status:
             runs = runs.filter(Run.showing(status))
         if recipe:
@@ -188,9 +204,10 @@ def _add_reading_tools(server: MCPServer, caller_of: CallerOf) -> None:
     @_done
     def list_gates(ctx: Context, limit: Annotated[int, Field(ge=1, le=200)] = 50) -> dict[str, Any]:
         """Gates waiting for a decision, oldest first, with their structured state."""
-        caller_of(ctx).may_read()
+        caller = caller_of(ctx)
+        caller.may_read()
         gates = (
-            Gate.objects.filter(status=Gate.Status.PENDING)
+            Gate.objects.filter(status=Gate.Status.PENDING, run__in=caller.runs())
             .select_related("iteration")
             .order_by("created_at", "id")[:limit]
         )
@@ -200,8 +217,9 @@ def _add_reading_tools(server: MCPServer, caller_of: CallerOf) -> None:
     @_done
     def get_run(ctx: Context, run_id: RunId) -> dict[str, Any]:
         """A run: status, nodes (iterations done and allowed, output), the gate it waits at."""
-        caller_of(ctx).may_read()
-        return run_state(_run(run_id))
+        caller = caller_of(ctx)
+        caller.may_read()
+        return run_state(caller.run(run_id))
 
     @server.tool()
     @_done
@@ -209,8 +227,9 @@ def _add_reading_tools(server: MCPServer, caller_of: CallerOf) -> None:
         """A gate's structured state: the iteration, completionSignaled, an output excerpt,
         the gate message and what approve would do. Without gate_id, the gate the run
         waits at (or, when none waits, the last one decided)."""
-        caller_of(ctx).may_read()
-        return gate_state(_gate_of(_run(run_id), gate_id))
+        caller = caller_of(ctx)
+        caller.may_read()
+        return gate_state(_gate_of(caller.run(run_id), gate_id))
 
 
 def _add_inbox_tool(server: MCPServer, caller_of: CallerOf) -> None:
@@ -224,9 +243,11 @@ def _add_inbox_tool(server: MCPServer, caller_of: CallerOf) -> None:
         minute since it started), then running loops whose plateau stop rule one more flat
         iteration fires, then the rest (longest waiting first). kind: gate,
         needs_person or running; why: deadline, burn_rate, plateau or waiting."""
-        caller_of(ctx).may_read()
+        caller = caller_of(ctx)
+        caller.may_read()
         base = settings.LOOP_BASE_URL.rstrip("/")
-        return {"items": [{**i.as_dict(), "url": base + i.path} for i in ranked_attention()]}
+        ranked = ranked_attention(user=caller.user)  # None: the command line's, everything
+        return {"items": [{**i.as_dict(), "url": base + i.path} for i in ranked]}
 
 
 def _add_waiting_tool(server: MCPServer, caller_of: CallerOf) -> None:
@@ -250,8 +271,9 @@ def _add_waiting_tool(server: MCPServer, caller_of: CallerOf) -> None:
         needs_person (a gate waits for a decision, or the run stopped until a person steps
         in), completed, ended (failed or cancelled), or running when timeout_seconds passed
         first (call again to go on waiting); reason says why; run is get_run's answer."""
-        caller_of(ctx).may_read()
-        result = waiting.wait_for_person(_run(run_id), timeout_seconds)
+        caller = caller_of(ctx)
+        caller.may_read()
+        result = waiting.wait_for_person(caller.run(run_id), timeout_seconds)
         return {"state": result.state, "reason": result.reason, "run": run_state(result.run)}
 
 
@@ -270,15 +292,6 @@ def _check_decision(gate: Gate, accept: bool, feedback: str, decision: str) -> N
         raise ToolError("Give accept: true (and a decision, if the gate declares them).")
 
 
-def _recipe(slug: str):
-    from recipes.models import Recipe
-
-    found = Recipe.objects.filter(slug=slug).first()
-    if found is None:
-        raise ToolError(f"No recipe '{slug}'.")
-    return found
-
-
 def _add_gate_tools(server: MCPServer, caller_of: CallerOf) -> None:
     """The tools that decide at gates: the operator role."""
 
@@ -295,8 +308,9 @@ def _add_gate_tools(server: MCPServer, caller_of: CallerOf) -> None:
         """Decide at the gate a run waits at: accept: true finalizes (the node completes with
         the iteration's output); feedback runs another iteration with it. A gate whose
         iteration met no completion condition has nothing to finalize: approving iterates."""
-        actor = caller_of(ctx).actor()
-        run = _run(run_id)
+        caller = caller_of(ctx)
+        run = caller.run(run_id)  # one it may not see is missing, whatever its role
+        actor = caller.actor()
         gate = services.gate_for_decision(run, gate_id)
         _check_decision(gate, accept, feedback, decision)
         gate = services.approve(gate.pk, actor, comment=feedback, decision=decision)
@@ -317,8 +331,9 @@ def _add_gate_tools(server: MCPServer, caller_of: CallerOf) -> None:
         """Answer the gate a run waits at with one of its offered decisions (get_run lists
         them under pending_gate.offered_decisions). An unknown id is refused with the list;
         a digest of content that changed since is refused saying what changed."""
-        actor = caller_of(ctx).actor()
-        run = _run(run_id)
+        caller = caller_of(ctx)
+        run = caller.run(run_id)  # one it may not see is missing, whatever its role
+        actor = caller.actor()
         gate = services.gate_for_decision(run, gate_id)
         gate = services.respond(gate.pk, actor, decision, text=text, digest=digest)
         return _outcome(gate, run)
@@ -329,8 +344,9 @@ def _add_gate_tools(server: MCPServer, caller_of: CallerOf) -> None:
         ctx: Context, run_id: RunId, reason: Reason = "", gate_id: GateId = None
     ) -> dict[str, Any]:
         """Reject at the gate a run waits at: the step fails."""
-        actor = caller_of(ctx).actor()
-        run = _run(run_id)
+        caller = caller_of(ctx)
+        run = caller.run(run_id)  # one it may not see is missing, whatever its role
+        actor = caller.actor()
         gate = services.gate_for_decision(run, gate_id)
         gate = services.reject(gate.pk, actor, reason=reason)
         return _outcome(gate, run)
@@ -348,8 +364,9 @@ def _add_steering_tools(server: MCPServer, caller_of: CallerOf) -> None:
         inputs: Annotated[dict[str, Any] | None, Field(description="Declared inputs")] = None,
     ) -> dict[str, Any]:
         """Start a run of a recipe."""
-        actor = caller_of(ctx).actor()
-        found = _recipe(recipe)
+        caller = caller_of(ctx)
+        found = caller.recipe(recipe)
+        actor = caller.actor()
         run = services.start_run(found, actor=actor, message=message, inputs=inputs or {})
         return {"id": run.pk, "status": run.status_word, "url": run_url(run.pk)}
 
@@ -357,6 +374,6 @@ def _add_steering_tools(server: MCPServer, caller_of: CallerOf) -> None:
     @_done
     def cancel_run(ctx: Context, run_id: RunId, reason: Reason = "") -> dict[str, Any]:
         """Cancel a run: its agents are stopped, its gates closed."""
-        actor = caller_of(ctx).actor()
-        run = services.cancel_run(_run(run_id), actor, reason=reason)
+        caller = caller_of(ctx)
+        run = services.cancel_run(caller.run(run_id), caller.actor(), reason=reason)
         return {"run": run.pk, "runStatus": run.status_word, "url": run_url(run.pk)}

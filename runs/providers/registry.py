@@ -96,56 +96,60 @@ def _inline_config(declared) -> dict:
     }
 
 
-def resolve(name: str | None, spec) -> Provider:
-    """`spec` is the recipe's WorkflowSpec (its `providers:` map declares inline agents)."""
-    provider = _resolve(name, spec)
+def resolve(name: str | None, spec, run) -> Provider:
+    """`spec` is the recipe's WorkflowSpec (its `providers:` map declares inline agents);
+    `run` the run calling (None: a process with no run), whose project decides which of
+    the admin's accounts it may use (`ProviderConfig.objects.usable_in`)."""
+    provider = _resolve(name, spec, run.project_id if run is not None else None)
     from runs import worktree
 
     return worktree.RecordingDiffs(provider) if worktree.enabled() else provider
 
 
-def _resolve(name: str | None, spec) -> Provider:
+def _resolve(name: str | None, spec, project_id: int | None) -> Provider:
     name = name or getattr(spec, "provider", None)
     if name:
-        return _named(name, spec)
+        return _named(name, spec, project_id)
     from runs.models import ProviderConfig
 
-    default = ProviderConfig.objects.filter(is_default=True, enabled=True).first()
+    default = ProviderConfig.objects.default_in(project_id)
     if default is not None:
         return build(default.name, default.kind, default.as_config())
     if not settings.LOOP_DEFAULT_PROVIDER and getattr(spec, "default_provider", None):
-        return _named(spec.default_provider, spec)  # the repository's default assistant
+        return _named(spec.default_provider, spec, project_id)  # the repository's assistant
     if not settings.LOOP_DEFAULT_PROVIDER:
         raise ProviderError(
             "no provider is named for this step and no default provider is set: add "
             "`provider: NAME` to the recipe (`provider: demo` is the built-in demo agent) "
             "or mark a provider as the default in the admin (Provider configs)"
         )
-    return _named(settings.LOOP_DEFAULT_PROVIDER, spec)
+    return _named(settings.LOOP_DEFAULT_PROVIDER, spec, project_id)
 
 
-def default_configured() -> bool:
-    """A provider answers for nodes that name none: the admin's default, or the setting."""
+def default_configured(project_id: int | None) -> bool:
+    """A provider answers for the nodes of project `project_id`'s recipes that name none:
+    the admin's default there (or shared), or the setting."""
     from runs.models import ProviderConfig
 
     if settings.LOOP_DEFAULT_PROVIDER:
         return True
-    return ProviderConfig.objects.filter(is_default=True, enabled=True).exists()
+    return ProviderConfig.objects.default_in(project_id) is not None
 
 
-def unresolvable(name: str | None) -> str | None:
-    """Why `name` (None: the default provider) cannot answer for a step, looked up where a
-    recipe without inline providers looks (the admin, the builtin names); None when it can.
+def unresolvable(name: str | None, project_id: int | None) -> str | None:
+    """Why `name` (None: the default provider) cannot answer for a step of project
+    `project_id`'s recipe, looked up where a recipe without inline providers looks (the
+    admin's accounts that project may use, the builtin names); None when it can.
     Validation asks here, so a recipe that cannot run says so before it is started."""
     from runs.models import ProviderConfig
 
     if not name:
-        if ProviderConfig.objects.filter(is_default=True, enabled=True).exists():
+        if ProviderConfig.objects.default_in(project_id) is not None:
             return None
         if not settings.LOOP_DEFAULT_PROVIDER:
             return "no default provider is set"
         name = settings.LOOP_DEFAULT_PROVIDER
-    row = ProviderConfig.objects.filter(name=name).first()
+    row = ProviderConfig.objects.usable_in(project_id).filter(name=name).first()
     if row is not None:
         return (
             None
@@ -155,7 +159,7 @@ def unresolvable(name: str | None) -> str | None:
     return None if name in BUILTIN else f"provider '{name}' is not configured"
 
 
-def _named(name: str, spec) -> Provider:
+def _named(name: str, spec, project_id: int | None) -> Provider:
     from runs.models import ProviderConfig
 
     declared = (getattr(spec, "providers", None) or {}).get(name)
@@ -165,7 +169,8 @@ def _named(name: str, spec) -> Provider:
         if problem := host_problem(declared.base_url):
             raise ProviderError(f"provider '{name}': base_url refused: {problem}")
         return build(name, declared.kind, _inline_config(declared))
-    row = ProviderConfig.objects.filter(name=name).first()
+    # Another project's account is, to this run, one that is not configured.
+    row = ProviderConfig.objects.usable_in(project_id).filter(name=name).first()
     if row is not None and row.enabled:
         return build(row.name, row.kind, row.as_config())
     if name in BUILTIN:

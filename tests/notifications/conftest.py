@@ -21,19 +21,3 @@ nodes:
   - id: hello
     bash: echo hello
 """
-
-
-@pytest.fixture
-def in_process(monkeypatch):
-    """Run what the kernel sends here, in order (no worker): returns the drain function."""
-    from runs import dispatch
-
-    sent = []
-    monkeypatch.setattr(dispatch, "deliver", lambda name, *args, **kw: sent.append((name, args)))
-
-    def drain():
-        while sent:
-            name, args = sent.pop(0)
-            dispatch.task(name)(*args)
-
-    return drain

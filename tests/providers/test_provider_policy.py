@@ -173,7 +173,7 @@ def test_run_time_refuses_plain_http_to_a_public_host():
     )
     spec = SimpleNamespace(provider="agent", providers={"agent": declared})
     with pytest.raises(ProviderError, match="base_url refused: .* uses plain http"):
-        resolve(None, spec)
+        resolve(None, spec, None)
 
 
 def test_provider_hosts_setting_replaces_the_list(settings):
@@ -204,7 +204,7 @@ def test_run_time_refuses_inline_hosts_off_the_list():
     )
     spec = SimpleNamespace(provider="agent", providers={"agent": declared})
     with pytest.raises(ProviderError, match="base_url refused: host '10.1.2.3'"):
-        resolve(None, spec)
+        resolve(None, spec, None)
 
 
 @pytest.mark.django_db

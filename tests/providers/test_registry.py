@@ -53,7 +53,7 @@ def test_inline_providers_of_every_kind(kind, cls):
         "base_url": "http://localhost:9/v1",
         "model": "m",
     }
-    provider = registry.resolve("mine", spec(mine=declared))
+    provider = registry.resolve("mine", spec(mine=declared), None)
     assert isinstance(provider, cls) and provider.name == "mine"
 
 
@@ -68,30 +68,31 @@ def test_inline_extras_become_options():
                 "price_in": 2,
             }
         ),
+        None,
     )
     assert provider.structured_output == "best_effort" and provider.options["price_in"] == 2
 
 
 def test_recipe_map_wins_over_the_admin_and_the_admin_over_builtins():
     ProviderConfig.objects.create(name="claude", kind="command", command="echo admin")
-    assert isinstance(registry.resolve("claude", spec()), CommandProvider)
+    assert isinstance(registry.resolve("claude", spec(), None), CommandProvider)
     inline = spec(claude={"kind": "claude", "command": "/bin/true"})
-    assert isinstance(registry.resolve("claude", inline), ClaudeProvider)
+    assert isinstance(registry.resolve("claude", inline, None), ClaudeProvider)
 
 
 def test_the_recipe_level_provider_is_the_fallback_name():
     ProviderConfig.objects.create(
         name="local", kind="openai", base_url="http://localhost:9/v1", model="llama"
     )
-    provider = registry.resolve(None, spec(provider="local"))
+    provider = registry.resolve(None, spec(provider="local"), None)
     assert isinstance(provider, OpenAIProvider) and provider.model == "llama"
 
 
 def test_the_default_provider_config_then_the_setting(settings):
     settings.LOOP_DEFAULT_PROVIDER = "demo"
-    assert isinstance(registry.resolve(None, spec()), DemoProvider)
+    assert isinstance(registry.resolve(None, spec(), None), DemoProvider)
     ProviderConfig.objects.create(name="house", kind="command", command="cat", is_default=True)
-    provider = registry.resolve(None, spec())
+    provider = registry.resolve(None, spec(), None)
     assert isinstance(provider, CommandProvider) and provider.name == "house"
 
 
@@ -108,16 +109,16 @@ def test_only_one_default():
 def test_disabled_and_unknown_names_say_what_to_do():
     ProviderConfig.objects.create(name="off", kind="demo", enabled=False)
     with pytest.raises(ProviderError, match="disabled"):
-        registry.resolve("off", spec())
+        registry.resolve("off", spec(), None)
     with pytest.raises(ProviderError, match="not configured.*providers:"):
-        registry.resolve("nope", spec())
+        registry.resolve("nope", spec(), None)
     with pytest.raises(ProviderError, match="unknown kind 'gpt'"):
-        registry.resolve("x", spec(x={"kind": "gpt"}))
+        registry.resolve("x", spec(x={"kind": "gpt"}), None)
 
 
 def test_builtin_cli_names_need_their_binary(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    provider = registry.resolve("codex", spec())
+    provider = registry.resolve("codex", spec(), None)
     with pytest.raises(ProviderError, match="`codex` was not found") as caught:
         provider.run(AgentRequest(prompt="hi", workdir=str(tmp_path)), lambda chunk: None)
     assert caught.value.permanent

@@ -57,7 +57,7 @@ def test_a_connection_dropped_at_the_end_of_a_call_does_not_fail_the_run(monkeyp
         pytest.skip("needs PostgreSQL: a server session to terminate")
     sent: list = []
     monkeypatch.setattr(dispatch, "deliver", lambda name, *args: sent.append((name, args)))
-    monkeypatch.setattr(recording, "resolve_provider", lambda name: DroppingProvider())
+    monkeypatch.setattr(recording, "resolve_provider", lambda name, run: DroppingProvider())
     path = tmp_path / "one_writer.py"
     path.write_text(SOURCE)
     recipe, _ = create_recipe(
@@ -87,11 +87,11 @@ def test_a_connection_dropped_before_the_provider_is_looked_up(monkeypatch, tmp_
     real = recording.resolve_provider
     dropped = []
 
-    def dropping_first(name):
+    def dropping_first(name, run):
         if not dropped:
             dropped.append(name)
             terminate_this_threads_session()
-        return real(name)
+        return real(name, run)
 
     sent: list = []
     monkeypatch.setattr(dispatch, "deliver", lambda name, *args: sent.append((name, args)))

@@ -83,7 +83,7 @@ def test_bundled_recipes_name_their_provider():
 def test_a_step_with_no_provider_and_no_default_fails_saying_why():
     spec = load_recipe(FORGETFUL).spec
     with pytest.raises(ProviderError, match="no provider is named.*provider: demo"):
-        registry.resolve(None, spec)
+        registry.resolve(None, spec, None)
 
 
 def test_demo_sessions_live_in_the_run_data_folder_not_the_working_tree(settings, tmp_path):

@@ -10,7 +10,7 @@ from django.urls import URLResolver, get_resolver
 from runs.actor import Actor
 
 # Reachable without logging in, on purpose.
-PUBLIC = {"accounts/login/", "accounts/logout/", "healthz", "favicon.ico"}
+PUBLIC = {"accounts/login/", "accounts/logout/", "healthz", "favicon.ico", "oidc/logout/"}
 # Reachable without logging in, proven by a signature instead (tests/triggers/test_webhooks.py).
 SIGNED = {
     "hooks/<str:key>",
@@ -18,6 +18,11 @@ SIGNED = {
     # A decision link's signed token names the one person it decides as, who must still
     # operate; its form is CSRF-protected (tests/notifications/test_decision_links.py).
     "decide/<str:token>/",
+    # Sign-in with the identity provider: the start sends the browser there; the answer
+    # proves itself by the state, nonce and PKCE verifier of the browser's session, and
+    # answers 404 while OIDC is off (tests/browser/oidc, and the test below).
+    "oidc/authenticate/",
+    "oidc/callback/",
 }
 # Read-only for viewers; everything else changes state and needs more than a viewer.
 READ_ONLY_NAMES = {
@@ -56,6 +61,8 @@ READ_ONLY_NAMES = {
     "get_webhook",
 }
 STREAMS = {"run_live", "inbox_live"}
+# For administrators (superusers) only, whatever role anyone else holds: the audit log.
+ADMINISTRATORS_ONLY = {"audit", "audit_export"}
 # A well-formed body for every API write, so that only permissions can refuse it.
 API_BODY = {
     "slug": "authz-new",
@@ -209,3 +216,24 @@ def test_admin_refuses_anonymous_and_non_staff(client, outsider):
     for url in ["/admin/", "/admin/recipes/recipe/"]:
         response = client.get(url)
         assert response.status_code == 302 and "/admin/login/" in response["Location"], url
+
+
+def test_sign_in_with_an_identity_provider_answers_404_while_it_is_off(client, outsider):
+    """LOOP_OIDC_ISSUER is empty here: its URLs exist but lead nowhere, signed in or not."""
+    for url in ["/oidc/authenticate/", "/oidc/callback/?code=x&state=y"]:
+        assert client.get(url).status_code == 404, url
+    client.force_login(outsider)
+    for url in ["/oidc/authenticate/", "/oidc/callback/?code=x&state=y"]:
+        assert client.get(url).status_code == 404, url
+
+
+@pytest.mark.parametrize("persona", ["viewer", "operator", "editor", "shell_author"])
+def test_only_administrators_reach_their_pages(client, objects, admin_user, persona, request):
+    routes = [route for route, name in console_and_api_urls() if name in ADMINISTRATORS_ONLY]
+    assert {name for _, name in console_and_api_urls()} >= ADMINISTRATORS_ONLY
+    client.force_login(request.getfixturevalue(persona))
+    for route in routes:
+        assert client.get(fill(route, objects)).status_code == 403, (persona, route)
+    client.force_login(admin_user)
+    for route in routes:
+        assert client.get(fill(route, objects)).status_code == 200, route

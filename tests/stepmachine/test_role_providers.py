@@ -79,7 +79,7 @@ def test_at_run_time_the_message_does_not_send_the_author_to_a_providers_map():
         }
     )
     with pytest.raises(ProviderError) as exc:
-        registry.resolve("nowhere", spec)
+        registry.resolve("nowhere", spec, None)
     assert "not configured" in str(exc.value) and "providers:" not in str(exc.value)
 
 

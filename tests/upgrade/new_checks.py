@@ -122,6 +122,25 @@ def seen_usage(api: Client) -> dict:
     }
 
 
+def seen_by_the_old_operator() -> dict:
+    """Projects came after the release: every recipe and run is in the default project,
+    and a person with the release's operator role sees and steers them as before."""
+    from console.models import Project
+
+    operator = get_user_model().objects.get(username=MADE["operator"])
+    browser = Client(HTTP_HOST="localhost")
+    browser.force_login(operator)
+    workflow = MADE["workflow"]["run"]
+    return {
+        "projects": sorted(Project.objects.values_list("slug", flat=True)),
+        "recipe_projects": sorted(set(Recipe.objects.values_list("project__slug", flat=True))),
+        "run_projects": sorted(set(Run.objects.values_list("project__slug", flat=True))),
+        "runs_page": browser.get("/runs/").status_code,
+        "run_page": browser.get(f"/runs/{workflow}/").status_code,
+        "may_operate": operator.has_perm("runs.operate_run", Run.objects.get(pk=workflow)),
+    }
+
+
 def look() -> dict:
     browser, api = clients()
     workflow = MADE["workflow"]
@@ -142,6 +161,7 @@ def look() -> dict:
         "fork_form": seen_fork_form(browser),
         "pinned_versions_load": pinned_versions_load(),
         "usage": seen_usage(api),
+        "old_operator": seen_by_the_old_operator(),
     }
 
 

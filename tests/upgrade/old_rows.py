@@ -263,7 +263,16 @@ def make_everything() -> dict:
         "group": group_run(recipes["group"]),
     }
     made["statuses"] = dict(Run.objects.values_list("pk", "status"))
+    made["operator"] = an_operator()
     return made
+
+
+def an_operator() -> str:
+    """A person with the release's global operator role (a group), to see after the
+    upgrade that they keep what they could do."""
+    user = apps.get_model("auth", "User").objects.create_user("upgrade-otto", password="pw")
+    user.groups.add(apps.get_model("auth", "Group").objects.get(name="operator"))
+    return user.username
 
 
 print(IDS_MARK + json.dumps(make_everything()))

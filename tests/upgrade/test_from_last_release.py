@@ -246,3 +246,15 @@ def test_a_python_run_of_the_release_still_loads(upgraded):
 def test_a_driven_recipe_with_the_release_example_hook_still_loads(upgraded):
     """It names `loops.example_hooks:…`, the hooks' module before the kinds moved."""
     assert upgraded[1]["pinned_versions_load"]["driven_hooked"] == ""
+
+
+def test_everything_is_in_the_default_project_and_nobody_loses_access(upgraded):
+    _made, seen = upgraded
+    assert seen["old_operator"] == {
+        "projects": ["default"],
+        "recipe_projects": ["default"],
+        "run_projects": ["default"],
+        "runs_page": 200,
+        "run_page": 200,
+        "may_operate": True,
+    }

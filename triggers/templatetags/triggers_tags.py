@@ -36,5 +36,6 @@ def recipe_triggers(context, recipe):
         "recipe": recipe,
         "schedules": rows,
         "webhooks": hooks,
-        "can_edit": user.is_staff and user.has_perm("triggers.change_schedule"),
+        # In the recipe's project (console.projects), not in any of the user's projects.
+        "can_edit": user.is_staff and user.has_perm("triggers.change_schedule", recipe),
     }

@@ -1,5 +1,6 @@
 """manage.py recipe validate|ls|show|sync — all with --json for scripts."""
 
+import functools
 import json
 from pathlib import Path
 
@@ -42,6 +43,7 @@ class Command(JsonErrorsCommand):
     def do_validate(self, options):
         target = options["target"]
         path = Path(target)
+        project_id = None  # a file's: the default project's providers
         if path.is_file():
             source, source_path = path.read_text(encoding="utf-8", errors="replace"), str(path)
         else:
@@ -49,7 +51,8 @@ class Command(JsonErrorsCommand):
             if recipe is None:
                 raise CommandError(f"No such file or recipe: {target}")
             source, source_path = recipe.source, recipe.source_path
-        result = validate_source(source, source_path)
+            project_id = recipe.project_id
+        result = validate_source(source, source_path, project_id=project_id)
         data = {"valid": result.ok, "kind": result.kind, **problems_dict(result)}
         lines = [f"error: {p}" for p in result.errors] + [f"warning: {p}" for p in result.warnings]
         lines.append("valid" if result.ok else f"{len(result.errors)} error(s)")
@@ -59,7 +62,7 @@ class Command(JsonErrorsCommand):
 
     def do_ls(self, options):
         recipes = Recipe.objects.select_related("current_version")
-        console_default = default_provider_configured()
+        console_default = functools.cache(default_provider_configured)  # each project's own
         rows = [
             {
                 "slug": r.slug,

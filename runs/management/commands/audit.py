@@ -26,6 +26,7 @@ class Command(BaseCommand):
         found.add_argument("--since", default="", help="at or after this date or time")
         found.add_argument("--until", default="", help="before this date or time")
         found.add_argument("--recipe", default="", help="only this recipe's runs (its slug)")
+        found.add_argument("--project", default="", help="only this project's runs (its slug)")
         found.add_argument("--format", choices=audit.FORMATS, default="jsonl")
 
     def handle(self, *args, **options):
@@ -33,6 +34,7 @@ class Command(BaseCommand):
             since=_when(options["since"], "since"),
             until=_when(options["until"], "until"),
             recipe=options["recipe"],
+            project=options["project"],
         )
         for line in audit.lines(answers, options["format"]):
             self.stdout.write(line, ending="")

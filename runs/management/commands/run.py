@@ -18,6 +18,8 @@ from runs.models import Run
 from runs.resuming import continue_point, resume_restarts
 from runs.serializers import run_summary
 
+# What only reads: `--user` may name a viewer for these (the others operate).
+READS = {"status", "wait", "compare", "chart"}
 # The actions on one run, named by its id.
 RUN_ACTIONS = {
     "status": "Show a run: its nodes, progress and the gate it waits at",
@@ -119,7 +121,8 @@ class Command(JsonErrorsCommand):
             p.add_argument(
                 "--user",
                 default="",
-                help="act as this account (default: the account named like your OS user)",
+                help="act as this account, and see only its projects' runs (default: the "
+                "account named like your OS user)",
             )
         _add_decision_options(sub.choices["approve"], sub.choices["reject"])
         _add_respond_options(sub.choices["respond"])
@@ -133,9 +136,11 @@ class Command(JsonErrorsCommand):
 
     def handle(self, *args, **options):
         try:
-            self.actor = Actor.command_line(options.get("user") or "")
-            self.user = self.actor.person
             action = options["action"]
+            self.actor = _actor(options.get("user") or "", reads=action in READS)
+            self.user = self.actor.person
+            if action == "compare":
+                self._iterations_seen(options["a"], options["b"])
             if action in cli_history.HELPS:
                 getattr(cli_history, f"do_{action}")(self, options)
             else:
@@ -179,11 +184,22 @@ class Command(JsonErrorsCommand):
                 given = len(gate["approvals"])
                 self.stdout.write(f"approvals: {given} of {gate['approvals_needed']}")
 
+    def _runs(self):
+        """The runs this command may read: those of its account's projects; all of them
+        for the trusted command line acting as no account."""
+        return Run.objects.all() if self.user is None else Run.objects.visible_to(self.user)
+
     def _run(self, run_id) -> Run:
-        run = Run.objects.filter(pk=run_id).first()
-        if run is None:
+        run = self._runs().filter(pk=run_id).first()
+        if run is None:  # one of a project the account sees nothing of: the same words
             raise CommandError(f"No run {run_id}")
         return run
+
+    def _iterations_seen(self, *iteration_ids) -> None:
+        """`run compare`: iterations of runs the account may read, else as missing."""
+        for pk in iteration_ids:
+            if not self._runs().filter(iterations__pk=pk).exists():
+                raise CommandError(f"No iteration {pk}.")
 
     def _recipe(self, target: str, force: bool = False) -> Recipe:
         path = Path(target)
@@ -213,7 +229,8 @@ class Command(JsonErrorsCommand):
                     "or replace it with the file with --force."
                 )
             return recipe
-        recipe = Recipe.objects.filter(slug=target).first()
+        recipes = Recipe.objects if self.user is None else Recipe.objects.visible_to(self.user)
+        recipe = recipes.filter(slug=target).first()
         if recipe is None:
             raise CommandError(f"No recipe '{target}' (and no such file)")
         return recipe
@@ -325,6 +342,21 @@ class Command(JsonErrorsCommand):
         run = self._run(options["run_id"])
         services.reject(services.gate_for_decision(run).pk, self.actor, reason=options["reason"])
         self.emit(options, run)
+
+
+def _actor(username: str, *, reads: bool) -> Actor:
+    """Who the command acts as (`Actor.command_line`); for a command that only reads,
+    `--user` may name a viewer."""
+    if not (username and reads):
+        return Actor.command_line(username)
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise services.NotAllowed(f"No user '{username}'")
+    if not user.has_perm("runs.view_run"):
+        raise services.NotAllowed(f"{username} has no role: give them the viewer role or more")
+    return Actor("cli", user)
 
 
 def _start_refusal(errors: dict) -> str:
