@@ -59,6 +59,11 @@ class SubscriptionAdmin(ProjectScopedAdmin):
         ("Slack", {"fields": ["slack_channel"]}),
     ]
 
+    def save_model(self, request, obj, form, change):
+        if not change:
+            obj.created_by = request.user
+        super().save_model(request, obj, form, change)
+
     @admin.display(description="to")
     def target(self, sub):
         return sub.target or "—"

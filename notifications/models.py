@@ -84,6 +84,16 @@ class Subscription(models.Model):
         help_text="Slack: the channel's ID (C0123ABCD, at the foot of its details); the app "
         "must be a member of it.",
     )
+    # Who made it: a webhook carries decision links only for a person who set it up
+    # themselves (notifications.transports.webhook_links).
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        editable=False,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
     on_gate_waiting = models.BooleanField("a gate waits", default=True)
     on_gate_reminder = models.BooleanField("a gate's deadline passed", default=True)
     on_run_completed = models.BooleanField("a run completed", default=False)

@@ -41,8 +41,31 @@ def send(subscription, delivery) -> int | None:
     return send_email(subscription, delivery)
 
 
-def body_of(delivery) -> bytes:
-    return json.dumps({**delivery.payload, "delivery": delivery.pk}, separators=(",", ":")).encode()
+def body_of(delivery, decide: list[dict] | None = None) -> bytes:
+    body = {**delivery.payload, "delivery": delivery.pk}
+    if decide:
+        body["decide"] = decide
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def webhook_links(subscription, delivery) -> list[dict]:
+    """The decision links a webhook carries: only for a subscription its person set up
+    themselves (a link decides as them, so only they choose where it is sent), for a gate
+    they may still decide (notifications.links)."""
+    person = subscription.user
+    own = person is not None and subscription.created_by_id == person.pk
+    if not own or not delivery.gate_id or delivery.event not in links.LINKED_EVENTS:
+        return []
+    found = links.links_for(delivery.gate, person, delivery=delivery)
+    return [
+        {
+            "decision": choice["id"],
+            "label": choice["label"],
+            "url": url,
+            "as": person.get_username(),
+        }
+        for choice, url in found
+    ]
 
 
 def reason(code: int) -> str:
@@ -55,7 +78,7 @@ def reason(code: int) -> str:
 def post_webhook(subscription, delivery) -> int:
     if problem := webhook_host_problem(subscription.url):
         raise TransportError(problem, permanent=True)
-    body = body_of(delivery)
+    body = body_of(delivery, webhook_links(subscription, delivery))
     headers = {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings as django_settings
@@ -295,3 +296,54 @@ def test_escalation_mails_each_operator_it_names_their_own_links(
     gate.refresh_from_db()
     assert (gate.decision, gate.decider, gate.surface) == ("hold", "sam", "link")
     assert confirm(rita_links["Ship"]).status_code == 409
+
+
+def test_a_webhook_its_person_set_up_carries_their_links(make_recipe, in_process, otto, admin_user):
+    """A webhook of a person's own subscription carries their links; one an administrator
+    set up for them carries none (a link decides as its person: only they say where it
+    goes). The admin records who made each subscription."""
+    from tests.notifications.receiver import Receiver
+
+    with Receiver() as theirs, Receiver() as made_for_them:
+        own = Subscription.objects.create(
+            name="mine", channel="webhook", url=theirs.url, user=otto, created_by=otto
+        )
+        theirs.secret = own.secret
+        Subscription.objects.create(
+            name="for otto",
+            channel="webhook",
+            url=made_for_them.url,
+            user=otto,
+            created_by=admin_user,
+        )
+        run = services.start_run(make_recipe(SHIP_OR_HOLD, "ship-or-hold"), ENGINE, message="v2")
+        in_process()
+    body = theirs.requests[0]["json"]
+    assert theirs.requests[0]["verified"]
+    assert [(d["decision"], d["as"]) for d in body["decide"]] == [
+        ("ship", "otto"),
+        ("hold", "otto"),
+        ("reject", "otto"),
+    ]
+    assert "decide" not in made_for_them.requests[0]["json"]
+    ship = next(d["url"] for d in body["decide"] if d["decision"] == "ship")
+    decided = confirm(urlsplit(ship).path)
+    assert decided.status_code == 200, decided.content.decode()
+    gate = run.gates.get()
+    assert (gate.decision, gate.decider, gate.surface) == ("ship", "otto", "link")
+
+    browser = Client()
+    browser.force_login(admin_user)
+    browser.post(
+        "/admin/notifications/subscription/add/",
+        {
+            "name": "by the admin",
+            "channel": "webhook",
+            "url": theirs.url,
+            "user": otto.pk,
+            "secret": "s",
+            "on_gate_waiting": "on",
+            "enabled": "on",
+        },
+    )
+    assert Subscription.objects.get(name="by the admin").created_by == admin_user
