@@ -41,6 +41,15 @@ class Migration(migrations.Migration):
                 to="console.project",
             ),
         ),
+        migrations.AlterField(
+            model_name="providerconfig",
+            name="is_default",
+            field=models.BooleanField(
+                default=False,
+                help_text="Used when a recipe and its node name no provider: by its project's "
+                "recipes, or (shared) by those of every project without a default of its own.",
+            ),
+        ),
         # One shared default, and one default in each project.
         migrations.RemoveConstraint(
             model_name="providerconfig",

@@ -84,7 +84,9 @@ class ProviderConfig(models.Model):
         help_text="No new call once this many tokens went in a minute.",
     )
     is_default = models.BooleanField(
-        default=False, help_text="Used when a recipe and its node name no provider."
+        default=False,
+        help_text="Used when a recipe and its node name no provider: by its project's "
+        "recipes, or (shared) by those of every project without a default of its own.",
     )
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
