@@ -89,6 +89,15 @@ def visible(queryset, user, perm: str, field: str = "project"):
     return queryset.filter(**{f"{field}__in": projects_where(user, perm)})
 
 
+def default_among(projects):
+    """The default project, when it is among `projects` (a queryset): where a new object
+    goes when nobody named a project; else None."""
+    from console.models import Project
+
+    default = Project.default()
+    return default if projects.filter(pk=default.pk).exists() else None
+
+
 def in_project(user, perm: str, project) -> bool:
     if project is None:
         return _global(user, perm)

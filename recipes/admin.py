@@ -18,6 +18,7 @@ from django.utils.text import slugify
 
 from console.admin_projects import ProjectScopedAdmin
 from console.models import Project
+from console.projects import default_among
 from recipes import diff, editing
 from recipes.loader import Problem
 from recipes.models import Recipe, RecipeVersion
@@ -87,12 +88,12 @@ class RecipeForm(forms.ModelForm):
         chosen = self.cleaned_data.get("project")
         if chosen is None and self.instance.pk:
             return self.instance.project
-        offered = self.fields["project"].queryset
-        if chosen is None and offered.filter(pk=Project.default().pk).exists():
-            return Project.default()
-        if chosen is None:
+        if chosen is not None:
+            return chosen
+        default = default_among(self.fields["project"].queryset)
+        if default is None:
             raise forms.ValidationError("Choose the recipe's project.")
-        return chosen
+        return default
 
     def source_project(self):
         """Whose recipe the source is (its providers, and the shell right it is checked

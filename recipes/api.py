@@ -21,7 +21,7 @@ from console.api_errors import (
     require,
 )
 from console.models import Project
-from console.projects import projects_where
+from console.projects import default_among, projects_where
 from console.throttle import spend
 from recipes import editing
 from recipes.models import Recipe
@@ -193,8 +193,7 @@ def project_to_create_in(user, slug: str) -> Project:
         if projects_where(user, "recipes.view_recipe").filter(slug=slug).exists():
             raise services.NotAllowed("Your role in this project does not allow this.")
         raise services.NotFound(f"No project '{slug}'.")
-    default = Project.default()
-    if allowed.filter(pk=default.pk).exists():
+    if (default := default_among(allowed)) is not None:
         return default
     choices = list(allowed[:2])
     if len(choices) == 1:

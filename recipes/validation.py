@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -59,13 +60,17 @@ def validate_source(
     if not providers:
         return load_recipe(source, source_path=source_path, resources=resources_for(source_path))
     lookups = provider_lookups()
-    # Asked only by a kind that reads providers (a Python recipe is read without a database).
+
+    @functools.cache  # once per reading, and only by a kind that reads providers (a Python
+    def project() -> int:  # recipe is read without a database)
+        return project_id or default_project_id()
+
     return load_recipe(
         source,
         source_path=source_path,
         resources=resources_for(source_path),
-        provider_fallback=lambda: lookups.default_configured(project_id or default_project_id()),
-        provider_check=lambda name: lookups.unresolvable(name, project_id or default_project_id()),
+        provider_fallback=lambda: lookups.default_configured(project()),
+        provider_check=lambda name: lookups.unresolvable(name, project()),
     )
 
 

@@ -36,7 +36,7 @@ def decisions(
     recipe: str = "",
     project: str = "",
 ):
-    found = GateResponse.objects.select_related("gate", "run__recipe").order_by("id")
+    found = GateResponse.objects.select_related("gate", "run__recipe")  # in id order: `stream`
     if since is not None:
         found = found.filter(at__gte=since)
     if until is not None:
